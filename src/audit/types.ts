@@ -1,0 +1,21 @@
+/**
+ * The contract of the audit trail: loops hand decisions to an `AuditSink`; it turns
+ * them into deterministic commits on the audit branch (see writer.ts).
+ */
+import type { Decision } from '../decide/decision.ts';
+
+export interface AuditSink {
+  /**
+   * Intents of decisions that write to the API. In strict mode this resolves only when
+   * the intents are committed and pushed, so a write is never sent without its record;
+   * in async mode it resolves at once. Rejects when the backlog is full and strict.
+   */
+  recordIntents(decisions: readonly Decision[]): Promise<void>;
+  /** Outcomes (and decisions without writes, such as Hold or SkipStale): batched by time and size. */
+  record(decisions: readonly Decision[]): void;
+  /** Commit and push everything pending now. */
+  flush(): Promise<void>;
+  /** Decisions not yet pushed (for metrics and /readyz). */
+  readonly backlog: number;
+  close(): Promise<void>;
+}

@@ -1,0 +1,93 @@
+/**
+ * The contract of the API write dispatcher: every write tollgate makes to the API
+ * server is one `WriteRequest` through one bounded priority queue (see queue.ts).
+ */
+import type { ObjectKey } from '../cluster/types.ts';
+
+export interface ResourceList {
+  readonly requests?: Readonly<Record<string, string>>;
+  readonly limits?: Readonly<Record<string, string>>;
+}
+
+/** The closed set of writes tollgate makes. */
+export type WriteOperation =
+  | {
+      /** JSON patch: test resourceVersion, test the gate at its index, remove it. */
+      readonly type: 'removeGate';
+      readonly gate: string;
+      readonly gateIndex: number;
+    }
+  | {
+      /** pods/resize subresource, with the resourceVersion decided on. */
+      readonly type: 'resize';
+      readonly containers: readonly { readonly name: string; readonly resources: ResourceList }[];
+      readonly pod?: ResourceList;
+    }
+  | {
+      /** Delete with a uid + resourceVersion precondition. */
+      readonly type: 'delete';
+      readonly reason: string;
+    }
+  | {
+      /** Merge-patch of tollgate's own annotations (null removes one). */
+      readonly type: 'annotate';
+      readonly annotations: Readonly<Record<string, string | null>>;
+    };
+
+export interface WriteTarget {
+  readonly namespace: string;
+  readonly name: string;
+  readonly uid: string;
+  /** The resourceVersion the decision was made on; writes assert it where the API allows. */
+  readonly resourceVersion: string;
+}
+
+export interface WriteRequest {
+  /** Coalescing key: one queued item and at most one in-flight write per key. */
+  readonly key: ObjectKey;
+  readonly target: WriteTarget;
+  readonly op: WriteOperation;
+  /** Higher first. */
+  readonly priority: number;
+  /** Round-robin unit inside one priority. */
+  readonly tenant: string;
+  /** Epoch ms after which the write is no longer useful and is dropped as `expired`. */
+  readonly deadline: number;
+  /** The decision this write carries out (for the audit outcome). */
+  readonly decisionId: string;
+  readonly signal?: AbortSignal;
+}
+
+/** How a write ended. Exactly one per accepted request. */
+export type WriteResult =
+  | { readonly result: 'succeeded'; readonly resourceVersion: string }
+  /** 409 or a failed JSON-patch test: the key goes back to its loop to be decided again from fresh state. */
+  | { readonly result: 'conflict'; readonly message: string }
+  /** Final: 403, 404, 422, or retries exhausted. */
+  | { readonly result: 'failed'; readonly code?: number; readonly message: string }
+  | { readonly result: 'expired'; readonly message: string }
+  /** Superseded by a newer decision for the key, the pod was deleted, or leadership was lost. */
+  | { readonly result: 'cancelled'; readonly message: string };
+
+export type EnqueueResult =
+  | { readonly accepted: true; readonly coalesced: boolean; readonly done: Promise<WriteResult> }
+  /** The queue is full: backpressure. The caller slows down (see `whenNotFull`); the overflow is counted. */
+  | { readonly accepted: false; readonly reason: 'full' | 'closed' };
+
+export interface Dispatcher {
+  enqueue(request: WriteRequest): EnqueueResult;
+  /** Resolves when the queue has room again. */
+  whenNotFull(signal?: AbortSignal): Promise<void>;
+  /** Cancels queued work for a key (the pod was deleted); an in-flight write is aborted. */
+  cancel(key: ObjectKey, reason: string): void;
+  readonly depth: number;
+  /** Stop taking work; finish or cancel what is in flight. */
+  close(options?: { cancelQueued: boolean }): Promise<void>;
+}
+
+/**
+ * The API side of a write, injected into the dispatcher (src/cluster/writer.ts
+ * implements it with @kubernetes/client-node). Throws an error carrying `statusCode`
+ * (or `code` for network errors) on failure; returns the new resourceVersion.
+ */
+export type WriteExecutor = (request: WriteRequest, signal: AbortSignal) => Promise<{ resourceVersion: string }>;
