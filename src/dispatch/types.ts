@@ -90,4 +90,7 @@ export interface Dispatcher {
  * implements it with @kubernetes/client-node). Throws an error carrying `statusCode`
  * (or `code` for network errors) on failure; returns the new resourceVersion.
  */
-export type WriteExecutor = (request: WriteRequest, signal: AbortSignal) => Promise<{ resourceVersion: string }>;
+export type WriteExecutor = (
+  request: WriteRequest,
+  signal: AbortSignal,
+) => Promise<{ resourceVersion: string }>;

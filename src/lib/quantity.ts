@@ -39,7 +39,9 @@ export function parseQuantity(text: string | number): number {
   }
   const match = grammar.exec(text.trim());
   if (!match) {
-    throw new QuantityError(`"${text}" is not a Kubernetes quantity (examples: 500m, 2, 1.5Gi, 256Mi)`);
+    throw new QuantityError(
+      `"${text}" is not a Kubernetes quantity (examples: 500m, 2, 1.5Gi, 256Mi)`,
+    );
   }
   const [, digits, exponent, suffix] = match;
   const base = Number(digits);

@@ -11,7 +11,15 @@ export function createLogger(options: { level?: string; name?: string } = {}): L
     name: options.name ?? 'tollgate',
     level: options.level ?? process.env.TOLLGATE_LOG_LEVEL ?? 'info',
     redact: {
-      paths: ['token', 'password', 'authorization', '*.token', '*.password', '*.authorization', 'headers.authorization'],
+      paths: [
+        'token',
+        'password',
+        'authorization',
+        '*.token',
+        '*.password',
+        '*.authorization',
+        'headers.authorization',
+      ],
       censor: '[redacted]',
     },
     base: { pid: process.pid },

@@ -94,7 +94,11 @@ export interface GatePolicy {
   readonly conditions: readonly GateCondition[];
   readonly expiry?: { readonly afterMs: number; readonly action: ExpiryAction };
   /** Backoff of condition re-checks for a held pod. */
-  readonly recheck: { readonly initialMs: number; readonly maxMs: number; readonly maxAttempts: number };
+  readonly recheck: {
+    readonly initialMs: number;
+    readonly maxMs: number;
+    readonly maxAttempts: number;
+  };
   /** Optional per-policy pacing, applied on top of the tenant's. */
   readonly pacing?: Partial<Pacing>;
 }
@@ -143,12 +147,7 @@ export interface ResizePolicy {
   readonly allowRestart: boolean;
 }
 
-export type DecisionKindName =
-  | 'Release'
-  | 'Cancel'
-  | 'ExpireRelease'
-  | 'Rollback'
-  | 'Resize';
+export type DecisionKindName = 'Release' | 'Cancel' | 'ExpireRelease' | 'Rollback' | 'Resize';
 
 export interface StalenessPolicy {
   readonly name: string;
@@ -174,7 +173,12 @@ export interface Approval {
   /** A pod (Release/Cancel) or a ResizePolicy workload (Resume). */
   readonly target:
     | { readonly kind: 'Pod'; readonly namespace: string; readonly name: string }
-    | { readonly kind: 'ResizePolicy'; readonly name: string; readonly namespace?: string; readonly pod?: string };
+    | {
+        readonly kind: 'ResizePolicy';
+        readonly name: string;
+        readonly namespace?: string;
+        readonly pod?: string;
+      };
   readonly approvedBy: string;
   readonly reason: string;
   /** Epoch ms after which the approval no longer counts. */
