@@ -1,0 +1,914 @@
+/**
+ * The resize decision for one pod: pure, from (policy, pod, node, quotas, signal
+ * samples, approvals, now) to decisions with reasons and the ordered writes that carry
+ * them out. The order of the checks is the order of precedence:
+ *
+ * 1. not resizable (not running, no node, BestEffort, no resize status) -> nothing
+ * 2. paused -> Resume when a new Approval names the workload, else nothing
+ * 3. OOMKilled after tollgate lowered memory -> Rollback + Pause
+ * 4. SLO breached for `forMs` after a tollgate resize -> Rollback + Pause
+ * 5. a resize in flight: Infeasible -> smaller target or mark and revert;
+ *    Deferred / InProgress Error -> Defer (re-checked with backoff) until the deadline,
+ *    then revert; otherwise wait for the kubelet
+ * 6. cooldown since the last applied resize -> nothing
+ * 7. signals over the window -> one step up or down within bounds, the node's
+ *    allocatable, the namespace quota, the QoS class and the containers' resizePolicy
+ *
+ * Writes are sequential: each one uses the resourceVersion the previous returned. The
+ * state annotation goes first, so a crash between the two writes leaves a recorded
+ * target that the spec does not match, which the next pass treats as never applied
+ * (no cooldown, decide again) rather than a resize whose last-good resources were lost.
+ */
+import type {
+  ResizeConditionLike as V1PodCondition,
+  ResizeNodeLike as V1Node,
+  ResizePodLike as V1Pod,
+  ResizeWriteOperation as WriteOperation,
+  ResourceQuotaLike as V1ResourceQuota,
+} from './resize-objects.ts';
+import { timestampMs } from './resize-objects.ts';
+import type { Decision, DecisionKind, ConditionInput } from './decision.ts';
+import type { Approval, Bounds, ResizePolicy, ResourceBounds } from '../policy/model.ts';
+import {
+  type Amounts,
+  type PodResources,
+  type Requirements,
+  type ResizableResource,
+  actualResources,
+  desiredResources,
+  fromRecord,
+  moveRequest,
+  podLimits,
+  podRequests,
+  qosClass,
+  resizableResources,
+  restartPolicyOf,
+  sameRequirements,
+  sameResources,
+  stepWithin,
+  toRecord,
+  toResourceList,
+} from './resize-resources.ts';
+import {
+  type Direction,
+  type SignalVerdict,
+  type WindowSample,
+  combineVerdicts,
+  judgeSlo,
+  judgeWindow,
+} from './resize-signals.ts';
+import {
+  type PausedState,
+  type ResizeState,
+  readResizeState,
+  stateAnnotations,
+} from './resize-state.ts';
+import { toStoredAmount } from '../lib/quantity.ts';
+
+/** Samples of one signal for this pod (and container, for `$container` queries). */
+export interface SignalReading {
+  readonly signal: string;
+  readonly container?: string;
+  readonly samples?: readonly WindowSample[];
+  /** Set when the query failed: the signal then holds. */
+  readonly error?: string;
+}
+
+/** What the loop remembers between passes without persisting (lost on restart, harmlessly). */
+export interface PodMemo {
+  readonly deferredGeneration?: number;
+  readonly deferredChecks?: number;
+  readonly nextDeferredCheck?: number;
+}
+
+export interface PodResizeInput {
+  readonly policy: ResizePolicy;
+  readonly commit: string;
+  readonly pod: V1Pod;
+  readonly node?: V1Node;
+  readonly quotas?: readonly V1ResourceQuota[];
+  readonly readings: readonly SignalReading[];
+  readonly slo?: { readonly samples?: readonly WindowSample[]; readonly error?: string };
+  readonly approvals: readonly Approval[];
+  readonly now: number;
+  /** Resolution of the samples (range-query step). */
+  readonly stepMs: number;
+  readonly memo?: PodMemo;
+}
+
+export interface PlannedWrite {
+  readonly decisionId: string;
+  readonly op: WriteOperation;
+  readonly priority: number;
+  readonly deadline: number;
+}
+
+export interface PodResizePlan {
+  /** Decisions that write carry outcome `pending`; the others `recorded`. */
+  readonly decisions: readonly Decision[];
+  /** In order; each uses the resourceVersion the previous one returned. */
+  readonly writes: readonly PlannedWrite[];
+  readonly memo?: PodMemo;
+  /** Why nothing was decided (for logs and tests), when nothing was. */
+  readonly skip?: string;
+  /** Set when the pod is paused after this plan (for the paused-workloads gauge). */
+  readonly paused: boolean;
+  /** Pending condition seen on the pod, for the pending gauge. */
+  readonly pending?: 'Deferred' | 'Infeasible';
+}
+
+export const resizePriority = {
+  rollback: 100,
+  revert: 80,
+  up: 60,
+  annotate: 50,
+  down: 40,
+} as const;
+
+/** Backoff between Defer re-checks: 5 s doubling, capped at a quarter of the deadline. */
+export function deferredBackoffMs(checks: number, deferredTimeoutMs: number): number {
+  const cap = Math.max(1000, Math.floor(deferredTimeoutMs / 4));
+  return Math.min(cap, 5000 * 2 ** checks);
+}
+
+interface Context {
+  readonly input: PodResizeInput;
+  readonly desired: PodResources;
+  readonly actual: PodResources;
+  readonly stored: ReturnType<typeof readResizeState>;
+  readonly generation: number;
+}
+
+function condition(pod: V1Pod, type: string): V1PodCondition | undefined {
+  return pod.status?.conditions?.find((c) => c.type === type && c.status === 'True');
+}
+
+function decision(
+  ctx: Context,
+  kind: DecisionKind,
+  reason: string,
+  inputs: ConditionInput[],
+  writes: boolean,
+): Decision {
+  const { pod, policy, commit, now } = ctx.input;
+  const meta = pod.metadata ?? {};
+  const uid = meta.uid ?? '';
+  const resourceVersion = meta.resourceVersion ?? '';
+  return {
+    id: `resize:${kind}:${uid}:${resourceVersion}`,
+    at: now,
+    loop: 'resize',
+    kind,
+    tenant: policy.tenant,
+    target: { namespace: meta.namespace ?? '', name: meta.name ?? '', uid, resourceVersion },
+    policy: { commit, file: policy.source.file, name: policy.name },
+    inputs,
+    reason,
+    outcome: writes ? { result: 'pending' } : { result: 'recorded' },
+  };
+}
+
+function resourcesInput(name: string, resources: PodResources): ConditionInput {
+  return { condition: name, met: true, value: toRecord(resources) };
+}
+
+function nothing(skip: string, paused = false, memo?: PodMemo): PodResizePlan {
+  return { decisions: [], writes: [], skip, paused, ...(memo ? { memo } : {}) };
+}
+
+/** The resize operation that moves the pod from `from` to `to` (only changed units). */
+export function resizeOperation(from: PodResources, to: PodResources): WriteOperation {
+  const containers = Object.entries(to.containers)
+    .filter(([name, req]) => !sameRequirements(from.containers[name], req))
+    .map(([name, req]) => ({ name, resources: toResourceList(req) }));
+  const podChanged = to.pod && !sameRequirements(from.pod, to.pod);
+  return {
+    type: 'resize',
+    containers,
+    ...(podChanged && to.pod ? { pod: toResourceList(to.pod) } : {}),
+  };
+}
+
+function restartCounts(pod: V1Pod): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const s of pod.status?.containerStatuses ?? []) out[s.name] = s.restartCount ?? 0;
+  return out;
+}
+
+function directionsBetween(
+  from: PodResources,
+  to: PodResources,
+): Partial<Record<ResizableResource, 'up' | 'down'>> {
+  const out: Partial<Record<ResizableResource, 'up' | 'down'>> = {};
+  const before = podRequests(from);
+  const after = podRequests(to);
+  for (const r of resizableResources) {
+    const a = before[r];
+    const b = after[r];
+    if (a !== undefined && b !== undefined && a !== b) out[r] = b > a ? 'up' : 'down';
+  }
+  return out;
+}
+
+/** Writes that request `to`: the state annotation (and others) first, then the resize. */
+function requestWrites(
+  ctx: Context,
+  decisionId: string,
+  to: PodResources,
+  state: ResizeState,
+  priority: number,
+  extra: Parameters<typeof stateAnnotations>[0] = {},
+): PlannedWrite[] {
+  const deadline = ctx.input.now + Math.max(60_000, ctx.input.policy.cooldownMs);
+  return [
+    {
+      decisionId,
+      op: { type: 'annotate', annotations: stateAnnotations({ ...extra, state }) },
+      priority,
+      deadline,
+    },
+    { decisionId, op: resizeOperation(ctx.desired, to), priority, deadline },
+  ];
+}
+
+function newState(
+  ctx: Context,
+  to: PodResources,
+  attempts: number,
+  base: PodResources,
+  infeasible?: ResizeState['infeasible'],
+): ResizeState {
+  return {
+    target: toRecord(to),
+    requestedAt: ctx.input.now,
+    direction: directionsBetween(base, to),
+    attempts,
+    restarts: restartCounts(ctx.input.pod),
+    ...(infeasible ? { infeasible } : {}),
+  };
+}
+
+function matchingResumeApprovals(ctx: Context): Approval[] {
+  const { policy, pod, approvals, now } = ctx.input;
+  return approvals.filter(
+    (a) =>
+      a.action === 'Resume' &&
+      a.target.kind === 'ResizePolicy' &&
+      a.target.name === policy.name &&
+      (a.target.namespace === undefined || a.target.namespace === pod.metadata?.namespace) &&
+      (a.target.pod === undefined || a.target.pod === pod.metadata?.name) &&
+      (a.expiresAt === undefined || a.expiresAt > now),
+  );
+}
+
+function oomKilledSinceRequest(ctx: Context): string | undefined {
+  const { state } = ctx.stored;
+  if (state.direction?.memory !== 'down' || state.requestedAt === undefined) return undefined;
+  for (const s of ctx.input.pod.status?.containerStatuses ?? []) {
+    const terminated = s.lastState?.terminated ?? s.state?.terminated;
+    if (terminated?.reason !== 'OOMKilled') continue;
+    const before = state.restarts?.[s.name];
+    const restartedSince = before !== undefined && (s.restartCount ?? 0) > before;
+    const finishedAt = timestampMs(terminated.finishedAt);
+    const finishedSince = finishedAt !== undefined && finishedAt >= state.requestedAt;
+    if (restartedSince || finishedSince) return s.name;
+  }
+  return undefined;
+}
+
+/** Rollback to the last good resources and, per policy, Pause. */
+function rollback(ctx: Context, why: string, inputs: ConditionInput[]): PodResizePlan {
+  const { policy } = ctx.input;
+  const lastGood = ctx.stored.lastGood ? fromRecord(ctx.stored.lastGood) : undefined;
+  if (!lastGood) return nothing(`${why}, but no last good resources are recorded`);
+  const to = mergeOnto(ctx.desired, lastGood);
+  const pause = policy.rollback.pauseForReview;
+  const decisions: Decision[] = [];
+  const rollbackDecision = decision(
+    ctx,
+    'Rollback',
+    `${why}: restoring the last good resources`,
+    [
+      ...inputs,
+      resourcesInput('current', ctx.desired),
+      resourcesInput('actual', ctx.actual),
+      resourcesInput('target', to),
+    ],
+    true,
+  );
+  decisions.push(rollbackDecision);
+  let paused: PausedState | undefined;
+  if (pause) {
+    paused = {
+      reason: why,
+      since: ctx.input.now,
+      approvalsSeen: matchingResumeApprovals(ctx).map((a) => a.name),
+    };
+    decisions.push(
+      decision(
+        ctx,
+        'Pause',
+        `${why}: automation paused for ${policy.name} until an Approval (action Resume) resumes it`,
+        [{ condition: 'rollback', met: true, value: { reason: why } }],
+        true,
+      ),
+    );
+  }
+  const state = newState(ctx, to, 0, ctx.desired);
+  const writes = sameResources(ctx.desired, to)
+    ? [
+        {
+          decisionId: rollbackDecision.id,
+          op: {
+            type: 'annotate' as const,
+            annotations: stateAnnotations({ state, ...(paused ? { paused } : {}) }),
+          },
+          priority: resizePriority.rollback,
+          deadline: ctx.input.now + 60_000,
+        },
+      ]
+    : requestWrites(
+        ctx,
+        rollbackDecision.id,
+        to,
+        state,
+        resizePriority.rollback,
+        paused ? { paused } : {},
+      );
+  return { decisions, writes, paused: pause };
+}
+
+/** `partial` laid over `base`: units missing from `partial` keep `base`'s values. */
+function mergeOnto(base: PodResources, partial: PodResources): PodResources {
+  const containers: Record<string, Requirements> = { ...base.containers };
+  for (const [name, req] of Object.entries(partial.containers)) {
+    if (containers[name]) containers[name] = req;
+  }
+  const pod = partial.pod ?? base.pod;
+  return pod ? { containers, pod } : { containers };
+}
+
+function boundsFor(policy: ResizePolicy, unit: string | undefined): ResourceBounds | undefined {
+  return unit === undefined ? policy.pod : policy.containers[unit];
+}
+
+/** Each unit's requirements with every bounded resource moved one step back from `target` toward `actual`. */
+function retreat(policy: ResizePolicy, target: PodResources, actual: PodResources): PodResources {
+  const back = (
+    req: Requirements,
+    from: Requirements | undefined,
+    bounds?: ResourceBounds,
+  ): Requirements => {
+    let out = req;
+    for (const r of resizableResources) {
+      const t = req.requests[r];
+      const a = from?.requests[r];
+      const b: Bounds | undefined = bounds?.[r];
+      if (t === undefined || a === undefined || t === a) continue;
+      const step = b?.step ?? Math.abs(t - a);
+      const next = t > a ? Math.max(a, t - step) : Math.min(a, t + step);
+      out = moveRequest(out, r, next);
+    }
+    return out;
+  };
+  const containers: Record<string, Requirements> = {};
+  for (const [name, req] of Object.entries(target.containers)) {
+    containers[name] = back(req, actual.containers[name], boundsFor(policy, name));
+  }
+  const pod = target.pod ? back(target.pod, actual.pod, policy.pod) : undefined;
+  return pod ? { containers, pod } : { containers };
+}
+
+function handleInfeasible(ctx: Context, cond: V1PodCondition): PodResizePlan {
+  const { policy, now } = ctx.input;
+  const attempts = ctx.stored.state.attempts + 1;
+  const inputs: ConditionInput[] = [
+    {
+      condition: 'PodResizePending',
+      met: false,
+      value: { reason: 'Infeasible', message: cond.message ?? '' },
+    },
+    {
+      condition: 'attempts',
+      met: attempts < policy.maxAttempts,
+      value: { attempts, maxAttempts: policy.maxAttempts },
+    },
+    resourcesInput('desired', ctx.desired),
+    resourcesInput('actual', ctx.actual),
+  ];
+  const infeasible = decision(
+    ctx,
+    'Infeasible',
+    `the kubelet reports the resize Infeasible: ${cond.message ?? 'no message'}`,
+    inputs,
+    false,
+  );
+  const smaller = retreat(policy, ctx.desired, ctx.actual);
+  const base = ctx.stored.lastGood
+    ? mergeOnto(ctx.actual, fromRecord(ctx.stored.lastGood))
+    : ctx.actual;
+  if (attempts < policy.maxAttempts && !sameResources(smaller, ctx.actual)) {
+    const resize = decision(
+      ctx,
+      'Resize',
+      `Infeasible target; trying one step smaller (attempt ${attempts} of ${policy.maxAttempts})`,
+      [...inputs, resourcesInput('target', smaller)],
+      true,
+    );
+    const state = newState(ctx, smaller, attempts, base);
+    return {
+      decisions: [infeasible, resize],
+      writes: requestWrites(ctx, resize.id, smaller, state, resizePriority.revert),
+      paused: false,
+      pending: 'Infeasible',
+    };
+  }
+  const why =
+    attempts >= policy.maxAttempts
+      ? `attempts exhausted (${attempts} of ${policy.maxAttempts})`
+      : 'no smaller target within bounds';
+  const mark = decision(
+    ctx,
+    'Infeasible',
+    `${why}: desired resources returned to the actual ones; scale-up left alone until the signal falls`,
+    [...inputs, resourcesInput('target', ctx.actual)],
+    true,
+  );
+  const state = newState(ctx, ctx.actual, attempts, base, { at: now, reason: cond.message ?? why });
+  return {
+    decisions: [infeasible, mark],
+    writes: requestWrites(ctx, mark.id, ctx.actual, state, resizePriority.revert),
+    paused: false,
+    pending: 'Infeasible',
+  };
+}
+
+function handleWaiting(
+  ctx: Context,
+  reason: 'Deferred' | 'Error',
+  cond: V1PodCondition,
+): PodResizePlan {
+  const { policy, now, memo } = ctx.input;
+  const requestedAt = ctx.stored.state.requestedAt ?? now;
+  const elapsed = now - requestedAt;
+  const pending = reason === 'Deferred' ? ('Deferred' as const) : undefined;
+  const inputs: ConditionInput[] = [
+    {
+      condition: reason === 'Deferred' ? 'PodResizePending' : 'PodResizeInProgress',
+      met: false,
+      value: {
+        reason,
+        message: cond.message ?? '',
+        observedGeneration: cond.observedGeneration ?? null,
+      },
+    },
+    {
+      condition: 'deferredTimeout',
+      met: elapsed < policy.deferredTimeoutMs,
+      value: { elapsedMs: elapsed, deferredTimeoutMs: policy.deferredTimeoutMs },
+    },
+    resourcesInput('desired', ctx.desired),
+    resourcesInput('actual', ctx.actual),
+  ];
+  if (elapsed >= policy.deferredTimeoutMs) {
+    const attempts = ctx.stored.state.attempts + 1;
+    const d = decision(
+      ctx,
+      'Defer',
+      `${reason} for ${elapsed} ms, past deferredTimeout (${policy.deferredTimeoutMs} ms): desired resources returned to the actual ones`,
+      [...inputs, resourcesInput('target', ctx.actual)],
+      true,
+    );
+    const base = ctx.stored.lastGood
+      ? mergeOnto(ctx.actual, fromRecord(ctx.stored.lastGood))
+      : ctx.actual;
+    const state = newState(ctx, ctx.actual, attempts, base);
+    return {
+      decisions: [d],
+      writes: requestWrites(ctx, d.id, ctx.actual, state, resizePriority.revert),
+      paused: false,
+      ...(pending ? { pending } : {}),
+    };
+  }
+  const sameEpisode = memo?.deferredGeneration === ctx.generation;
+  if (sameEpisode && memo?.nextDeferredCheck !== undefined && now < memo.nextDeferredCheck) {
+    return {
+      ...nothing(`${reason}; next check at ${memo.nextDeferredCheck}`, false, memo),
+      ...(pending ? { pending } : {}),
+    };
+  }
+  const checks = sameEpisode ? (memo?.deferredChecks ?? 0) + 1 : 0;
+  const next = now + deferredBackoffMs(checks, policy.deferredTimeoutMs);
+  const d = decision(
+    ctx,
+    'Defer',
+    reason === 'Deferred'
+      ? `the kubelet deferred the resize (no room on the node yet); it retries as room appears, re-checked at ${new Date(next).toISOString()}, until ${policy.deferredTimeoutMs} ms after the request`
+      : `the kubelet failed to actuate the resize: ${cond.message ?? 'no message'}; re-checked with backoff until the deadline`,
+    inputs,
+    false,
+  );
+  return {
+    decisions: [d],
+    writes: [],
+    paused: false,
+    memo: { deferredGeneration: ctx.generation, deferredChecks: checks, nextDeferredCheck: next },
+    ...(pending ? { pending } : {}),
+  };
+}
+
+function verdictsFor(ctx: Context): SignalVerdict[] {
+  const { policy, now, stepMs, readings } = ctx.input;
+  const window = {
+    startMs: now - policy.windowMs,
+    endMs: now,
+    stepMs,
+    hysteresis: policy.hysteresis,
+  };
+  const out: SignalVerdict[] = [];
+  for (const reading of readings) {
+    const signal = policy.signals.find((s) => s.name === reading.signal);
+    if (!signal) continue;
+    if (reading.error !== undefined || !reading.samples) {
+      out.push({
+        signal: signal.name,
+        ...(reading.container === undefined ? {} : { container: reading.container }),
+        direction: 'hold',
+        covered: false,
+        samples: 0,
+        reason: `query failed: ${reading.error ?? 'no data'}`,
+      });
+      continue;
+    }
+    out.push(judgeWindow(signal, reading.samples, window, reading.container));
+  }
+  return out;
+}
+
+function verdictInput(v: SignalVerdict): ConditionInput {
+  return {
+    condition:
+      v.container === undefined ? `signal:${v.signal}` : `signal:${v.signal}/${v.container}`,
+    met: v.direction !== 'hold',
+    value: {
+      direction: v.direction,
+      covered: v.covered,
+      samples: v.samples,
+      ...(v.min === undefined ? {} : { min: v.min, max: v.max, last: v.last }),
+      ...(v.upThreshold === undefined ? {} : { upThreshold: v.upThreshold }),
+      ...(v.downThreshold === undefined ? {} : { downThreshold: v.downThreshold }),
+      reason: v.reason,
+    },
+  };
+}
+
+function nodeAllocatable(node: V1Node | undefined): Amounts | undefined {
+  const list = node?.status?.allocatable;
+  if (!list) return undefined;
+  const out: Amounts = {};
+  for (const r of resizableResources)
+    if (list[r] !== undefined) out[r] = toStoredAmount(r, list[r]);
+  return out;
+}
+
+/** Remaining room per quota key, for the keys resize can change. */
+function quotaHeadroom(quotas: readonly V1ResourceQuota[]): {
+  key: string;
+  resource: ResizableResource;
+  kind: 'requests' | 'limits';
+  room: number;
+  quota: string;
+}[] {
+  const keys: Record<string, { resource: ResizableResource; kind: 'requests' | 'limits' }> = {
+    cpu: { resource: 'cpu', kind: 'requests' },
+    'requests.cpu': { resource: 'cpu', kind: 'requests' },
+    memory: { resource: 'memory', kind: 'requests' },
+    'requests.memory': { resource: 'memory', kind: 'requests' },
+    'limits.cpu': { resource: 'cpu', kind: 'limits' },
+    'limits.memory': { resource: 'memory', kind: 'limits' },
+  };
+  const out = [];
+  for (const quota of quotas) {
+    const hard = quota.status?.hard ?? quota.spec?.hard ?? {};
+    const used = quota.status?.used ?? {};
+    for (const [key, text] of Object.entries(hard)) {
+      const meaning = keys[key];
+      if (!meaning) continue;
+      const room =
+        toStoredAmount(meaning.resource, text) - toStoredAmount(meaning.resource, used[key] ?? '0');
+      out.push({ key, ...meaning, room, quota: quota.metadata?.name ?? '' });
+    }
+  }
+  return out;
+}
+
+function withUnit(
+  resources: PodResources,
+  unit: string | undefined,
+  req: Requirements,
+): PodResources {
+  if (unit === undefined) return { containers: resources.containers, pod: req };
+  const containers = { ...resources.containers, [unit]: req };
+  return resources.pod ? { containers, pod: resources.pod } : { containers };
+}
+
+function revertResource(
+  target: PodResources,
+  current: PodResources,
+  r: ResizableResource,
+): PodResources {
+  const put = (t: Requirements, c: Requirements | undefined): Requirements => {
+    if (!c) return t;
+    return {
+      requests: { ...t.requests, [r]: c.requests[r] },
+      limits: { ...t.limits, [r]: c.limits[r] },
+    };
+  };
+  const clean = (req: Requirements): Requirements => ({
+    requests: Object.fromEntries(Object.entries(req.requests).filter(([, v]) => v !== undefined)),
+    limits: Object.fromEntries(Object.entries(req.limits).filter(([, v]) => v !== undefined)),
+  });
+  const containers: Record<string, Requirements> = {};
+  for (const [name, req] of Object.entries(target.containers)) {
+    containers[name] = clean(put(req, current.containers[name]));
+  }
+  const pod = target.pod ? clean(put(target.pod, current.pod)) : undefined;
+  return pod ? { containers, pod } : { containers };
+}
+
+/** Steps every bounded resource of every unit in its unit's direction; notes why any did not move. */
+function stepTarget(
+  ctx: Context,
+  verdicts: readonly SignalVerdict[],
+): { target: PodResources; notes: string[]; directions: Record<string, Direction> } {
+  const { policy, pod } = ctx.input;
+  const notes: string[] = [];
+  const directions: Record<string, Direction> = {};
+  let target = ctx.desired;
+  const containersByName = new Map((pod.spec?.containers ?? []).map((c) => [c.name, c]));
+  const podSignals = verdicts.filter((v) => v.container === undefined);
+  const units: (string | undefined)[] = Object.keys(policy.containers).filter(
+    (n) => ctx.desired.containers[n],
+  );
+  if (policy.pod && ctx.desired.pod) units.push(undefined);
+  for (const unit of units) {
+    const label = unit ?? '(pod)';
+    const own = unit === undefined ? [] : verdicts.filter((v) => v.container === unit);
+    const direction = combineVerdicts([...podSignals, ...own]);
+    directions[label] = direction;
+    if (direction === 'hold') continue;
+    const bounds = boundsFor(policy, unit);
+    const current = unit === undefined ? ctx.desired.pod : ctx.desired.containers[unit];
+    if (!bounds || !current) continue;
+    let req = current;
+    for (const r of resizableResources) {
+      const b = bounds[r];
+      const now = current.requests[r];
+      if (!b) continue;
+      if (now === undefined) {
+        notes.push(
+          `${label} ${r}: no request set, so none is added (that would change the QoS class)`,
+        );
+        continue;
+      }
+      if (direction === 'up' && ctx.stored.state.infeasible) {
+        notes.push(
+          `${label} ${r}: marked Infeasible (${ctx.stored.state.infeasible.reason}); scale-up left alone`,
+        );
+        continue;
+      }
+      if (
+        unit !== undefined &&
+        restartPolicyOf(containersByName.get(unit), r) === 'RestartContainer' &&
+        !policy.allowRestart
+      ) {
+        notes.push(
+          `${label} ${r}: resizePolicy RestartContainer and the policy does not allow restarts`,
+        );
+        continue;
+      }
+      const next = stepWithin(now, direction, b);
+      if (next === now)
+        notes.push(`${label} ${r}: at the ${direction === 'up' ? 'max' : 'min'} bound (${now})`);
+      req = moveRequest(req, r, next);
+    }
+    target = withUnit(target, unit, req);
+  }
+  // The node: a pod asking for more than the node can ever give is Infeasible by
+  // construction, so such a step is not taken.
+  const allocatable = nodeAllocatable(ctx.input.node);
+  if (allocatable) {
+    const after = podRequests(target);
+    for (const r of resizableResources) {
+      const cap = allocatable[r];
+      const want = after[r];
+      const before = podRequests(ctx.desired)[r];
+      if (cap !== undefined && want !== undefined && want > cap && want > (before ?? 0)) {
+        notes.push(`${r}: target ${want} beyond the node's allocatable ${cap}`);
+        target = revertResource(target, ctx.desired, r);
+      }
+    }
+  }
+  for (const room of quotaHeadroom(ctx.input.quotas ?? [])) {
+    const sum = room.kind === 'requests' ? podRequests : podLimits;
+    const delta = (sum(target)[room.resource] ?? 0) - (sum(ctx.desired)[room.resource] ?? 0);
+    if (delta > 0 && delta > room.room) {
+      notes.push(
+        `${room.resource}: increase ${delta} exceeds ResourceQuota ${room.quota} ${room.key} room ${room.room}`,
+      );
+      target = revertResource(target, ctx.desired, room.resource);
+    }
+  }
+  return { target, notes, directions };
+}
+
+/** The resize plan for one pod. */
+export function decidePodResize(input: PodResizeInput): PodResizePlan {
+  const { pod, policy, now } = input;
+  if (pod.metadata?.deletionTimestamp) return nothing('pod is terminating');
+  if (!pod.spec?.nodeName || pod.status?.phase !== 'Running')
+    return nothing('pod is not running on a node');
+  const desired = desiredResources(pod);
+  if (qosClass(desired) === 'BestEffort') return nothing('BestEffort pod: no resources to resize');
+  const actual = actualResources(pod);
+  if (!actual) return nothing('the kubelet has not reported container resources yet');
+  const stored = readResizeState(pod);
+  const ctx: Context = {
+    input,
+    desired,
+    actual,
+    stored,
+    generation: pod.metadata?.generation ?? 0,
+  };
+
+  if (stored.paused) {
+    const seen = new Set(stored.paused.approvalsSeen);
+    const approval = matchingResumeApprovals(ctx).find((a) => !seen.has(a.name));
+    if (!approval) return nothing(`paused: ${stored.paused.reason}`, true);
+    const d = decision(
+      ctx,
+      'Resume',
+      `Approval ${approval.name} by ${approval.approvedBy} resumes automation: ${approval.reason}`,
+      [
+        {
+          condition: 'Approved',
+          met: true,
+          value: {
+            approval: approval.name,
+            file: approval.source.file,
+            approvedBy: approval.approvedBy,
+          },
+        },
+        {
+          condition: 'paused',
+          met: true,
+          value: { reason: stored.paused.reason, since: stored.paused.since },
+        },
+      ],
+      true,
+    );
+    const state: ResizeState = { attempts: 0 };
+    return {
+      decisions: [d],
+      writes: [
+        {
+          decisionId: d.id,
+          op: {
+            type: 'annotate',
+            annotations: stateAnnotations({ paused: null, state, lastGood: toRecord(actual) }),
+          },
+          priority: resizePriority.annotate,
+          deadline: now + 60_000,
+        },
+      ],
+      paused: false,
+    };
+  }
+
+  if (policy.rollback.onOOMKilled) {
+    const container = oomKilledSinceRequest(ctx);
+    if (container) {
+      return rollback(
+        ctx,
+        `container ${container} was OOMKilled after tollgate lowered its memory`,
+        [{ condition: 'OOMKilled', met: true, value: { container } }],
+      );
+    }
+  }
+
+  const lastGood = stored.lastGood ? mergeOnto(desired, fromRecord(stored.lastGood)) : undefined;
+  if (policy.slo && input.slo && lastGood && !sameResources(desired, lastGood)) {
+    if (input.slo.error === undefined && input.slo.samples) {
+      const slo = judgeSlo(policy.slo, input.slo.samples, { endMs: now, stepMs: input.stepMs });
+      if (slo.breached) {
+        return rollback(ctx, `SLO breached: ${slo.reason}`, [
+          {
+            condition: 'SLO',
+            met: false,
+            value: {
+              above: policy.slo.above,
+              forMs: policy.slo.forMs,
+              min: slo.min ?? null,
+              max: slo.max ?? null,
+            },
+          },
+        ]);
+      }
+    }
+  }
+
+  const generation = ctx.generation;
+  const observed = pod.status?.observedGeneration;
+  const pendingCond = condition(pod, 'PodResizePending');
+  const progressCond = condition(pod, 'PodResizeInProgress');
+  const inFlight =
+    !sameResources(desired, actual) || pendingCond !== undefined || progressCond !== undefined;
+  if (inFlight) {
+    const ours =
+      stored.state.target &&
+      sameResources(desired, mergeOnto(desired, fromRecord(stored.state.target)));
+    const current = (c: V1PodCondition | undefined): boolean =>
+      c !== undefined && (c.observedGeneration === undefined || c.observedGeneration >= generation);
+    if (!ours) return nothing('a resize tollgate did not request is in flight');
+    if (current(pendingCond) && pendingCond?.reason === 'Infeasible')
+      return handleInfeasible(ctx, pendingCond);
+    if (current(pendingCond) && pendingCond?.reason === 'Deferred')
+      return handleWaiting(ctx, 'Deferred', pendingCond);
+    if (current(progressCond) && progressCond?.reason === 'Error')
+      return handleWaiting(ctx, 'Error', progressCond);
+    if (observed !== undefined && observed < generation) {
+      return nothing(
+        `the kubelet has not observed generation ${generation} yet (observed ${observed})`,
+      );
+    }
+    return nothing('resize in progress');
+  }
+
+  // Cooldown counts only from a request the spec shows was applied.
+  const target = stored.state.target
+    ? mergeOnto(desired, fromRecord(stored.state.target))
+    : undefined;
+  const applied = target !== undefined && sameResources(desired, target);
+  if (
+    applied &&
+    stored.state.requestedAt !== undefined &&
+    now - stored.state.requestedAt < policy.cooldownMs
+  ) {
+    return nothing(
+      `cooldown: last resize ${now - stored.state.requestedAt} ms ago < ${policy.cooldownMs} ms`,
+    );
+  }
+
+  const verdicts = verdictsFor(ctx);
+  const stepped = stepTarget(ctx, verdicts);
+  const inputs: ConditionInput[] = [
+    ...verdicts.map(verdictInput),
+    {
+      condition: 'bounds',
+      met: true,
+      value: { containers: policy.containers, pod: policy.pod ?? null },
+    },
+    { condition: 'directions', met: true, value: stepped.directions },
+  ];
+  if (Object.values(stepped.directions).every((d) => d === 'hold')) {
+    return nothing('signals hold: no signal past a threshold for the whole window');
+  }
+  if (sameResources(stepped.target, desired)) {
+    return nothing(`no change possible: ${stepped.notes.join('; ') || 'at bounds'}`);
+  }
+  if (qosClass(stepped.target) !== qosClass(desired)) {
+    return nothing(
+      `the target would change the QoS class from ${qosClass(desired)} to ${qosClass(stepped.target)}`,
+    );
+  }
+  const up = Object.values(stepped.directions).includes('up');
+  // A scale-down clears an Infeasible mark: the workload asks for less, the mark is moot.
+  const d = decision(
+    ctx,
+    'Resize',
+    `signals ask for ${up ? 'more' : 'less'}: one step ${up ? 'up' : 'down'} within bounds${stepped.notes.length ? ` (${stepped.notes.join('; ')})` : ''}`,
+    [
+      ...inputs,
+      resourcesInput('current', desired),
+      resourcesInput('actual', actual),
+      resourcesInput('target', stepped.target),
+    ],
+    true,
+  );
+  const keepMark = up && stored.state.infeasible ? stored.state.infeasible : undefined;
+  const state = newState(ctx, stepped.target, 1, desired, keepMark);
+  return {
+    decisions: [d],
+    writes: requestWrites(
+      ctx,
+      d.id,
+      stepped.target,
+      state,
+      up ? resizePriority.up : resizePriority.down,
+      {
+        lastGood: toRecord(desired),
+      },
+    ),
+    paused: false,
+  };
+}
