@@ -1,0 +1,442 @@
+/**
+ * The configuration of `tollgate run`, from flags and TOLLGATE_* environment variables
+ * (a flag wins over its variable, a variable over the default). Parsing is pure: the
+ * file system and host name come in through `RunConfigContext`, so every rule is unit
+ * tested. Every problem is collected and reported at once, naming the flag and the
+ * variable, BEFORE anything starts: a replica that would fail half-way through start-up
+ * (after taking the lease, say) is worse than one that refuses to start.
+ *
+ * Secrets never travel as flags or plain variables that show in `ps` or a pod spec
+ * diff: the Git token is read from a named environment variable (fed from a Secret) or a
+ * file (a mounted Secret).
+ */
+import { validateCronExpression } from 'cron';
+import { parseDuration } from '../lib/clock.ts';
+import { leaderTimingProblems, type LeaderTimings } from '../cluster/leader-timing.ts';
+import { parseListenAddress } from '../observe/http.ts';
+
+export interface RunSetting {
+  /** camelCase key, also commander's option key. */
+  readonly key: string;
+  /** Flag name without the dashes. */
+  readonly flag: string;
+  readonly env: string;
+  readonly description: string;
+  readonly defaultValue?: string;
+}
+
+export const runSettings = [
+  {
+    key: 'kubeconfig',
+    flag: 'kubeconfig',
+    env: 'TOLLGATE_KUBECONFIG',
+    description: 'path to a kubeconfig; absent = in-cluster service account',
+  },
+  {
+    key: 'kubeContext',
+    flag: 'kube-context',
+    env: 'TOLLGATE_KUBE_CONTEXT',
+    description: 'context in the kubeconfig (default: its current-context)',
+  },
+  {
+    key: 'policyRepo',
+    flag: 'policy-repo',
+    env: 'TOLLGATE_POLICY_REPO',
+    description: 'policy Git repository URL (http or https)',
+  },
+  {
+    key: 'policyDir',
+    flag: 'policy-dir',
+    env: 'TOLLGATE_POLICY_DIR',
+    description:
+      'a local policy folder instead of a repository (no audit push unless --audit-repo)',
+  },
+  {
+    key: 'policyRef',
+    flag: 'policy-ref',
+    env: 'TOLLGATE_POLICY_REF',
+    description: 'branch or tag of the policy repository',
+    defaultValue: 'main',
+  },
+  {
+    key: 'policyPath',
+    flag: 'policy-path',
+    env: 'TOLLGATE_POLICY_PATH',
+    description: 'sub-folder of the repository that holds the policy',
+    defaultValue: '',
+  },
+  {
+    key: 'gitTokenEnv',
+    flag: 'git-token-env',
+    env: 'TOLLGATE_GIT_TOKEN_ENV',
+    description: 'name of the environment variable holding the Git token',
+  },
+  {
+    key: 'gitTokenFile',
+    flag: 'git-token-file',
+    env: 'TOLLGATE_GIT_TOKEN_FILE',
+    description: 'file holding the Git token (a mounted Secret)',
+  },
+  {
+    key: 'gitCacheDir',
+    flag: 'git-cache-dir',
+    env: 'TOLLGATE_GIT_CACHE_DIR',
+    description: 'writable folder for Git clones',
+    defaultValue: '/var/cache/tollgate',
+  },
+  {
+    key: 'auditRepo',
+    flag: 'audit-repo',
+    env: 'TOLLGATE_AUDIT_REPO',
+    description:
+      'audit Git repository URL (default: the policy settings, else the policy repository)',
+  },
+  {
+    key: 'auditBranch',
+    flag: 'audit-branch',
+    env: 'TOLLGATE_AUDIT_BRANCH',
+    description: 'audit branch (default: the policy settings, else tollgate/audit)',
+  },
+  {
+    key: 'identity',
+    flag: 'identity',
+    env: 'TOLLGATE_IDENTITY',
+    description:
+      'this replica in the lease and audit trailers (default: host name, i.e. the pod name)',
+  },
+  {
+    key: 'metricsAddress',
+    flag: 'metrics-address',
+    env: 'TOLLGATE_METRICS_ADDRESS',
+    description: 'listen address of /metrics, /healthz, /readyz',
+    defaultValue: ':9090',
+  },
+  {
+    key: 'leaseNamespace',
+    flag: 'lease-namespace',
+    env: 'TOLLGATE_LEASE_NAMESPACE',
+    description: 'namespace of the leader Lease (default: POD_NAMESPACE, else tollgate-system)',
+  },
+  {
+    key: 'leaseName',
+    flag: 'lease-name',
+    env: 'TOLLGATE_LEASE_NAME',
+    description: 'name of the leader Lease',
+    defaultValue: 'tollgate',
+  },
+  {
+    key: 'leaseDuration',
+    flag: 'lease-duration',
+    env: 'TOLLGATE_LEASE_DURATION',
+    description: 'lease duration (whole seconds)',
+    defaultValue: '15s',
+  },
+  {
+    key: 'renewDeadline',
+    flag: 'renew-deadline',
+    env: 'TOLLGATE_RENEW_DEADLINE',
+    description: 'renew deadline',
+    defaultValue: '10s',
+  },
+  {
+    key: 'retryPeriod',
+    flag: 'retry-period',
+    env: 'TOLLGATE_RETRY_PERIOD',
+    description: 'retry period',
+    defaultValue: '2s',
+  },
+  {
+    key: 'expirySweep',
+    flag: 'expiry-sweep',
+    env: 'TOLLGATE_EXPIRY_SWEEP',
+    description: 'cron schedule (with seconds) of gate expiry sweeps',
+    defaultValue: '*/15 * * * * *',
+  },
+  {
+    key: 'policyResync',
+    flag: 'policy-resync',
+    env: 'TOLLGATE_POLICY_RESYNC',
+    description: 'cron schedule (with seconds) of policy fetches',
+    defaultValue: '*/30 * * * * *',
+  },
+  {
+    key: 'auditFlush',
+    flag: 'audit-flush',
+    env: 'TOLLGATE_AUDIT_FLUSH',
+    description: 'cron schedule (with seconds) of audit flushes',
+    defaultValue: '*/10 * * * * *',
+  },
+  {
+    key: 'shutdownTimeout',
+    flag: 'shutdown-timeout',
+    env: 'TOLLGATE_SHUTDOWN_TIMEOUT',
+    description: 'longest a graceful shutdown may take before in-flight writes are cancelled',
+    defaultValue: '20s',
+  },
+  {
+    key: 'logLevel',
+    flag: 'log-level',
+    env: 'TOLLGATE_LOG_LEVEL',
+    description: 'trace, debug, info, warn, error, fatal',
+    defaultValue: 'info',
+  },
+] as const satisfies readonly RunSetting[];
+
+export type RunSettingKey = (typeof runSettings)[number]['key'];
+export type RawRunSettings = Partial<Record<RunSettingKey, string | undefined>>;
+
+export interface RunConfig {
+  readonly cluster:
+    | { readonly mode: 'kubeconfig'; readonly path: string; readonly context?: string }
+    | { readonly mode: 'in-cluster' };
+  readonly policy:
+    | { readonly source: 'git'; readonly url: string; readonly ref: string; readonly path: string }
+    | { readonly source: 'dir'; readonly dir: string; readonly path: string };
+  readonly git: {
+    readonly token?:
+      | { readonly from: 'env'; readonly name: string }
+      | { readonly from: 'file'; readonly path: string };
+    readonly cacheDir: string;
+  };
+  readonly audit: { readonly repo?: string; readonly branch?: string };
+  readonly identity: string;
+  readonly metricsAddress: string;
+  readonly lease: {
+    readonly namespace: string;
+    readonly name: string;
+    readonly timings: LeaderTimings;
+  };
+  readonly schedules: {
+    readonly expirySweep: string;
+    readonly policyResync: string;
+    readonly auditFlush: string;
+  };
+  readonly shutdownTimeoutMs: number;
+  readonly logLevel: string;
+}
+
+export interface RunConfigContext {
+  readonly env: Readonly<Record<string, string | undefined>>;
+  readonly hostname: string;
+  readonly isFile: (path: string) => boolean;
+  readonly isDirectory: (path: string) => boolean;
+}
+
+export type RunConfigResult =
+  | { readonly ok: true; readonly config: RunConfig }
+  | { readonly ok: false; readonly problems: readonly string[] };
+
+const logLevels = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
+const inClusterTokenFile = '/var/run/secrets/kubernetes.io/serviceaccount/token';
+/** RFC 1123 subdomain, what a Lease name and a namespace must be (namespaces: a label). */
+const dnsLabel = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const dnsSubdomain =
+  /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+export function parseRunConfig(flags: RawRunSettings, context: RunConfigContext): RunConfigResult {
+  const problems: string[] = [];
+  const settingByKey = new Map<string, RunSetting>(runSettings.map((s) => [s.key, s]));
+  const label = (key: RunSettingKey): string => {
+    const setting = settingByKey.get(key)!;
+    return `--${setting.flag} / ${setting.env}`;
+  };
+  const raw = (key: RunSettingKey): string | undefined => {
+    const setting = settingByKey.get(key)!;
+    const value = flags[key] ?? context.env[setting.env];
+    return value === undefined || value.trim() === '' ? undefined : value.trim();
+  };
+  const value = (key: RunSettingKey): string =>
+    raw(key) ?? settingByKey.get(key)!.defaultValue ?? '';
+  const problem = (key: RunSettingKey, reason: string): void => {
+    problems.push(`${label(key)}: ${reason}`);
+  };
+
+  // Cluster access.
+  let cluster: RunConfig['cluster'] = { mode: 'in-cluster' };
+  const kubeconfig = raw('kubeconfig');
+  if (kubeconfig !== undefined) {
+    if (!context.isFile(kubeconfig))
+      problem('kubeconfig', `"${kubeconfig}" is not a readable file`);
+    cluster = { mode: 'kubeconfig', path: kubeconfig, context: raw('kubeContext') };
+  } else if (!context.env.KUBERNETES_SERVICE_HOST || !context.isFile(inClusterTokenFile)) {
+    problem(
+      'kubeconfig',
+      'not set, and this is not a pod (KUBERNETES_SERVICE_HOST or the service account token is missing): give a kubeconfig path',
+    );
+  } else if (raw('kubeContext') !== undefined) {
+    problem('kubeContext', 'only applies with --kubeconfig');
+  }
+
+  // Policy source: exactly one of a repository and a folder.
+  const policyRepo = raw('policyRepo');
+  const policyDir = raw('policyDir');
+  const policyPath = value('policyPath');
+  if (policyPath.startsWith('/') || policyPath.split('/').includes('..')) {
+    problem(
+      'policyPath',
+      `"${policyPath}" must be a relative path inside the repository, without ".."`,
+    );
+  }
+  let policy: RunConfig['policy'] | undefined;
+  if (policyRepo !== undefined && policyDir !== undefined) {
+    problems.push(
+      `${label('policyRepo')} and ${label('policyDir')}: give one policy source, not both`,
+    );
+  } else if (policyRepo !== undefined) {
+    if (!isHttpUrl(policyRepo))
+      problem(
+        'policyRepo',
+        `"${redact(policyRepo)}" is not an http(s) URL (isomorphic-git speaks only HTTP)`,
+      );
+    else if (hasCredentials(policyRepo))
+      problem(
+        'policyRepo',
+        'must not carry credentials in the URL; use --git-token-env or --git-token-file',
+      );
+    const ref = value('policyRef');
+    if (!/^[\w./-]+$/.test(ref) || ref.includes('..'))
+      problem('policyRef', `"${ref}" is not a branch or tag name`);
+    policy = { source: 'git', url: policyRepo, ref, path: policyPath };
+  } else if (policyDir !== undefined) {
+    if (!context.isDirectory(policyDir)) problem('policyDir', `"${policyDir}" is not a folder`);
+    policy = { source: 'dir', dir: policyDir, path: policyPath };
+  } else {
+    problems.push(`${label('policyRepo')} or ${label('policyDir')}: a policy source is required`);
+  }
+
+  // Git token and cache.
+  const tokenEnv = raw('gitTokenEnv');
+  const tokenFile = raw('gitTokenFile');
+  let token: RunConfig['git']['token'];
+  if (tokenEnv !== undefined && tokenFile !== undefined) {
+    problems.push(
+      `${label('gitTokenEnv')} and ${label('gitTokenFile')}: give one token source, not both`,
+    );
+  } else if (tokenEnv !== undefined) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(tokenEnv))
+      problem('gitTokenEnv', `"${tokenEnv}" is not an environment variable name`);
+    else if (!context.env[tokenEnv])
+      problem('gitTokenEnv', `the variable ${tokenEnv} is not set or empty`);
+    token = { from: 'env', name: tokenEnv };
+  } else if (tokenFile !== undefined) {
+    if (!context.isFile(tokenFile))
+      problem('gitTokenFile', `"${tokenFile}" is not a readable file`);
+    token = { from: 'file', path: tokenFile };
+  }
+  const usesGit = policy?.source === 'git' || raw('auditRepo') !== undefined;
+  const cacheDir = value('gitCacheDir');
+  if (usesGit && !cacheDir.startsWith('/'))
+    problem('gitCacheDir', `"${cacheDir}" must be an absolute path`);
+
+  // Audit target.
+  const auditRepo = raw('auditRepo');
+  if (auditRepo !== undefined) {
+    if (!isHttpUrl(auditRepo)) problem('auditRepo', `"${redact(auditRepo)}" is not an http(s) URL`);
+    else if (hasCredentials(auditRepo))
+      problem(
+        'auditRepo',
+        'must not carry credentials in the URL; use --git-token-env or --git-token-file',
+      );
+  }
+  const auditBranch = raw('auditBranch');
+  if (
+    auditBranch !== undefined &&
+    (!/^[\w./-]+$/.test(auditBranch) || auditBranch.includes('..') || auditBranch.endsWith('/'))
+  ) {
+    problem('auditBranch', `"${auditBranch}" is not a branch name`);
+  }
+
+  // Identity and endpoints.
+  const identity = raw('identity') ?? context.hostname;
+  if (!identity) problem('identity', 'not set and the host name is empty');
+  else if (identity.length > 253 || /\s/.test(identity))
+    problem('identity', `"${identity}" must be at most 253 characters without spaces`);
+  const metricsAddress = value('metricsAddress');
+  try {
+    parseListenAddress(metricsAddress);
+  } catch (error) {
+    problem('metricsAddress', (error as Error).message);
+  }
+
+  // Lease.
+  const leaseNamespace = raw('leaseNamespace') ?? context.env.POD_NAMESPACE ?? 'tollgate-system';
+  if (!dnsLabel.test(leaseNamespace))
+    problem('leaseNamespace', `"${leaseNamespace}" is not a namespace name`);
+  const leaseName = value('leaseName');
+  if (!dnsSubdomain.test(leaseName))
+    problem('leaseName', `"${leaseName}" is not a valid object name`);
+  const duration = (key: RunSettingKey): number => {
+    try {
+      return parseDuration(value(key));
+    } catch (error) {
+      problem(key, (error as Error).message);
+      return Number.NaN;
+    }
+  };
+  const timings: LeaderTimings = {
+    leaseDurationMs: duration('leaseDuration'),
+    renewDeadlineMs: duration('renewDeadline'),
+    retryPeriodMs: duration('retryPeriod'),
+  };
+  if (Object.values(timings).every(Number.isFinite)) {
+    for (const reason of leaderTimingProblems(timings)) {
+      problems.push(
+        `${label('leaseDuration')}, ${label('renewDeadline')}, ${label('retryPeriod')}: ${reason}`,
+      );
+    }
+  }
+
+  // Sweeps.
+  const schedule = (key: 'expirySweep' | 'policyResync' | 'auditFlush'): string => {
+    const expression = value(key);
+    const { valid, error } = validateCronExpression(expression);
+    if (!valid)
+      problem(key, `"${expression}" is not a cron expression${error ? ` (${error.message})` : ''}`);
+    return expression;
+  };
+  const schedules = {
+    expirySweep: schedule('expirySweep'),
+    policyResync: schedule('policyResync'),
+    auditFlush: schedule('auditFlush'),
+  };
+  const shutdownTimeoutMs = duration('shutdownTimeout');
+
+  const logLevel = value('logLevel');
+  if (!logLevels.includes(logLevel))
+    problem('logLevel', `"${logLevel}" is not one of ${logLevels.join(', ')}`);
+
+  if (problems.length > 0 || policy === undefined) return { ok: false, problems };
+  return {
+    ok: true,
+    config: {
+      cluster,
+      policy,
+      git: { token, cacheDir },
+      audit: { repo: auditRepo, branch: auditBranch },
+      identity,
+      metricsAddress,
+      lease: { namespace: leaseNamespace, name: leaseName, timings },
+      schedules,
+      shutdownTimeoutMs,
+      logLevel,
+    },
+  };
+}
+
+function isHttpUrl(text: string): boolean {
+  try {
+    const url = new URL(text);
+    return url.protocol === 'http:' || url.protocol === 'https:';
+  } catch {
+    return false;
+  }
+}
+
+function hasCredentials(text: string): boolean {
+  const url = new URL(text);
+  return url.username !== '' || url.password !== '';
+}
+
+function redact(text: string): string {
+  return text.replace(/\/\/[^@/]*@/, '//[redacted]@');
+}

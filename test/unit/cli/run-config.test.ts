@@ -1,0 +1,223 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  parseRunConfig,
+  type RawRunSettings,
+  type RunConfigContext,
+} from '../../../src/cli/run-config.ts';
+
+const files = new Set([
+  '/home/me/.kube/config',
+  '/var/run/secrets/kubernetes.io/serviceaccount/token',
+  '/secrets/git-token',
+]);
+const dirs = new Set(['/policy']);
+const context = (env: Record<string, string> = {}): RunConfigContext => ({
+  env,
+  hostname: 'tollgate-7d9f-abcde',
+  isFile: (path) => files.has(path),
+  isDirectory: (path) => dirs.has(path),
+});
+const minimal: RawRunSettings = {
+  kubeconfig: '/home/me/.kube/config',
+  policyRepo: 'https://git.example/platform/policy.git',
+};
+
+function problemsOf(flags: RawRunSettings, env: Record<string, string> = {}): string[] {
+  const result = parseRunConfig(flags, context(env));
+  return result.ok ? [] : [...result.problems];
+}
+
+describe('tollgate run configuration', () => {
+  it('a kubeconfig and a policy repository are enough; everything else has a default', () => {
+    const result = parseRunConfig(minimal, context());
+    assert.ok(result.ok);
+    assert.deepEqual(result.config, {
+      cluster: { mode: 'kubeconfig', path: '/home/me/.kube/config', context: undefined },
+      policy: {
+        source: 'git',
+        url: 'https://git.example/platform/policy.git',
+        ref: 'main',
+        path: '',
+      },
+      git: { token: undefined, cacheDir: '/var/cache/tollgate' },
+      audit: { repo: undefined, branch: undefined },
+      identity: 'tollgate-7d9f-abcde',
+      metricsAddress: ':9090',
+      lease: {
+        namespace: 'tollgate-system',
+        name: 'tollgate',
+        timings: { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000 },
+      },
+      schedules: {
+        expirySweep: '*/15 * * * * *',
+        policyResync: '*/30 * * * * *',
+        auditFlush: '*/10 * * * * *',
+      },
+      shutdownTimeoutMs: 20_000,
+      logLevel: 'info',
+    });
+  });
+
+  it('environment variables configure what flags do not, and flags win', () => {
+    const result = parseRunConfig(
+      { ...minimal, leaseName: 'from-flag' },
+      context({
+        TOLLGATE_LEASE_NAME: 'from-env',
+        TOLLGATE_IDENTITY: 'replica-1',
+        TOLLGATE_POLICY_REF: 'release',
+        TOLLGATE_LEASE_DURATION: '6s',
+        TOLLGATE_RENEW_DEADLINE: '4s',
+        TOLLGATE_RETRY_PERIOD: '1s',
+        POD_NAMESPACE: 'platform',
+      }),
+    );
+    assert.ok(result.ok);
+    assert.equal(result.config.lease.name, 'from-flag');
+    assert.equal(result.config.lease.namespace, 'platform');
+    assert.equal(result.config.identity, 'replica-1');
+    assert.deepEqual(result.config.policy, {
+      source: 'git',
+      url: minimal.policyRepo,
+      ref: 'release',
+      path: '',
+    });
+    assert.deepEqual(result.config.lease.timings, {
+      leaseDurationMs: 6000,
+      renewDeadlineMs: 4000,
+      retryPeriodMs: 1000,
+    });
+  });
+
+  it('inside a pod no kubeconfig is needed', () => {
+    const result = parseRunConfig(
+      { policyDir: '/policy' },
+      context({ KUBERNETES_SERVICE_HOST: '10.0.0.1' }),
+    );
+    assert.ok(result.ok);
+    assert.deepEqual(result.config.cluster, { mode: 'in-cluster' });
+  });
+
+  const refused: {
+    name: string;
+    flags: RawRunSettings;
+    env?: Record<string, string>;
+    problem: RegExp;
+  }[] = [
+    {
+      name: 'no kubeconfig outside a pod',
+      flags: { policyDir: '/policy' },
+      problem: /^--kubeconfig \/ TOLLGATE_KUBECONFIG: not set, and this is not a pod/,
+    },
+    {
+      name: 'a kubeconfig that is not a file',
+      flags: { ...minimal, kubeconfig: '/nope' },
+      problem: /--kubeconfig .*"\/nope" is not a readable file/,
+    },
+    {
+      name: 'no policy source',
+      flags: { kubeconfig: minimal.kubeconfig },
+      problem: /--policy-repo .* or --policy-dir .*: a policy source is required/,
+    },
+    {
+      name: 'two policy sources',
+      flags: { ...minimal, policyDir: '/policy' },
+      problem: /give one policy source, not both/,
+    },
+    {
+      name: 'a policy repository that is not http',
+      flags: { ...minimal, policyRepo: 'git@host:x.git' },
+      problem: /--policy-repo .* is not an http\(s\) URL/,
+    },
+    {
+      name: 'a token inside the repository URL',
+      flags: { ...minimal, policyRepo: 'https://x:secret@git.example/p.git' },
+      problem: /must not carry credentials/,
+    },
+    {
+      name: 'a sub-path leaving the repository',
+      flags: { ...minimal, policyPath: '../etc' },
+      problem: /--policy-path .* must be a relative path/,
+    },
+    {
+      name: 'a token variable that is not set',
+      flags: { ...minimal, gitTokenEnv: 'GIT_TOKEN' },
+      problem: /--git-token-env .*: the variable GIT_TOKEN is not set or empty/,
+    },
+    {
+      name: 'a token file that does not exist',
+      flags: { ...minimal, gitTokenFile: '/secrets/nope' },
+      problem: /--git-token-file .* is not a readable file/,
+    },
+    {
+      name: 'two token sources',
+      flags: { ...minimal, gitTokenEnv: 'T', gitTokenFile: '/secrets/git-token' },
+      env: { T: 'x' },
+      problem: /give one token source, not both/,
+    },
+    {
+      name: 'a bad metrics address',
+      flags: { ...minimal, metricsAddress: '9090' },
+      problem: /--metrics-address .* is not a listen address/,
+    },
+    {
+      name: 'a lease name with capitals',
+      flags: { ...minimal, leaseName: 'Tollgate' },
+      problem: /--lease-name .* is not a valid object name/,
+    },
+    {
+      name: 'a lease duration that is not a duration',
+      flags: { ...minimal, leaseDuration: 'soon' },
+      problem: /--lease-duration .* "soon" is not a duration/,
+    },
+    {
+      name: 'a renew deadline not under the lease duration',
+      flags: { ...minimal, renewDeadline: '20s' },
+      problem: /leaseDuration \(15000ms\) must be greater than renewDeadline/,
+    },
+    {
+      name: 'a cron schedule that does not parse',
+      flags: { ...minimal, expirySweep: 'every minute' },
+      problem: /--expiry-sweep .* is not a cron expression/,
+    },
+    {
+      name: 'an unknown log level',
+      flags: { ...minimal, logLevel: 'loud' },
+      problem: /--log-level .* "loud" is not one of trace/,
+    },
+    {
+      name: 'a context without a kubeconfig',
+      flags: { policyDir: '/policy', kubeContext: 'x' },
+      env: { KUBERNETES_SERVICE_HOST: 'h' },
+      problem: /--kube-context .* only applies with --kubeconfig/,
+    },
+  ];
+  for (const { name, flags, env, problem } of refused) {
+    it(`refuses ${name}, naming the flag and the variable`, () => {
+      const problems = problemsOf(flags, env);
+      assert.ok(
+        problems.some((p) => problem.test(p)),
+        `expected a problem matching ${problem}, got:\n${problems.join('\n')}`,
+      );
+    });
+  }
+
+  it('reports every problem at once, not only the first', () => {
+    const problems = problemsOf({
+      kubeconfig: '/nope',
+      policyRepo: 'ftp://x',
+      logLevel: 'loud',
+      metricsAddress: 'x',
+    });
+    assert.equal(problems.length, 4, problems.join('\n'));
+  });
+
+  it('never prints a token found in a repository URL', () => {
+    const problems = problemsOf({ ...minimal, auditRepo: 'ssh://user:hunter2@git.example/a.git' });
+    assert.ok(problems.length > 0);
+    assert.ok(
+      problems.every((p) => !p.includes('hunter2')),
+      problems.join('\n'),
+    );
+  });
+});
