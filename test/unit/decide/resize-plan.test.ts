@@ -11,14 +11,7 @@ import {
   stateAnnotation,
 } from '../../../src/decide/resize-state.ts';
 import type { Approval } from '../../../src/policy/model.ts';
-import {
-  aNode,
-  aResizePolicy,
-  aRunningPod,
-  queueSignal,
-  series,
-  steady,
-} from '../../builders/resize.ts';
+import { aNode, aResizePolicy, aRunningPod, series, steady } from '../../builders/resize.ts';
 
 const now = Date.UTC(2026, 10, 29, 8, 0, 0);
 
