@@ -1,0 +1,235 @@
+/**
+ * Each GatePolicy condition evaluated to a `ConditionInput`: whether it holds and the
+ * value it was judged on, so the audit record explains the decision on its own.
+ * Pure: everything the evaluation needs is passed in.
+ */
+import type { ConditionInput } from './decision.ts';
+import type { Approval, GateCondition, Policy } from '../policy/model.ts';
+import { imageMatches, normaliseImage } from './images.ts';
+import { chargesBudget, classifyPod } from './lifecycle.ts';
+import type { NodeLike, PodLike, ClusterSnapshot } from './objects.ts';
+import { podRequests, addInto, type Amounts } from './requests.ts';
+import { tenantOfNamespace } from './gates.ts';
+
+export interface Usage {
+  pods: number;
+  resources: Amounts;
+}
+
+export function emptyUsage(): Usage {
+  return { pods: 0, resources: {} };
+}
+
+export function addUsage(target: Usage, add: Usage): Usage {
+  target.pods += add.pods;
+  addInto(target.resources, add.resources);
+  return target;
+}
+
+/** Released-but-unfinished pods of each tenant (by namespace), with their summed requests. */
+export function tenantUsage(policy: Policy, pods: Iterable<PodLike>): Map<string, Usage> {
+  const usage = new Map<string, Usage>();
+  for (const name of policy.tenants.keys()) usage.set(name, emptyUsage());
+  for (const pod of pods) {
+    const tenant = tenantOfNamespace(policy, pod.metadata?.namespace ?? '');
+    if (!tenant || !chargesBudget(classifyPod(pod, policy))) continue;
+    addUsage(usage.get(tenant.name) as Usage, { pods: 1, resources: podRequests(pod) });
+  }
+  return usage;
+}
+
+/** The budget a tenant may use now: `pods` and each resource; an absent key is unlimited. */
+export interface BudgetLimits {
+  readonly pods?: number;
+  readonly resources: Readonly<Record<string, number>>;
+}
+
+/**
+ * Whether `adding` fits next to `used` under `limits`. The value names every limited
+ * dimension with used / adding / limit, and the first one that does not fit.
+ */
+export function evaluateBudget(used: Usage, adding: Usage, limits: BudgetLimits): ConditionInput {
+  const value: Record<string, { used: number; adding: number; limit: number }> = {};
+  const exceeded: string[] = [];
+  if (limits.pods !== undefined) {
+    value.pods = { used: used.pods, adding: adding.pods, limit: limits.pods };
+    if (used.pods + adding.pods > limits.pods) exceeded.push('pods');
+  }
+  for (const [resource, limit] of Object.entries(limits.resources)) {
+    const u = used.resources[resource] ?? 0;
+    const a = adding.resources[resource] ?? 0;
+    value[resource] = { used: u, adding: a, limit };
+    if (a > 0 && u + a > limit) exceeded.push(resource);
+  }
+  return { condition: 'Budget', met: exceeded.length === 0, value: { ...value, exceeded } };
+}
+
+export function isReadyNode(node: NodeLike): boolean {
+  if (node.spec?.unschedulable) return false;
+  return (node.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
+}
+
+export function podImages(pod: PodLike): string[] {
+  const images = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]
+    .map((c) => c.image)
+    .filter((image): image is string => typeof image === 'string' && image.length > 0);
+  return [...new Set(images)];
+}
+
+/** Every image of the pod present on at least `minNodes` ready nodes. */
+export function evaluateImagePresent(
+  pod: PodLike,
+  minNodes: number,
+  nodes: readonly NodeLike[],
+): ConditionInput {
+  const ready = nodes.filter(isReadyNode);
+  const present = ready.map((node) =>
+    (node.status?.images ?? []).flatMap((image) => (image.names ?? []).map(normaliseImage)),
+  );
+  const images = podImages(pod).map((image) => {
+    const wanted = normaliseImage(image);
+    const onNodes = present.filter((names) =>
+      names.some((name) => imageMatches(wanted, name)),
+    ).length;
+    return { image, nodes: onNodes };
+  });
+  return {
+    condition: 'ImagePresent',
+    met: images.every((i) => i.nodes >= minNodes),
+    value: { minNodes, readyNodes: ready.length, images },
+  };
+}
+
+function fieldAt(object: unknown, path: string): unknown {
+  let current: unknown = object;
+  for (const part of path.split('.')) {
+    if (current === null || typeof current !== 'object') return undefined;
+    current = (current as Record<string, unknown>)[part];
+  }
+  return current;
+}
+
+type ObjectConditionSpec = Extract<GateCondition, { type: 'ObjectCondition' }>;
+
+export function evaluateObjectCondition(
+  pod: PodLike,
+  condition: ObjectConditionSpec,
+  snapshot: ClusterSnapshot,
+): ConditionInput {
+  const ref = condition.object;
+  const namespace = ref.namespace ?? pod.metadata?.namespace;
+  // The kind may be cluster-scoped; the policy cannot say, so an unqualified ref is
+  // looked up in the pod's namespace first, then cluster-wide.
+  const object =
+    snapshot.object({ ...ref, ...(namespace ? { namespace } : {}) }) ??
+    (ref.namespace === undefined
+      ? snapshot.object({ apiVersion: ref.apiVersion, kind: ref.kind, name: ref.name })
+      : undefined);
+  const where = `${ref.kind}/${namespace ? `${namespace}/` : ''}${ref.name}`;
+  if (object === undefined) {
+    return { condition: 'ObjectCondition', met: false, value: { object: where, found: false } };
+  }
+  if (condition.conditionType !== undefined) {
+    const want = condition.status ?? 'True';
+    const conditions = fieldAt(object, 'status.conditions');
+    const found = Array.isArray(conditions)
+      ? (conditions as { type?: string; status?: string }[]).find(
+          (c) => c.type === condition.conditionType,
+        )
+      : undefined;
+    return {
+      condition: 'ObjectCondition',
+      met: found?.status === want,
+      value: {
+        object: where,
+        conditionType: condition.conditionType,
+        want,
+        status: found?.status ?? null,
+      },
+    };
+  }
+  const actual = fieldAt(object, condition.field ?? '');
+  const text = actual === undefined || actual === null ? null : String(actual);
+  return {
+    condition: 'ObjectCondition',
+    met: text === (condition.equals ?? ''),
+    value: { object: where, field: condition.field, want: condition.equals, actual: text },
+  };
+}
+
+export function approvalFor(
+  approvals: readonly Approval[],
+  pod: PodLike,
+  action: 'Release' | 'Cancel',
+  now: number,
+): Approval | undefined {
+  return approvals.find(
+    (a) =>
+      a.action === action &&
+      a.target.kind === 'Pod' &&
+      a.target.namespace === pod.metadata?.namespace &&
+      a.target.name === pod.metadata?.name &&
+      (a.expiresAt === undefined || a.expiresAt > now),
+  );
+}
+
+export function evaluateApproved(
+  pod: PodLike,
+  approvals: readonly Approval[],
+  now: number,
+): ConditionInput {
+  const approval = approvalFor(approvals, pod, 'Release', now);
+  return {
+    condition: 'Approved',
+    met: approval !== undefined,
+    value: approval
+      ? { approval: approval.name, approvedBy: approval.approvedBy, file: approval.source.file }
+      : null,
+  };
+}
+
+type GangSpec = Extract<GateCondition, { type: 'GangComplete' }>;
+
+export function gangId(pod: PodLike, condition: GangSpec): string | undefined {
+  const value = pod.metadata?.labels?.[condition.groupLabel];
+  return value === undefined ? undefined : `${pod.metadata?.namespace ?? ''}/${value}`;
+}
+
+export function gangSize(pod: PodLike, condition: GangSpec): number | undefined {
+  const text =
+    pod.metadata?.annotations?.[condition.sizeAnnotation] ??
+    pod.metadata?.labels?.[condition.sizeAnnotation];
+  const size = text === undefined ? NaN : Number(text);
+  return Number.isInteger(size) && size > 0 ? size : undefined;
+}
+
+/**
+ * All members present: the unfinished pods of the namespace carrying the same group
+ * label value number at least the expected size. Releasing "together" is the planner's
+ * job; this only says whether the gang is whole.
+ */
+export function evaluateGangComplete(
+  pod: PodLike,
+  condition: GangSpec,
+  members: readonly PodLike[],
+): ConditionInput {
+  const group = gangId(pod, condition);
+  const size = gangSize(pod, condition);
+  if (group === undefined || size === undefined) {
+    return {
+      condition: 'GangComplete',
+      met: false,
+      value: {
+        error:
+          group === undefined
+            ? `label ${condition.groupLabel} missing`
+            : `${condition.sizeAnnotation} missing or not a positive integer`,
+      },
+    };
+  }
+  return {
+    condition: 'GangComplete',
+    met: members.length >= size,
+    value: { group, expected: size, present: members.length },
+  };
+}

@@ -1,0 +1,56 @@
+/**
+ * Where a pod stands in tollgate's eyes, for metrics, status and the budget. Derived
+ * from the pod alone (plus which gates are ours), never from memory, so a restarted
+ * controller sees exactly what the last one left: a released pod is one without our gate.
+ */
+import type { Policy } from '../policy/model.ts';
+import { ownedGate } from './gates.ts';
+import type { PodLike } from './objects.ts';
+
+export const REVIEW_ANNOTATION = 'tollgate.io/review';
+
+export const podStates = [
+  'gated', // carries tollgate's gate
+  'review', // gated, expired, waiting for a human decision (annotation tollgate.io/review)
+  'waiting', // our gate removed, another controller's gate still on it
+  'pending', // released, no gates left, not yet bound: in flight for the scheduler
+  'unschedulable', // released, scheduler said PodScheduled=False Unschedulable
+  'scheduled', // bound to a node, not yet running
+  'running',
+  'succeeded',
+  'failed',
+] as const;
+export type PodState = (typeof podStates)[number];
+
+export function classifyPod(pod: PodLike, policy: Policy): PodState {
+  const phase = pod.status?.phase;
+  if (phase === 'Succeeded') return 'succeeded';
+  if (phase === 'Failed') return 'failed';
+  if (ownedGate(pod, policy)) {
+    return pod.metadata?.annotations?.[REVIEW_ANNOTATION] !== undefined ? 'review' : 'gated';
+  }
+  if (!pod.spec?.nodeName) {
+    if ((pod.spec?.schedulingGates ?? []).length > 0) return 'waiting';
+    const scheduled = pod.status?.conditions?.find((c) => c.type === 'PodScheduled');
+    if (scheduled?.status === 'False' && scheduled.reason === 'Unschedulable')
+      return 'unschedulable';
+    return 'pending';
+  }
+  return phase === 'Running' ? 'running' : 'scheduled';
+}
+
+/** Released but not yet scheduled: what `maxInFlight` bounds. */
+export function isInFlight(state: PodState): boolean {
+  return state === 'pending' || state === 'unschedulable';
+}
+
+/** Released and unfinished: what the tenant budget charges. */
+export function chargesBudget(state: PodState): boolean {
+  return (
+    state === 'waiting' ||
+    state === 'pending' ||
+    state === 'unschedulable' ||
+    state === 'scheduled' ||
+    state === 'running'
+  );
+}

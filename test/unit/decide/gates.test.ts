@@ -1,0 +1,136 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { gateIndex, ownedGate, underPrefix } from '../../../src/decide/gates.ts';
+import { classifyPod } from '../../../src/decide/lifecycle.ts';
+import { aPod } from '../../builders/pod.ts';
+import { aGatePolicy, aPolicy, aTenant } from '../../builders/policy.ts';
+
+const policy = aPolicy()
+  .tenant(aTenant('team-a'), aTenant('team-b'))
+  .gatePolicy(
+    aGatePolicy('ready', 'team-a'),
+    aGatePolicy('gpu', 'team-a')
+      .selector({ matchLabels: { accel: 'gpu' } })
+      .priority(5),
+    aGatePolicy('gpu-any', 'team-a').gate('team-a.tollgate.io/gpu'),
+    aGatePolicy('ready', 'team-b'),
+  )
+  .obj();
+
+test('ownedGate', async (t) => {
+  const cases = [
+    { name: 'a pod without gates has no owned gate', pod: aPod('p', 'team-a'), want: undefined },
+    {
+      name: 'a foreign gate is never owned',
+      pod: aPod('p', 'team-a').gated('other.io/x'),
+      want: undefined,
+    },
+    {
+      name: 'our gate behind a foreign gate is found at its index',
+      pod: aPod('p', 'team-a').gated('other.io/x', 'team-a.tollgate.io/ready'),
+      want: { gate: 'team-a.tollgate.io/ready', index: 1, policy: 'ready' },
+    },
+    {
+      name: "another tenant's gate in this tenant's namespace is not owned",
+      pod: aPod('p', 'team-a').gated('team-b.tollgate.io/ready'),
+      want: undefined,
+    },
+    {
+      name: 'a gate in a namespace no tenant owns is not owned',
+      pod: aPod('p', 'elsewhere').gated('team-a.tollgate.io/ready'),
+      want: undefined,
+    },
+    {
+      name: 'the highest-priority policy whose selector matches decides',
+      pod: aPod('p', 'team-a').label('accel', 'gpu').gated('team-a.tollgate.io/gpu'),
+      want: { gate: 'team-a.tollgate.io/gpu', index: 0, policy: 'gpu' },
+    },
+    {
+      name: 'a policy whose selector does not match gives way to one that does',
+      pod: aPod('p', 'team-a').gated('team-a.tollgate.io/gpu'),
+      want: { gate: 'team-a.tollgate.io/gpu', index: 0, policy: 'gpu-any' },
+    },
+  ];
+  for (const c of cases) {
+    await t.test(c.name, () => {
+      const owned = ownedGate(c.pod.obj(), policy);
+      assert.deepEqual(
+        owned && { gate: owned.gate, index: owned.index, policy: owned.gatePolicy?.name },
+        c.want,
+      );
+    });
+  }
+});
+
+test('a gate owned by name whose policy selects nothing is still ours, without a policy', () => {
+  const p = aPolicy()
+    .tenant(aTenant('team-a'))
+    .gatePolicy(aGatePolicy('only-web', 'team-a').selector({ matchLabels: { app: 'web' } }))
+    .obj();
+  const owned = ownedGate(aPod('p', 'team-a').gated('team-a.tollgate.io/only-web').obj(), p);
+  assert.equal(owned?.gate, 'team-a.tollgate.io/only-web');
+  assert.equal(owned?.gatePolicy, undefined);
+});
+
+test('gateIndex finds a gate or returns -1', () => {
+  const pod = aPod('p').gated('a.io/x', 'b.io/y').obj();
+  assert.equal(gateIndex(pod, 'b.io/y'), 1);
+  assert.equal(gateIndex(pod, 'c.io/z'), -1);
+});
+
+test('a prefix owns only its own domain', () => {
+  assert.equal(underPrefix('team-a.tollgate.io/x', 'team-a.tollgate.io/'), true);
+  assert.equal(underPrefix('team-a.tollgate.io/x', 'team-a.tollgate.io'), true);
+  assert.equal(underPrefix('team-a.tollgate.iox/y', 'team-a.tollgate.io'), false);
+});
+
+test('classifyPod', async (t) => {
+  const cases = [
+    {
+      name: 'a pod with our gate is gated',
+      pod: aPod('p', 'team-a').gated('team-a.tollgate.io/ready'),
+      want: 'gated',
+    },
+    {
+      name: 'a gated pod marked for review is in review',
+      pod: aPod('p', 'team-a')
+        .gated('team-a.tollgate.io/ready')
+        .annotate('tollgate.io/review', '{}'),
+      want: 'review',
+    },
+    {
+      name: 'a released pod with a foreign gate left is waiting',
+      pod: aPod('p', 'team-a').gated('other.io/x'),
+      want: 'waiting',
+    },
+    { name: 'a released pod without a node is pending', pod: aPod('p', 'team-a'), want: 'pending' },
+    {
+      name: 'a released pod the scheduler could not place is unschedulable',
+      pod: aPod('p', 'team-a').unschedulable(),
+      want: 'unschedulable',
+    },
+    {
+      name: 'a bound pod not yet running is scheduled',
+      pod: aPod('p', 'team-a').boundTo('n1'),
+      want: 'scheduled',
+    },
+    {
+      name: 'a bound running pod is running',
+      pod: aPod('p', 'team-a').boundTo('n1').running(),
+      want: 'running',
+    },
+    {
+      name: 'a failed pod is failed',
+      pod: aPod('p', 'team-a').boundTo('n1').phase('Failed'),
+      want: 'failed',
+    },
+    {
+      name: 'a succeeded pod is succeeded',
+      pod: aPod('p', 'team-a').boundTo('n1').phase('Succeeded'),
+      want: 'succeeded',
+    },
+  ];
+  for (const c of cases) {
+    await t.test(c.name, () => assert.equal(classifyPod(c.pod.obj(), policy), c.want));
+  }
+});
