@@ -155,7 +155,11 @@ function decision(
   const uid = meta.uid ?? '';
   const resourceVersion = meta.resourceVersion ?? '';
   return {
-    id: `resize:${kind}:${uid}:${resourceVersion}`,
+    // A record without a write can repeat on one resourceVersion (Defer re-checks), so
+    // its id carries the time; a write happens at most once per resourceVersion.
+    id: writes
+      ? `resize:${kind}:${uid}:${resourceVersion}`
+      : `resize:${kind}:${uid}:${resourceVersion}:${now}`,
     at: now,
     loop: 'resize',
     kind,

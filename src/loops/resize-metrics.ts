@@ -1,0 +1,87 @@
+/**
+ * Metrics of the resize loop. Label sets are closed and pre-created at zero; no
+ * per-pod labels (a pod count is a gauge, not a label).
+ */
+import { Counter, Gauge, Histogram } from 'prom-client';
+import { registry } from '../observe/metrics.ts';
+
+/** How a resize ended, from the write's outcome or the kubelet's answer. */
+export const resizeResults = [
+  'succeeded', // the pods/resize write was accepted
+  'conflict', // 409: decided again from fresh state
+  'failed', // final API error (403/404/422) or retries exhausted
+  'expired', // its deadline passed in the queue
+  'cancelled', // superseded, pod deleted, leadership lost
+  'deferred', // the kubelet reported PodResizePending=Deferred
+  'infeasible', // the kubelet reported PodResizePending=Infeasible
+  'stale', // skipped: the cache had not seen tollgate's last write to the pod
+] as const;
+export type ResizeResult = (typeof resizeResults)[number];
+
+export const rollbackReasons = ['OOMKilled', 'SLO'] as const;
+export type RollbackReason = (typeof rollbackReasons)[number];
+
+export const pendingReasons = ['Deferred', 'Infeasible'] as const;
+
+function getOrCreate<T>(name: string, make: () => T): T {
+  return (registry.getSingleMetric(name) as T | undefined) ?? make();
+}
+
+export const resizesTotal = getOrCreate(
+  'tollgate_resizes_total',
+  () =>
+    new Counter({
+      name: 'tollgate_resizes_total',
+      help: 'In-place resizes by result (write outcome or kubelet answer).',
+      labelNames: ['result'],
+      registers: [registry],
+    }),
+);
+
+export const resizePending = getOrCreate(
+  'tollgate_resize_pending',
+  () =>
+    new Gauge({
+      name: 'tollgate_resize_pending',
+      help: 'Pods whose last tollgate resize is pending, by reason (Deferred, Infeasible).',
+      labelNames: ['reason'],
+      registers: [registry],
+    }),
+);
+
+export const resizeActuationSeconds = getOrCreate(
+  'tollgate_resize_actuation_seconds',
+  () =>
+    new Histogram({
+      name: 'tollgate_resize_actuation_seconds',
+      help: 'From the accepted pods/resize write to the kubelet reporting the new resources.',
+      buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600],
+      registers: [registry],
+    }),
+);
+
+export const resizeRollbacksTotal = getOrCreate(
+  'tollgate_resize_rollbacks_total',
+  () =>
+    new Counter({
+      name: 'tollgate_resize_rollbacks_total',
+      help: 'Rollbacks to the last good resources, by reason.',
+      labelNames: ['reason'],
+      registers: [registry],
+    }),
+);
+
+export const resizePausedWorkloads = getOrCreate(
+  'tollgate_resize_paused_workloads',
+  () =>
+    new Gauge({
+      name: 'tollgate_resize_paused_workloads',
+      help: 'Pods whose resize automation is paused until an approval resumes it.',
+      registers: [registry],
+    }),
+);
+
+for (const result of resizeResults) resizesTotal.inc({ result }, 0);
+for (const reason of rollbackReasons) resizeRollbacksTotal.inc({ reason }, 0);
+for (const reason of pendingReasons) resizePending.set({ reason }, 0);
+resizePausedWorkloads.set(0);

@@ -1,0 +1,651 @@
+/**
+ * The resize loop: every `intervalMs`, for each ResizePolicy, reads the matching running
+ * pods from the cluster view, asks Prometheus for each signal over the policy window
+ * (one query per signal per namespace where the query allows it), decides per pod with
+ * the pure `decidePodResize`, and carries out the writes:
+ *
+ *   stale-guard -> audit intents (strict: pushed before any write) -> dispatcher
+ *   (annotate, then pods/resize, each with the resourceVersion the step before returned)
+ *   -> outcome records, events, metrics
+ *
+ * A 409 is never retried blindly: the pod is read again (live when `readPod` is given,
+ * else from the view on the next pass) and decided again from that state.
+ *
+ * Failure modes named: Prometheus down or slow -> every signal of the pass holds (a
+ * failed query is an input of any decision, never a reason to resize); the audit push
+ * fails in strict mode -> no write is sent for that pass; the queue is full -> the loop
+ * waits for room (backpressure) rather than dropping a rollback.
+ */
+import type { V1Pod } from '@kubernetes/client-node';
+import type { ClusterView, ObjectKey } from '../cluster/types.ts';
+import { objectKey } from '../cluster/types.ts';
+import type { AuditSink } from '../audit/types.ts';
+import type { Dispatcher, WriteRequest, WriteResult } from '../dispatch/types.ts';
+import type { Decision, Outcome } from '../decide/decision.ts';
+import type { Policy, ResizePolicy } from '../policy/model.ts';
+import { matchesSelector } from '../decide/gates.ts';
+import {
+  decidePodResize,
+  type PlannedWrite,
+  type PodMemo,
+  type PodResizePlan,
+  type SignalReading,
+} from '../decide/resize-plan.ts';
+import type { ResourceQuotaLike } from '../decide/resize-objects.ts';
+import { actualResources, desiredResources, sameResources } from '../decide/resize-resources.ts';
+import type { WindowSample } from '../decide/resize-signals.ts';
+import {
+  type PrometheusClient,
+  type Series,
+  batchByPod,
+  placeholdersOf,
+  substitute,
+} from '../signals/prometheus.ts';
+import { systemClock, type Clock } from '../lib/clock.ts';
+import { silentLogger, type Logger } from '../observe/log.ts';
+import {
+  resizeActuationSeconds,
+  resizePausedWorkloads,
+  resizePending,
+  resizeRollbacksTotal,
+  resizesTotal,
+  type ResizeResult,
+} from './resize-metrics.ts';
+
+/**
+ * The stale-guard as the resize loop uses it. `isFresh` is false while the view has not
+ * yet seen tollgate's own last write to the pod; `recordWrite` tells the guard about a
+ * write. The default (`ownWriteGuard`) tracks this loop's writes only.
+ */
+export interface ResizeStaleGuard {
+  isFresh(key: ObjectKey, pod: V1Pod): boolean;
+  recordWrite(key: ObjectKey, resourceVersion: string): void;
+}
+
+/** A Kubernetes Event on a pod (src/cluster/events.ts implements it). */
+export type ResizeEventSink = (
+  pod: V1Pod,
+  event: { type: 'Normal' | 'Warning'; reason: string; message: string },
+) => void | Promise<void>;
+
+export interface ResizeLoopDeps {
+  readonly view: ClusterView;
+  /** The policy snapshot in force (undefined before the first valid one). */
+  readonly policy: () => Policy | undefined;
+  readonly dispatcher: Dispatcher;
+  readonly audit: AuditSink;
+  readonly prometheus: PrometheusClient;
+  readonly intervalMs: number;
+  /** Range-query resolution; default a tenth of the window, between 1 s and 60 s. */
+  readonly stepMs?: (policy: ResizePolicy) => number;
+  readonly clock?: Clock;
+  readonly staleGuard?: ResizeStaleGuard;
+  readonly events?: ResizeEventSink;
+  /** ResourceQuotas of a namespace, when the view has them. */
+  readonly quotas?: (namespace: string) => readonly ResourceQuotaLike[];
+  /** A live GET, used to decide again after a 409. */
+  readonly readPod?: (namespace: string, name: string) => Promise<V1Pod | undefined>;
+  /** Parallel per-pod Prometheus queries when a query cannot be batched. Default 4. */
+  readonly queryConcurrency?: number;
+  readonly logger?: Logger;
+}
+
+export interface ResizeLoop {
+  /** One pass now; resolves when its writes have ended. */
+  pass(): Promise<PassSummary>;
+  stop(): Promise<void>;
+}
+
+export interface PassSummary {
+  readonly pods: number;
+  readonly decisions: readonly Decision[];
+  readonly skipped: ReadonlyMap<ObjectKey, string>;
+}
+
+/** Compares resourceVersions numerically (etcd revisions); a non-numeric one never counts as caught up. */
+function atLeast(seen: string | undefined, wanted: string): boolean {
+  if (seen === undefined) return false;
+  try {
+    return BigInt(seen) >= BigInt(wanted);
+  } catch {
+    return seen === wanted;
+  }
+}
+
+/** A stale-guard over this loop's own writes: the view must show the written resourceVersion. */
+export function ownWriteGuard(): ResizeStaleGuard {
+  const written = new Map<ObjectKey, string>();
+  return {
+    isFresh(key, pod) {
+      const wanted = written.get(key);
+      if (wanted === undefined) return true;
+      if (atLeast(pod.metadata?.resourceVersion, wanted)) {
+        written.delete(key);
+        return true;
+      }
+      return false;
+    },
+    recordWrite(key, resourceVersion) {
+      written.set(key, resourceVersion);
+    },
+  };
+}
+
+function defaultStepMs(policy: ResizePolicy): number {
+  return Math.min(60_000, Math.max(1000, Math.round(policy.windowMs / 10)));
+}
+
+async function mapLimit<T, R>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T) => Promise<R>,
+): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) {
+      const index = next++;
+      out[index] = await fn(items[index] as T);
+    }
+  });
+  await Promise.all(workers);
+  return out;
+}
+
+function samplesOf(series: Series | undefined): WindowSample[] {
+  return series ? series.samples.map((s) => ({ at: s.at, value: s.value })) : [];
+}
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function outcomeOf(result: WriteResult): Outcome {
+  switch (result.result) {
+    case 'succeeded':
+      return { result: 'succeeded', resourceVersion: result.resourceVersion };
+    case 'conflict':
+      return { result: 'conflict', message: result.message };
+    case 'failed':
+      return {
+        result: 'failed',
+        ...(result.code === undefined ? {} : { code: result.code }),
+        message: result.message,
+      };
+    case 'expired':
+      return { result: 'expired', message: result.message };
+    case 'cancelled':
+      return { result: 'cancelled', message: result.message };
+  }
+}
+
+const eventOf: Partial<Record<Decision['kind'], { type: 'Normal' | 'Warning'; reason: string }>> = {
+  Resize: { type: 'Normal', reason: 'TollgateResize' },
+  Rollback: { type: 'Warning', reason: 'TollgateResizeRollback' },
+  Pause: { type: 'Warning', reason: 'TollgateResizePaused' },
+  Resume: { type: 'Normal', reason: 'TollgateResizeResumed' },
+  Defer: { type: 'Normal', reason: 'TollgateResizeDeferred' },
+  Infeasible: { type: 'Warning', reason: 'TollgateResizeInfeasible' },
+};
+
+export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
+  const clock = deps.clock ?? systemClock;
+  const log = deps.logger ?? silentLogger;
+  const guard = deps.staleGuard ?? ownWriteGuard();
+  const stepOf = deps.stepMs ?? defaultStepMs;
+  const concurrency = deps.queryConcurrency ?? 4;
+  const memos = new Map<ObjectKey, PodMemo>();
+  const busy = new Set<ObjectKey>();
+  /** Accepted resize writes waiting for the kubelet to report the new resources. */
+  const actuating = new Map<ObjectKey, number>();
+  const paused = new Set<ObjectKey>();
+  const pending = new Map<ObjectKey, 'Deferred' | 'Infeasible'>();
+  const abort = new AbortController();
+  let running: Promise<PassSummary> | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+
+  const unsubscribe = deps.view.onChange((change) => {
+    if (change.resource !== 'pods') return;
+    if (change.type === 'DELETED') {
+      actuating.delete(change.key);
+      paused.delete(change.key);
+      pending.delete(change.key);
+      memos.delete(change.key);
+      return;
+    }
+    const startedAt = actuating.get(change.key);
+    if (startedAt === undefined) return;
+    const pod = change.object as V1Pod;
+    const actual = actualResources(pod);
+    if (actual && sameResources(desiredResources(pod), actual)) {
+      actuating.delete(change.key);
+      resizeActuationSeconds.observe(Math.max(0, clock.now() - startedAt) / 1000);
+    }
+  });
+
+  function updateGauges(): void {
+    resizePausedWorkloads.set(paused.size);
+    const counts = { Deferred: 0, Infeasible: 0 };
+    for (const reason of pending.values()) counts[reason] += 1;
+    resizePending.set({ reason: 'Deferred' }, counts.Deferred);
+    resizePending.set({ reason: 'Infeasible' }, counts.Infeasible);
+  }
+
+  /** Pods each policy manages: running, in the policy tenant's namespaces, matching the selector; first policy wins. */
+  function podsByPolicy(policy: Policy): Map<ResizePolicy, V1Pod[]> {
+    const claimed = new Set<ObjectKey>();
+    const out = new Map<ResizePolicy, V1Pod[]>();
+    const pods = [...deps.view.pods()];
+    for (const rp of policy.resizePolicies) {
+      const tenant = policy.tenants.get(rp.tenant);
+      if (!tenant) {
+        log.warn(
+          { policy: rp.name, tenant: rp.tenant, file: rp.source.file },
+          'resize policy names an unknown tenant; skipped',
+        );
+        continue;
+      }
+      const namespaces = new Set(tenant.namespaces);
+      const mine: V1Pod[] = [];
+      for (const pod of pods) {
+        const ns = pod.metadata?.namespace ?? '';
+        const key = objectKey(ns, pod.metadata?.name ?? '');
+        if (claimed.has(key) || !namespaces.has(ns)) continue;
+        if (!matchesSelector(pod.metadata?.labels ?? {}, rp.selector)) continue;
+        if (pod.status?.phase !== 'Running' || !pod.spec?.nodeName) continue;
+        claimed.add(key);
+        mine.push(pod);
+      }
+      out.set(rp, mine);
+    }
+    return out;
+  }
+
+  /**
+   * Range-queries one PromQL template for the pods of one namespace: one batched query
+   * (`pod="$pod"` rewritten to a regex over all pods) when the template allows it and
+   * its result carries the pod label, else one query per pod (and per container for
+   * `$container` templates) with bounded concurrency.
+   */
+  async function readTemplate(
+    template: string,
+    namespace: string,
+    pods: readonly V1Pod[],
+    containers: readonly string[],
+    startMs: number,
+    endMs: number,
+    stepMs: number,
+  ): Promise<Map<string, { samples?: WindowSample[]; error?: string }>> {
+    const out = new Map<string, { samples?: WindowSample[]; error?: string }>();
+    const names = pods.map((p) => p.metadata?.name ?? '');
+    const uses = placeholdersOf(template);
+    const slot = (pod: string, container?: string) =>
+      container === undefined ? pod : `${pod}/${container}`;
+    if (!uses.has('container') && uses.has('pod')) {
+      const batch = batchByPod(template, names);
+      if (batch) {
+        try {
+          const query = substitute(batch.query, { namespace });
+          const result = await deps.prometheus.range(query, startMs, endMs, stepMs, {
+            signal: abort.signal,
+          });
+          if (result.every((s) => s.labels[batch.podLabel] !== undefined)) {
+            const byPod = new Map(result.map((s) => [s.labels[batch.podLabel] as string, s]));
+            for (const name of names) out.set(slot(name), { samples: samplesOf(byPod.get(name)) });
+            return out;
+          }
+          log.debug({ query }, 'batched signal query lost the pod label; asking per pod');
+        } catch (error) {
+          for (const name of names) out.set(slot(name), { error: errorText(error) });
+          return out;
+        }
+      }
+    }
+    const jobs: { pod: string; container?: string }[] = [];
+    for (const pod of names) {
+      if (uses.has('container')) for (const container of containers) jobs.push({ pod, container });
+      else jobs.push({ pod });
+    }
+    await mapLimit(jobs, concurrency, async (job) => {
+      try {
+        const query = substitute(template, {
+          namespace,
+          pod: job.pod,
+          ...(job.container === undefined ? {} : { container: job.container }),
+        });
+        const result = await deps.prometheus.range(query, startMs, endMs, stepMs, {
+          signal: abort.signal,
+        });
+        // A per-pod query is expected to give one series; with several, the first is
+        // taken and the policy author should aggregate (logged once per pass).
+        if (result.length > 1)
+          log.debug({ query, series: result.length }, 'signal query returned several series');
+        out.set(slot(job.pod, job.container), { samples: samplesOf(result[0]) });
+      } catch (error) {
+        out.set(slot(job.pod, job.container), { error: errorText(error) });
+      }
+    });
+    return out;
+  }
+
+  async function readingsFor(
+    rp: ResizePolicy,
+    pods: readonly V1Pod[],
+    now: number,
+  ): Promise<{
+    readings: Map<string, SignalReading[]>;
+    slo: Map<string, { samples?: WindowSample[]; error?: string }>;
+  }> {
+    const readings = new Map<string, SignalReading[]>();
+    const slo = new Map<string, { samples?: WindowSample[]; error?: string }>();
+    const stepMs = stepOf(rp);
+    const byNamespace = new Map<string, V1Pod[]>();
+    for (const pod of pods) {
+      const ns = pod.metadata?.namespace ?? '';
+      byNamespace.set(ns, [...(byNamespace.get(ns) ?? []), pod]);
+    }
+    const containers = Object.keys(rp.containers);
+    for (const [namespace, nsPods] of byNamespace) {
+      for (const signal of rp.signals) {
+        const results = await readTemplate(
+          signal.query,
+          namespace,
+          nsPods,
+          containers,
+          now - rp.windowMs,
+          now,
+          stepMs,
+        );
+        for (const pod of nsPods) {
+          const name = pod.metadata?.name ?? '';
+          const key = objectKey(namespace, name);
+          const list = readings.get(key) ?? [];
+          if (placeholdersOf(signal.query).has('container')) {
+            for (const container of containers) {
+              const r = results.get(`${name}/${container}`);
+              list.push({ signal: signal.name, container, ...r });
+            }
+          } else {
+            list.push({ signal: signal.name, ...results.get(name) });
+          }
+          readings.set(key, list);
+        }
+      }
+      if (rp.slo) {
+        const results = await readTemplate(
+          rp.slo.query,
+          namespace,
+          nsPods,
+          containers,
+          now - rp.slo.forMs,
+          now,
+          stepMs,
+        );
+        for (const pod of nsPods) {
+          const name = pod.metadata?.name ?? '';
+          const r = results.get(name);
+          if (r) slo.set(objectKey(namespace, name), r);
+        }
+      }
+    }
+    return { readings, slo };
+  }
+
+  async function enqueue(request: WriteRequest): Promise<WriteResult> {
+    for (;;) {
+      const accepted = deps.dispatcher.enqueue(request);
+      if (accepted.accepted) return accepted.done;
+      if (accepted.reason === 'closed')
+        return { result: 'cancelled', message: 'dispatcher closed' };
+      await deps.dispatcher.whenNotFull(abort.signal);
+    }
+  }
+
+  function countWrite(decision: Decision, result: WriteResult): void {
+    if (decision.kind === 'Resize' || decision.kind === 'Rollback') {
+      resizesTotal.inc({ result: result.result as ResizeResult });
+    }
+    if (decision.kind === 'Rollback' && result.result === 'succeeded') {
+      resizeRollbacksTotal.inc({ reason: /SLO/.test(decision.reason) ? 'SLO' : 'OOMKilled' });
+    }
+  }
+
+  async function emit(pod: V1Pod, decision: Decision): Promise<void> {
+    const event = eventOf[decision.kind];
+    if (!deps.events || !event) return;
+    try {
+      await deps.events(pod, { ...event, message: decision.reason.slice(0, 1000) });
+    } catch (error) {
+      log.warn({ err: errorText(error), decision: decision.id }, 'event not written');
+    }
+  }
+
+  /**
+   * Carries out one pod's plan: the writes in order, each with the resourceVersion the
+   * one before returned; the first that does not succeed ends the chain. Returns
+   * whether a conflict asks for a fresh decision.
+   */
+  async function execute(
+    pod: V1Pod,
+    plan: PodResizePlan,
+    tenant: string,
+  ): Promise<'done' | 'conflict'> {
+    const ns = pod.metadata?.namespace ?? '';
+    const name = pod.metadata?.name ?? '';
+    const key = objectKey(ns, name);
+    const byId = new Map(plan.decisions.map((d) => [d.id, d]));
+    const outcomes = new Map<string, WriteResult>();
+    let resourceVersion = pod.metadata?.resourceVersion ?? '';
+    let failed: WriteResult | undefined;
+    for (const write of plan.writes as PlannedWrite[]) {
+      const result = failed
+        ? ({
+            result: 'cancelled',
+            message: `an earlier write of this decision ended ${failed.result}`,
+          } as const)
+        : await enqueue({
+            key,
+            target: { namespace: ns, name, uid: pod.metadata?.uid ?? '', resourceVersion },
+            op: write.op,
+            priority: write.priority,
+            tenant,
+            deadline: write.deadline,
+            decisionId: write.decisionId,
+            signal: abort.signal,
+          });
+      if (result.result === 'succeeded') {
+        resourceVersion = result.resourceVersion;
+        guard.recordWrite(key, resourceVersion);
+        if (write.op.type === 'resize') actuating.set(key, clock.now());
+      } else failed ??= result;
+      const previous = outcomes.get(write.decisionId);
+      if (!previous || previous.result === 'succeeded') outcomes.set(write.decisionId, result);
+    }
+    const records: Decision[] = [];
+    for (const [id, result] of outcomes) {
+      const decision = byId.get(id);
+      if (!decision) continue;
+      countWrite(decision, result);
+      records.push({ ...decision, outcome: outcomeOf(result) });
+    }
+    // Decisions that shared a write (Pause with its Rollback) take that write's outcome.
+    for (const decision of plan.decisions) {
+      if (decision.outcome.result === 'pending' && !outcomes.has(decision.id)) {
+        const shared = failed ?? { result: 'succeeded' as const, resourceVersion };
+        records.push({ ...decision, outcome: outcomeOf(shared) });
+      }
+    }
+    deps.audit.record(records);
+    if (!failed) for (const d of plan.decisions) await emit(pod, d);
+    return failed?.result === 'conflict' ? 'conflict' : 'done';
+  }
+
+  function decide(
+    rp: ResizePolicy,
+    policy: Policy,
+    pod: V1Pod,
+    readings: readonly SignalReading[],
+    slo: { samples?: WindowSample[]; error?: string } | undefined,
+    now: number,
+  ): PodResizePlan {
+    const key = objectKey(pod.metadata?.namespace ?? '', pod.metadata?.name ?? '');
+    const node = pod.spec?.nodeName
+      ? [...deps.view.nodes()].find((n) => n.metadata?.name === pod.spec?.nodeName)
+      : undefined;
+    const memo = memos.get(key);
+    const plan = decidePodResize({
+      policy: rp,
+      commit: policy.commit,
+      pod,
+      ...(node ? { node } : {}),
+      quotas: deps.quotas?.(pod.metadata?.namespace ?? '') ?? [],
+      readings,
+      ...(slo ? { slo } : {}),
+      approvals: policy.approvals,
+      now,
+      stepMs: stepOf(rp),
+      ...(memo ? { memo } : {}),
+    });
+    if (plan.memo) memos.set(key, plan.memo);
+    else memos.delete(key);
+    if (plan.paused) paused.add(key);
+    else paused.delete(key);
+    if (plan.pending) pending.set(key, plan.pending);
+    else pending.delete(key);
+    return plan;
+  }
+
+  async function handlePod(
+    rp: ResizePolicy,
+    policy: Policy,
+    pod: V1Pod,
+    readings: readonly SignalReading[],
+    slo: { samples?: WindowSample[]; error?: string } | undefined,
+    now: number,
+    all: Decision[],
+    skipped: Map<ObjectKey, string>,
+  ): Promise<void> {
+    const key = objectKey(pod.metadata?.namespace ?? '', pod.metadata?.name ?? '');
+    let current = pod;
+    for (let round = 0; round < 2; round += 1) {
+      const plan = decide(rp, policy, current, readings, slo, now);
+      if (plan.decisions.length === 0) {
+        if (plan.skip) skipped.set(key, plan.skip);
+        return;
+      }
+      for (const d of plan.decisions) {
+        if (d.kind === 'Defer' && d.outcome.result === 'recorded')
+          resizesTotal.inc({ result: 'deferred' });
+        if (d.kind === 'Infeasible' && d.outcome.result === 'recorded')
+          resizesTotal.inc({ result: 'infeasible' });
+      }
+      all.push(...plan.decisions);
+      if (plan.writes.length === 0) {
+        deps.audit.record(plan.decisions);
+        for (const d of plan.decisions) await emit(current, d);
+        return;
+      }
+      if (!guard.isFresh(key, current)) {
+        resizesTotal.inc({ result: 'stale' });
+        const first = plan.decisions[0] as Decision;
+        deps.audit.record([
+          {
+            ...first,
+            id: first.id.replace(`:${first.kind}:`, ':SkipStale:'),
+            kind: 'SkipStale',
+            reason: `the view has not seen tollgate's last write to this pod yet; ${first.kind} decided again next pass`,
+            outcome: { result: 'recorded' },
+          },
+        ]);
+        skipped.set(key, 'stale');
+        return;
+      }
+      const intents = plan.decisions.filter((d) => d.outcome.result === 'pending');
+      const records = plan.decisions.filter((d) => d.outcome.result !== 'pending');
+      try {
+        await deps.audit.recordIntents(intents);
+      } catch (error) {
+        log.error({ err: errorText(error), pod: key }, 'audit intents not recorded; no write sent');
+        skipped.set(key, `audit intents not recorded: ${errorText(error)}`);
+        return;
+      }
+      if (records.length) deps.audit.record(records);
+      for (const d of records) await emit(current, d);
+      const result = await execute(current, { ...plan, decisions: intents }, rp.tenant);
+      if (result !== 'conflict' || !deps.readPod) return;
+      const fresh = await deps
+        .readPod(pod.metadata?.namespace ?? '', pod.metadata?.name ?? '')
+        .catch(() => undefined);
+      if (!fresh) return;
+      current = fresh;
+      log.info({ pod: key }, 'resize write conflicted; decided again from a fresh read');
+    }
+  }
+
+  async function runPass(): Promise<PassSummary> {
+    const policy = deps.policy();
+    const all: Decision[] = [];
+    const skipped = new Map<ObjectKey, string>();
+    if (!policy || !deps.view.synced) return { pods: 0, decisions: all, skipped };
+    const now = clock.now();
+    let count = 0;
+    const work: Promise<void>[] = [];
+    for (const [rp, pods] of podsByPolicy(policy)) {
+      const candidates = pods.filter(
+        (p) => !busy.has(objectKey(p.metadata?.namespace ?? '', p.metadata?.name ?? '')),
+      );
+      count += candidates.length;
+      if (candidates.length === 0) continue;
+      const { readings, slo } = await readingsFor(rp, candidates, now);
+      for (const pod of candidates) {
+        const key = objectKey(pod.metadata?.namespace ?? '', pod.metadata?.name ?? '');
+        busy.add(key);
+        work.push(
+          handlePod(rp, policy, pod, readings.get(key) ?? [], slo.get(key), now, all, skipped)
+            .catch((error: unknown) => {
+              log.error({ err: errorText(error), pod: key }, 'resize of pod failed');
+              skipped.set(key, `error: ${errorText(error)}`);
+            })
+            .finally(() => busy.delete(key)),
+        );
+      }
+    }
+    await Promise.all(work);
+    updateGauges();
+    return { pods: count, decisions: all, skipped };
+  }
+
+  function pass(): Promise<PassSummary> {
+    // One pass at a time: a pass asked for while one runs waits for it and runs after.
+    const previous = running ?? Promise.resolve(undefined);
+    const next = previous.then(
+      () => runPass(),
+      () => runPass(),
+    );
+    running = next;
+    return next;
+  }
+
+  function schedule(): void {
+    if (stopped) return;
+    timer = setTimeout(() => {
+      pass()
+        .catch((error: unknown) => log.error({ err: errorText(error) }, 'resize pass failed'))
+        .finally(schedule);
+    }, deps.intervalMs);
+    timer.unref?.();
+  }
+  schedule();
+
+  return {
+    pass,
+    async stop() {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+      abort.abort();
+      unsubscribe();
+      await running?.catch(() => undefined);
+    },
+  };
+}
