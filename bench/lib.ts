@@ -1,0 +1,147 @@
+/**
+ * Shared pieces of the benchmarks: bulk pod creation, the raw gate-removal client that
+ * defines the ceiling, percentiles and resident-memory sampling. Benchmarks run against
+ * the same real control plane the e2e tests use (test/support/control-plane.ts).
+ */
+import { readFileSync } from 'node:fs';
+import {
+  CoreV1Api,
+  PatchStrategy,
+  setHeaderOptions,
+  type KubeConfig,
+  type V1Pod,
+} from '@kubernetes/client-node';
+
+export async function inPool<T>(
+  items: readonly T[],
+  concurrency: number,
+  work: (item: T) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const item = items[next++] as T;
+      await work(item);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, worker));
+}
+
+export async function ensureNamespace(kc: KubeConfig, name: string): Promise<void> {
+  const core = kc.makeApiClient(CoreV1Api);
+  try {
+    await core.createNamespace({ body: { metadata: { name } } });
+  } catch (error) {
+    if ((error as { code?: number }).code !== 409) throw error;
+  }
+}
+
+export function gatedPod(
+  name: string,
+  namespace: string,
+  gate: string,
+  labels: Record<string, string> = {},
+): V1Pod {
+  return {
+    metadata: { name, namespace, labels: { 'bench.tollgate.io/run': 'yes', ...labels } },
+    spec: {
+      schedulingGates: [{ name: gate }],
+      containers: [
+        {
+          name: 'app',
+          image: 'registry.example/bench:1',
+          resources: { requests: { cpu: '10m', memory: '16Mi' } },
+        },
+      ],
+      terminationGracePeriodSeconds: 0,
+    },
+  };
+}
+
+/** Creates `count` gated pods; returns how long it took. */
+export async function createGatedPods(
+  kc: KubeConfig,
+  namespace: string,
+  count: number,
+  gate: string,
+  options: { prefix?: string; concurrency?: number; labels?: Record<string, string> } = {},
+): Promise<number> {
+  const core = kc.makeApiClient(CoreV1Api);
+  const names = Array.from(
+    { length: count },
+    (_, i) => `${options.prefix ?? 'p'}-${String(i).padStart(5, '0')}`,
+  );
+  const started = performance.now();
+  await inPool(names, options.concurrency ?? 32, async (name) => {
+    await core.createNamespacedPod({
+      namespace,
+      body: gatedPod(name, namespace, gate, options.labels),
+    });
+  });
+  return performance.now() - started;
+}
+
+/**
+ * The ceiling: removes the same gates with the same JSON patch and concurrency as
+ * tollgate, with no policy, audit, guard or queue. What this achieves is the API
+ * server's own limit on this machine.
+ */
+export async function rawRelease(
+  kc: KubeConfig,
+  namespace: string,
+  gate: string,
+  concurrency: number,
+): Promise<{ pods: number; millis: number; writes: number }> {
+  const core = kc.makeApiClient(CoreV1Api);
+  const pods: V1Pod[] = [];
+  let _continue: string | undefined;
+  do {
+    const page = await core.listNamespacedPod({ namespace, limit: 1000, _continue });
+    pods.push(...page.items);
+    _continue = page.metadata?._continue;
+  } while (_continue);
+  const started = performance.now();
+  let writes = 0;
+  await inPool(pods, concurrency, async (pod) => {
+    const index = pod.spec?.schedulingGates?.findIndex((g) => g.name === gate) ?? -1;
+    if (index < 0) return;
+    await core.patchNamespacedPod(
+      {
+        namespace,
+        name: pod.metadata!.name!,
+        body: [
+          { op: 'test', path: '/metadata/resourceVersion', value: pod.metadata!.resourceVersion },
+          { op: 'test', path: `/spec/schedulingGates/${index}/name`, value: gate },
+          { op: 'remove', path: `/spec/schedulingGates/${index}` },
+        ],
+      },
+      setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
+    );
+    writes += 1;
+  });
+  return { pods: pods.length, millis: performance.now() - started, writes };
+}
+
+export function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[rank] as number;
+}
+
+export const median = (values: readonly number[]): number => percentile(values, 50);
+
+/** Resident set size of a process in bytes, from /proc. */
+export function rssOf(pid: number): number {
+  const status = readStatus(pid);
+  const match = /VmRSS:\s+(\d+) kB/.exec(status);
+  return match ? Number(match[1]) * 1024 : Number.NaN;
+}
+
+function readStatus(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/status`, 'utf8');
+  } catch {
+    return '';
+  }
+}
