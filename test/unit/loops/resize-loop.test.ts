@@ -1,0 +1,215 @@
+/**
+ * The resize loop's wiring with in-memory stand-ins for the view, dispatcher, audit sink
+ * and Prometheus: the order of audit intents and writes, resourceVersion chaining,
+ * batching, and 409 handling. The proof against real parts is test/e2e/resize/.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { V1Pod } from '@kubernetes/client-node';
+import { startResizeLoop } from '../../../src/loops/resize.ts';
+import type { ClusterView } from '../../../src/cluster/types.ts';
+import type { Dispatcher, WriteRequest, WriteResult } from '../../../src/dispatch/types.ts';
+import type { AuditSink } from '../../../src/audit/types.ts';
+import type { Decision } from '../../../src/decide/decision.ts';
+import type { Policy } from '../../../src/policy/model.ts';
+import type { PrometheusClient } from '../../../src/signals/prometheus.ts';
+import { ManualClock } from '../../../src/lib/clock.ts';
+import { aResizePolicy, aRunningPod } from '../../builders/resize.ts';
+
+const clock = new ManualClock();
+
+function policyWith(): Policy {
+  return {
+    commit: 'abc',
+    settings: {} as Policy['settings'],
+    tenants: new Map([['team-a', { name: 'team-a', namespaces: ['team-a'] } as never]]),
+    gatePolicies: [],
+    resizePolicies: [aResizePolicy()],
+    staleness: {} as Policy['staleness'],
+    approvals: [],
+  };
+}
+
+function viewOf(pods: V1Pod[]): ClusterView {
+  return {
+    synced: true,
+    whenSynced: async () => undefined,
+    pods: () => pods,
+    pod: (ns, name) => pods.find((p) => p.metadata?.namespace === ns && p.metadata?.name === name),
+    nodes: () => [],
+    object: () => undefined,
+    lastResourceVersion: () => undefined,
+    onChange: () => () => undefined,
+  };
+}
+
+function harness(pods: V1Pod[], answer: (r: WriteRequest, n: number) => WriteResult) {
+  const log: string[] = [];
+  const requests: WriteRequest[] = [];
+  const recorded: Decision[] = [];
+  const queries: string[] = [];
+  const dispatcher: Dispatcher = {
+    enqueue(request) {
+      requests.push(request);
+      log.push(`write:${request.op.type}@${request.target.resourceVersion}`);
+      return {
+        accepted: true,
+        coalesced: false,
+        done: Promise.resolve(answer(request, requests.length)),
+      };
+    },
+    whenNotFull: async () => undefined,
+    cancel: () => undefined,
+    depth: 0,
+    close: async () => undefined,
+  };
+  const audit: AuditSink & { failIntents?: boolean } = {
+    async recordIntents(decisions) {
+      if (audit.failIntents) throw new Error('push rejected');
+      log.push(`intents:${decisions.map((d) => d.kind).join(',')}`);
+    },
+    record(decisions) {
+      recorded.push(...decisions);
+    },
+    flush: async () => undefined,
+    backlog: 0,
+    close: async () => undefined,
+  };
+  const prometheus: PrometheusClient = {
+    instant: async () => [],
+    async range(query, start, end, step) {
+      queries.push(query);
+      const names = [...query.matchAll(/pod=~"([^"]*)"/g)].flatMap((m) => (m[1] ?? '').split('|'));
+      return names.map((pod) => ({
+        labels: { pod },
+        samples: Array.from({ length: Math.floor((end - start) / step) + 1 }, (_, i) => ({
+          at: start + i * step,
+          value: 500,
+        })),
+      }));
+    },
+  };
+  return { log, requests, recorded, queries, dispatcher, audit, prometheus };
+}
+
+const pods = () =>
+  ['web-0', 'web-1', 'web-2'].map((n) =>
+    aRunningPod(n, 'team-a').container('app', { cpu: '500m', memory: '256Mi' }).obj(),
+  );
+
+test('one batched query per signal per namespace; intents pushed before annotate then resize, chained by resourceVersion', async () => {
+  const h = harness(pods(), (r, n) => ({ result: 'succeeded', resourceVersion: String(200 + n) }));
+  const loop = startResizeLoop({
+    view: viewOf(pods()),
+    policy: policyWith,
+    dispatcher: h.dispatcher,
+    audit: h.audit,
+    prometheus: h.prometheus,
+    intervalMs: 3_600_000,
+    clock,
+  });
+  const summary = await loop.pass();
+  await loop.stop();
+  assert.equal(h.queries.length, 1);
+  assert.match(h.queries[0] ?? '', /pod=~"web-0\|web-1\|web-2"/);
+  assert.equal(summary.decisions.filter((d) => d.kind === 'Resize').length, 3);
+  const web0 = h.requests.filter((r) => r.target.name === 'web-0');
+  assert.deepEqual(
+    web0.map((r) => [r.op.type, r.target.resourceVersion]),
+    [
+      ['annotate', '100'],
+      ['resize', web0[1] ? String(200 + h.requests.indexOf(web0[0] as WriteRequest) + 1) : ''],
+    ],
+  );
+  assert.ok(
+    h.log.indexOf('intents:Resize') < h.log.findIndex((l) => l.startsWith('write:')),
+    'intents first',
+  );
+  assert.deepEqual(
+    h.recorded.map((d) => d.outcome.result),
+    ['succeeded', 'succeeded', 'succeeded'],
+  );
+});
+
+test('when the audit intents cannot be pushed no write is sent', async () => {
+  const h = harness(pods(), () => ({ result: 'succeeded', resourceVersion: '1' }));
+  h.audit.failIntents = true;
+  const loop = startResizeLoop({
+    view: viewOf(pods()),
+    policy: policyWith,
+    dispatcher: h.dispatcher,
+    audit: h.audit,
+    prometheus: h.prometheus,
+    intervalMs: 3_600_000,
+    clock,
+  });
+  const summary = await loop.pass();
+  await loop.stop();
+  assert.equal(h.requests.length, 0);
+  assert.match(summary.skipped.get('team-a/web-0') ?? '', /audit intents not recorded/);
+});
+
+test('a 409 reads the pod again and decides again from it', async () => {
+  const one = [pods()[0] as V1Pod];
+  const h = harness(one, (r, n) =>
+    n === 1
+      ? { result: 'conflict', message: '409' }
+      : { result: 'succeeded', resourceVersion: String(300 + n) },
+  );
+  let reads = 0;
+  const fresh = aRunningPod('web-0', 'team-a')
+    .container('app', { cpu: '500m', memory: '256Mi' })
+    .obj();
+  (fresh.metadata as { resourceVersion: string }).resourceVersion = '150';
+  const loop = startResizeLoop({
+    view: viewOf(one),
+    policy: policyWith,
+    dispatcher: h.dispatcher,
+    audit: h.audit,
+    prometheus: h.prometheus,
+    intervalMs: 3_600_000,
+    clock,
+    readPod: async () => {
+      reads += 1;
+      return fresh;
+    },
+  });
+  await loop.pass();
+  await loop.stop();
+  assert.equal(reads, 1);
+  assert.deepEqual(
+    h.requests.map((r) => [r.op.type, r.target.resourceVersion]),
+    [
+      ['annotate', '100'],
+      ['annotate', '150'],
+      ['resize', '302'],
+    ],
+  );
+  assert.deepEqual(
+    h.recorded.map((d) => d.outcome.result),
+    ['conflict', 'succeeded'],
+  );
+});
+
+test('a pod whose own last write the view has not seen is skipped as stale', async () => {
+  const one = [pods()[0] as V1Pod];
+  const h = harness(one, (r, n) => ({ result: 'succeeded', resourceVersion: String(500 + n) }));
+  const loop = startResizeLoop({
+    view: viewOf(one),
+    policy: policyWith,
+    dispatcher: h.dispatcher,
+    audit: h.audit,
+    prometheus: h.prometheus,
+    intervalMs: 3_600_000,
+    clock,
+  });
+  await loop.pass();
+  const before = h.requests.length;
+  // The view still shows resourceVersion 100 and the old spec: not caught up.
+  clock.advance(1);
+  const second = await loop.pass();
+  await loop.stop();
+  assert.equal(h.requests.length, before);
+  assert.equal(second.skipped.get('team-a/web-0'), 'stale');
+  assert.ok(h.recorded.some((d) => d.kind === 'SkipStale'));
+});
