@@ -113,14 +113,24 @@ test('one batched query per signal per namespace; intents pushed before annotate
   assert.equal(h.queries.length, 1);
   assert.match(h.queries[0] ?? '', /pod=~"web-0\|web-1\|web-2"/);
   assert.equal(summary.decisions.filter((d) => d.kind === 'Resize').length, 3);
-  const web0 = h.requests.filter((r) => r.target.name === 'web-0');
-  assert.deepEqual(
-    web0.map((r) => [r.op.type, r.target.resourceVersion]),
-    [
-      ['annotate', '100'],
-      ['resize', web0[1] ? String(200 + h.requests.indexOf(web0[0] as WriteRequest) + 1) : ''],
-    ],
-  );
+  for (const name of ['web-0', 'web-1', 'web-2']) {
+    const annotate = h.requests.findIndex(
+      (r) => r.target.name === name && r.op.type === 'annotate',
+    );
+    const resize = h.requests.findIndex((r) => r.target.name === name && r.op.type === 'resize');
+    assert.ok(annotate >= 0 && resize > annotate, `${name}: annotate, then resize`);
+    assert.equal(
+      h.requests[annotate]?.target.resourceVersion,
+      '100',
+      `${name}: annotate on the decided version`,
+    );
+    // The harness answers the n-th request with resourceVersion 200 + n.
+    assert.equal(
+      h.requests[resize]?.target.resourceVersion,
+      String(200 + annotate + 1),
+      `${name}: resize on the annotate's version`,
+    );
+  }
   assert.ok(
     h.log.indexOf('intents:Resize') < h.log.findIndex((l) => l.startsWith('write:')),
     'intents first',
