@@ -9,11 +9,23 @@ export class KubeApiError extends Error {
   readonly statusCode: number;
   /** `Status.reason` (Conflict, Invalid, NotFound, Expired, ...), when the body carried one. */
   readonly reason: string | undefined;
-  constructor(statusCode: number, message: string, reason?: string) {
+  /** `Status.message` as the API server sent it (the Error message adds context). */
+  readonly apiMessage: string;
+  /** `Status.details.causes`, empty when the API gave none. */
+  readonly causes: readonly { reason?: string; message?: string; field?: string }[];
+  constructor(
+    statusCode: number,
+    message: string,
+    reason?: string,
+    apiMessage = message,
+    causes: readonly { reason?: string; message?: string; field?: string }[] = [],
+  ) {
     super(message);
     this.name = 'KubeApiError';
     this.statusCode = statusCode;
     this.reason = reason;
+    this.apiMessage = apiMessage;
+    this.causes = causes;
   }
 }
 
@@ -21,6 +33,7 @@ interface StatusBody {
   message?: unknown;
   reason?: unknown;
   code?: unknown;
+  details?: { causes?: unknown };
 }
 
 function parseBody(body: unknown): StatusBody | undefined {
@@ -64,7 +77,16 @@ export function toKubeError(error: unknown, context: string): Error {
     const apiMessage =
       typeof status?.message === 'string' ? status.message : error.message.split('\n')[0];
     const reason = typeof status?.reason === 'string' ? status.reason : undefined;
-    return new KubeApiError(httpCode, `${context}: ${httpCode} ${apiMessage}`, reason);
+    const causes = Array.isArray(status?.details?.causes)
+      ? (status.details.causes as KubeApiError['causes'])
+      : [];
+    return new KubeApiError(
+      httpCode,
+      `${context}: ${httpCode} ${apiMessage}`,
+      reason,
+      apiMessage,
+      causes,
+    );
   }
   const cause = withFields.cause as { code?: unknown; message?: unknown } | undefined;
   const networkCode =

@@ -1,0 +1,300 @@
+/**
+ * The live `ClusterView`: one informer for pods, one for nodes, and one per
+ * (apiVersion, kind, namespace) of the objects policies reference.
+ *
+ * Managed namespaces: the pod informer watches all namespaces and keeps only pods in
+ * the managed set; a new set relists that one informer (atomic replace: pods of
+ * added namespaces appear as ADDED, pods of dropped ones as DELETED). Chosen over one
+ * namespaced watch per managed namespace because the connection count and the
+ * relist-after-restart load on the API server stay at one regardless of how many
+ * namespaces policy manages, a policy change needs no watch bookkeeping, and the
+ * cluster role in deploy/ already grants cluster-wide pod list/watch. The price:
+ * the API server streams events of unmanaged namespaces, which are decoded and
+ * dropped before the store (memory stays bounded by the managed set).
+ *
+ * Referenced objects: `watchObjects(refs)` diffs the wanted set against the running
+ * informers; each informer watches one namespace (namespaced endpoint) or the
+ * cluster scope, and keeps only the referenced names. A kind policy references is
+ * resolved to its plural by discovery; an unknown kind makes its informer retry with
+ * backoff, and the view stays un-synced (a condition on an object that cannot be
+ * read must not be judged "absent").
+ */
+import type { KubeConfig, KubernetesObject, V1Node, V1Pod } from '@kubernetes/client-node';
+import { systemClock, type Clock } from '../lib/clock.ts';
+import { silentLogger, type Logger } from '../observe/log.ts';
+import type { BackoffPolicy } from './backoff.ts';
+import { Informer } from './informer.ts';
+import { countRestart, reportInformerStats, type ViewResource } from './informer-metrics.ts';
+import {
+  createResourceSource,
+  type ResourceSource,
+  type ResourceTarget,
+  type SourceOptions,
+} from './source.ts';
+import type { StoreChange } from './store.ts';
+import { objectKey, type ClusterView, type ObjectReference, type ViewChange } from './types.ts';
+
+export interface LiveClusterViewOptions {
+  readonly kubeConfig: KubeConfig;
+  /** Namespaces whose pods the view keeps; undefined = all namespaces. */
+  readonly namespaces?: readonly string[];
+  readonly podLabelSelector?: string;
+  readonly nodeLabelSelector?: string;
+  readonly pageSize?: number;
+  readonly watchTimeoutSeconds?: () => number;
+  readonly backoff?: BackoffPolicy;
+  readonly sourceOptions?: SourceOptions;
+  /** Replaces how a target becomes a source (tests wrap the real source). */
+  readonly sourceFactory?: (target: ResourceTarget) => ResourceSource;
+  readonly clock?: Clock;
+  readonly logger?: Logger;
+}
+
+function groupKey(ref: ObjectReference): string {
+  return `${ref.apiVersion}|${ref.kind}|${ref.namespace ?? ''}`;
+}
+
+/** Numeric comparison of resourceVersions (etcd revisions); a non-numeric one sorts first. */
+function olderVersion(a: string | undefined, b: string | undefined): string | undefined {
+  if (a === undefined) return b;
+  if (b === undefined) return a;
+  try {
+    return BigInt(a) <= BigInt(b) ? a : b;
+  } catch {
+    return a;
+  }
+}
+
+interface ObjectGroup {
+  readonly informer: Informer;
+  names: ReadonlySet<string>;
+}
+
+export class LiveClusterView implements ClusterView {
+  readonly #options: LiveClusterViewOptions;
+  readonly #log: Logger;
+  readonly #clock: Clock;
+  readonly #pods: Informer;
+  readonly #nodes: Informer;
+  readonly #objects = new Map<string, ObjectGroup>();
+  readonly #listeners = new Set<(change: ViewChange) => void>();
+  #namespaces: ReadonlySet<string> | undefined;
+  #started = false;
+  #stopped = false;
+  #unreport: (() => void) | undefined;
+
+  constructor(options: LiveClusterViewOptions) {
+    this.#options = options;
+    this.#log = options.logger ?? silentLogger;
+    this.#clock = options.clock ?? systemClock;
+    this.#namespaces = options.namespaces ? new Set(options.namespaces) : undefined;
+    this.#pods = this.#informer(
+      'pods',
+      { apiVersion: 'v1', kind: 'Pod', labelSelector: options.podLabelSelector },
+      this.#podFilter(),
+    );
+    this.#nodes = this.#informer('nodes', {
+      apiVersion: 'v1',
+      kind: 'Node',
+      labelSelector: options.nodeLabelSelector,
+    });
+  }
+
+  start(): void {
+    if (this.#started) return;
+    this.#started = true;
+    this.#unreport = reportInformerStats(
+      {
+        objects: (resource) =>
+          this.#informersOf(resource).reduce((sum, informer) => sum + informer.size, 0),
+        lastEventAt: (resource) => {
+          const times = this.#informersOf(resource).map((informer) => informer.lastEventAt);
+          if (times.length === 0 || times.some((t) => t === undefined)) return undefined;
+          return Math.min(...(times as number[]));
+        },
+      },
+      () => this.#clock.now(),
+    );
+    this.#pods.start();
+    this.#nodes.start();
+    for (const group of this.#objects.values()) group.informer.start();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    this.#unreport?.();
+    await Promise.all(
+      [this.#pods, this.#nodes, ...[...this.#objects.values()].map((g) => g.informer)].map((i) =>
+        i.stop(),
+      ),
+    );
+  }
+
+  get synced(): boolean {
+    return this.#allInformers().every((informer) => informer.synced);
+  }
+
+  async whenSynced(signal?: AbortSignal): Promise<void> {
+    // Re-check after each wait: watchObjects may add informers meanwhile.
+    while (!this.synced) {
+      signal?.throwIfAborted();
+      await Promise.all(this.#allInformers().map((informer) => informer.whenSynced(signal)));
+    }
+  }
+
+  pods(): Iterable<V1Pod> {
+    return this.#pods.values() as IterableIterator<V1Pod>;
+  }
+  pod(namespace: string, name: string): V1Pod | undefined {
+    return this.#pods.get(objectKey(namespace, name)) as V1Pod | undefined;
+  }
+  nodes(): Iterable<V1Node> {
+    return this.#nodes.values() as IterableIterator<V1Node>;
+  }
+  object(ref: ObjectReference): KubernetesObject | undefined {
+    return this.#objects.get(groupKey(ref))?.informer.get(objectKey(ref.namespace, ref.name));
+  }
+
+  /** For 'objects', the oldest version among the object informers: the view has seen everything up to it. */
+  lastResourceVersion(resource: ViewResource): string | undefined {
+    if (resource === 'pods') return this.#pods.lastResourceVersion;
+    if (resource === 'nodes') return this.#nodes.lastResourceVersion;
+    let oldest: string | undefined;
+    for (const { informer } of this.#objects.values()) {
+      if (informer.lastResourceVersion === undefined) return undefined;
+      oldest = olderVersion(oldest, informer.lastResourceVersion);
+    }
+    return oldest;
+  }
+
+  onChange(listener: (change: ViewChange) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** Replaces the managed namespaces (undefined = all); relists the pod informer if the set changed. */
+  setNamespaces(namespaces: readonly string[] | undefined): void {
+    const next = namespaces ? new Set(namespaces) : undefined;
+    const same =
+      next === undefined
+        ? this.#namespaces === undefined
+        : this.#namespaces !== undefined &&
+          next.size === this.#namespaces.size &&
+          [...next].every((n) => this.#namespaces?.has(n));
+    if (same) return;
+    this.#namespaces = next;
+    this.#pods.setFilter(this.#podFilter());
+  }
+
+  /**
+   * Makes the view watch exactly these referenced objects: informers for groups no
+   * longer referenced stop (their objects leave the view without DELETED events,
+   * since they were not deleted), new groups start, and groups whose name set changed
+   * relist with the new names.
+   */
+  watchObjects(refs: readonly ObjectReference[]): void {
+    if (this.#stopped) return;
+    const wanted = new Map<string, { target: ResourceTarget; names: Set<string> }>();
+    for (const ref of refs) {
+      const key = groupKey(ref);
+      const entry = wanted.get(key) ?? {
+        target: { apiVersion: ref.apiVersion, kind: ref.kind, namespace: ref.namespace },
+        names: new Set<string>(),
+      };
+      entry.names.add(ref.name);
+      wanted.set(key, entry);
+    }
+    for (const [key, group] of this.#objects) {
+      if (!wanted.has(key)) {
+        this.#objects.delete(key);
+        void group.informer.stop();
+      }
+    }
+    for (const [key, { target, names }] of wanted) {
+      const existing = this.#objects.get(key);
+      if (existing) {
+        const same =
+          existing.names.size === names.size && [...names].every((n) => existing.names.has(n));
+        if (!same) {
+          existing.names = names;
+          existing.informer.setFilter(nameFilter(names));
+        }
+        continue;
+      }
+      const informer = this.#informer('objects', target, nameFilter(names));
+      this.#objects.set(key, { informer, names });
+      if (this.#started) informer.start();
+    }
+  }
+
+  #podFilter(): (object: KubernetesObject) => boolean {
+    const namespaces = this.#namespaces;
+    if (!namespaces) return () => true;
+    return (object) => namespaces.has(object.metadata?.namespace ?? '');
+  }
+
+  #informer(
+    resource: ViewResource,
+    target: ResourceTarget,
+    filter?: (object: KubernetesObject) => boolean,
+  ): Informer {
+    const options = this.#options;
+    const source = options.sourceFactory
+      ? options.sourceFactory(target)
+      : createResourceSource(options.kubeConfig, target, options.sourceOptions);
+    const informer = new Informer({
+      source,
+      filter,
+      pageSize: options.pageSize,
+      watchTimeoutSeconds: options.watchTimeoutSeconds,
+      backoff: options.backoff,
+      clock: this.#clock,
+      logger: this.#log,
+      hooks: {
+        restarted: (reason, error) => {
+          countRestart(resource, reason);
+          if (error) this.#log.debug({ resource, reason, err: error.message }, 'informer restart');
+        },
+      },
+    });
+    informer.onChange((change) => this.#emit(resource, change));
+    return informer;
+  }
+
+  #emit(resource: ViewResource, change: StoreChange): void {
+    const viewChange: ViewChange = {
+      type: change.type,
+      resource,
+      key: change.key,
+      object: change.object,
+    };
+    for (const listener of this.#listeners) {
+      try {
+        listener(viewChange);
+      } catch (error) {
+        this.#log.error(
+          { err: error instanceof Error ? error.message : String(error), key: change.key },
+          'view listener threw',
+        );
+      }
+    }
+  }
+
+  #informersOf(resource: ViewResource): Informer[] {
+    if (resource === 'pods') return [this.#pods];
+    if (resource === 'nodes') return [this.#nodes];
+    return [...this.#objects.values()].map((group) => group.informer);
+  }
+
+  #allInformers(): Informer[] {
+    return [this.#pods, this.#nodes, ...[...this.#objects.values()].map((group) => group.informer)];
+  }
+}
+
+function nameFilter(names: ReadonlySet<string>): (object: KubernetesObject) => boolean {
+  return (object) => names.has(object.metadata?.name ?? '');
+}
+
+export function createClusterView(options: LiveClusterViewOptions): LiveClusterView {
+  return new LiveClusterView(options);
+}

@@ -1,0 +1,210 @@
+/**
+ * The API side of the dispatcher: carries out one `WriteOperation` against a pod.
+ * Every write asserts the state it was decided on, so a decision made on stale data
+ * fails instead of overwriting someone else's change:
+ *
+ * - removeGate: JSON Patch `test` of metadata.resourceVersion and of the gate's name
+ *   at its index, then `remove` of that index. Only tollgate's gate goes; a foreign
+ *   gate at another index stays. Removing the last gate leaves `schedulingGates: []`,
+ *   which the API server accepts (gates may be removed, never added, after creation).
+ * - resize: strategic merge patch on the `pods/resize` subresource carrying
+ *   metadata.resourceVersion, which the API server treats as a precondition (409).
+ * - delete: preconditions {uid, resourceVersion}, so a re-created pod of the same name
+ *   or a pod changed since the decision is not deleted (409).
+ * - annotate: merge patch of metadata.annotations with metadata.resourceVersion.
+ *
+ * Errors: HTTP failures are thrown as `KubeApiError` with `statusCode` and the API's
+ * Status message; network failures keep their `code` (ECONNREFUSED, ...); an aborted
+ * signal surfaces as an AbortError.
+ *
+ * What the real API server answers when a JSON Patch `test` fails (measured against
+ * kube-apiserver v1.37.2, test/e2e/cluster-view/writer.test.ts):
+ *   HTTP 422, Status {reason: "Invalid", message: "the server rejected our request due
+ *   to an error in our request", details: {}} -- no causes, no field, nothing that says
+ *   "test". A `remove` of an index that no longer exists answers exactly the same.
+ *   A real validation failure (e.g. adding a gate) is also 422/Invalid but names the
+ *   pod and lists causes in details.
+ * So a 422 with that generic message and no causes, answering one of tollgate's JSON
+ * Patches, means "the pod is not in the state the decision assumed": it is thrown with
+ * `conflict: true` (statusCode stays 422) and the dispatcher must send the key back to
+ * be decided again from fresh state, never retry it blindly and never record it as a
+ * final 422. Every 409 is thrown with `conflict: true` as well.
+ */
+import {
+  CoreV1Api,
+  Observable,
+  PatchStrategy,
+  setHeaderOptions,
+  type ConfigurationOptions,
+  type KubeConfig,
+  type ObservableMiddleware,
+  type V1Pod,
+} from '@kubernetes/client-node';
+import type {
+  WriteExecutor,
+  WriteOperation,
+  WriteRequest,
+  ResourceList,
+} from '../dispatch/types.ts';
+import { KubeApiError, toKubeError } from './errors.ts';
+
+/** The HTTP status kube-apiserver returns for a JSON Patch whose `test` fails (measured; see the module comment). */
+export const failedPatchTestStatus = 422;
+/** The Status message that comes with it (the same for any JSON Patch that does not apply). */
+export const failedPatchTestMessage =
+  'the server rejected our request due to an error in our request';
+
+/** True when the API rejected a JSON Patch because it did not apply to the current object (a failed `test`, a vanished index). */
+export function isFailedPatchTest(error: unknown): boolean {
+  return (
+    error instanceof KubeApiError &&
+    error.statusCode === failedPatchTestStatus &&
+    error.apiMessage === failedPatchTestMessage &&
+    error.causes.length === 0
+  );
+}
+
+/** The errors a writer throws: KubeApiError plus `conflict` for failed preconditions of any kind. */
+export type WriteError = KubeApiError & { readonly conflict: boolean };
+
+export interface WriteExecutorOptions {
+  /** managedFields manager name of tollgate's patches. */
+  readonly fieldManager?: string;
+}
+
+/** The generated object-parameter APIs take observable middleware; this one hands the caller's signal to the fetch. */
+function signalMiddleware(signal: AbortSignal): ObservableMiddleware {
+  return {
+    pre: (context) => {
+      context.setSignal(signal);
+      return new Observable(Promise.resolve(context));
+    },
+    post: (response) => new Observable(Promise.resolve(response)),
+  };
+}
+
+function requestOptions(signal: AbortSignal, contentType?: string): ConfigurationOptions {
+  const withSignal: ConfigurationOptions = {
+    middleware: [signalMiddleware(signal)],
+    middlewareMergeStrategy: 'append',
+  };
+  return contentType ? setHeaderOptions('Content-Type', contentType, withSignal) : withSignal;
+}
+
+function resourcesPatch(resources: ResourceList): Record<string, Record<string, string>> {
+  const patch: Record<string, Record<string, string>> = {};
+  if (resources.requests) patch.requests = { ...resources.requests };
+  if (resources.limits) patch.limits = { ...resources.limits };
+  return patch;
+}
+
+/** The JSON Patch that removes tollgate's gate only if the pod is still at the decided version and the gate still sits at the decided index. */
+export function removeGatePatch(
+  resourceVersion: string,
+  gate: string,
+  gateIndex: number,
+): object[] {
+  if (!Number.isInteger(gateIndex) || gateIndex < 0)
+    throw new Error(`removeGate: gateIndex must be a non-negative integer, got ${gateIndex}`);
+  return [
+    { op: 'test', path: '/metadata/resourceVersion', value: resourceVersion },
+    { op: 'test', path: `/spec/schedulingGates/${gateIndex}/name`, value: gate },
+    { op: 'remove', path: `/spec/schedulingGates/${gateIndex}` },
+  ];
+}
+
+/** The strategic merge patch for pods/resize; containers merge by name. */
+export function resizePatch(
+  resourceVersion: string,
+  op: Extract<WriteOperation, { type: 'resize' }>,
+): object {
+  const spec: Record<string, unknown> = {
+    containers: op.containers.map((container) => ({
+      name: container.name,
+      resources: resourcesPatch(container.resources),
+    })),
+  };
+  if (op.pod) spec.resources = resourcesPatch(op.pod);
+  return { metadata: { resourceVersion }, spec };
+}
+
+function classify(error: unknown, context: string, jsonPatch: boolean): Error {
+  const normalised = toKubeError(error, context);
+  if (normalised instanceof KubeApiError) {
+    const conflict = normalised.statusCode === 409 || (jsonPatch && isFailedPatchTest(normalised));
+    return Object.assign(normalised, { conflict }) as WriteError;
+  }
+  return normalised;
+}
+
+export function createWriteExecutor(
+  kubeConfig: KubeConfig,
+  options: WriteExecutorOptions = {},
+): WriteExecutor {
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const fieldManager = options.fieldManager ?? 'tollgate';
+
+  return async (
+    request: WriteRequest,
+    signal: AbortSignal,
+  ): Promise<{ resourceVersion: string }> => {
+    signal.throwIfAborted();
+    const { namespace, name, uid, resourceVersion } = request.target;
+    const op = request.op;
+    const context = `${op.type} pod ${namespace}/${name}`;
+    let pod: V1Pod;
+    try {
+      switch (op.type) {
+        case 'removeGate':
+          pod = await core.patchNamespacedPod(
+            {
+              name,
+              namespace,
+              body: removeGatePatch(resourceVersion, op.gate, op.gateIndex),
+              fieldManager,
+            },
+            requestOptions(signal, PatchStrategy.JsonPatch),
+          );
+          break;
+        case 'resize':
+          pod = await core.patchNamespacedPodResize(
+            { name, namespace, body: resizePatch(resourceVersion, op), fieldManager },
+            requestOptions(signal, PatchStrategy.StrategicMergePatch),
+          );
+          break;
+        case 'delete':
+          pod = await core.deleteNamespacedPod(
+            { name, namespace, body: { preconditions: { uid, resourceVersion } } },
+            requestOptions(signal),
+          );
+          break;
+        case 'annotate':
+          pod = await core.patchNamespacedPod(
+            {
+              name,
+              namespace,
+              body: { metadata: { resourceVersion, annotations: { ...op.annotations } } },
+              fieldManager,
+            },
+            requestOptions(signal, PatchStrategy.MergePatch),
+          );
+          break;
+        default: {
+          const unknown: never = op;
+          throw new Error(`unknown write operation ${JSON.stringify(unknown)}`);
+        }
+      }
+    } catch (error) {
+      if (signal.aborted)
+        throw signal.reason instanceof Error
+          ? signal.reason
+          : new DOMException('aborted', 'AbortError');
+      throw classify(error, context, op.type === 'removeGate');
+    }
+    const written = pod.metadata?.resourceVersion;
+    // A delete that removed the object at once may answer with a Status without metadata.
+    if (!written && op.type !== 'delete')
+      throw new Error(`${context}: the API answered without metadata.resourceVersion`);
+    return { resourceVersion: written ?? '' };
+  };
+}

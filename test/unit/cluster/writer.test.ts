@@ -1,0 +1,97 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { KubeApiError, toKubeError } from '../../../src/cluster/errors.ts';
+import {
+  failedPatchTestMessage,
+  isFailedPatchTest,
+  removeGatePatch,
+  resizePatch,
+} from '../../../src/cluster/writer.ts';
+
+test('the removeGate patch tests the resourceVersion and the gate at its index before removing that index', () => {
+  assert.deepEqual(removeGatePatch('42', 'tollgate.io/gate', 1), [
+    { op: 'test', path: '/metadata/resourceVersion', value: '42' },
+    { op: 'test', path: '/spec/schedulingGates/1/name', value: 'tollgate.io/gate' },
+    { op: 'remove', path: '/spec/schedulingGates/1' },
+  ]);
+  assert.throws(() => removeGatePatch('42', 'g', -1), /gateIndex must be a non-negative integer/);
+});
+
+test('the resize patch carries the resourceVersion precondition, containers by name and pod-level resources', () => {
+  assert.deepEqual(
+    resizePatch('7', {
+      type: 'resize',
+      containers: [{ name: 'app', resources: { requests: { cpu: '250m' } } }],
+      pod: { limits: { memory: '1Gi' } },
+    }),
+    {
+      metadata: { resourceVersion: '7' },
+      spec: {
+        containers: [{ name: 'app', resources: { requests: { cpu: '250m' } } }],
+        resources: { limits: { memory: '1Gi' } },
+      },
+    },
+  );
+});
+
+test('only a causeless generic 422 counts as a JSON Patch that did not apply', () => {
+  const cases: { name: string; error: unknown; expected: boolean }[] = [
+    {
+      name: 'the generic 422 the API server sends for a failed test is one',
+      error: new KubeApiError(
+        422,
+        `x: 422 ${failedPatchTestMessage}`,
+        'Invalid',
+        failedPatchTestMessage,
+      ),
+      expected: true,
+    },
+    {
+      name: 'a validation error with causes is not',
+      error: new KubeApiError(422, 'x', 'Invalid', 'Pod "p" is invalid', [
+        { reason: 'FieldValueForbidden', field: 'spec.schedulingGates[1].name' },
+      ]),
+      expected: false,
+    },
+    {
+      name: 'a 409 is a conflict but not a failed patch test',
+      error: new KubeApiError(409, 'x', 'Conflict', 'modified'),
+      expected: false,
+    },
+    {
+      name: 'a network error is not',
+      error: Object.assign(new Error('fetch failed'), { code: 'ECONNREFUSED' }),
+      expected: false,
+    },
+  ];
+  for (const { name, error, expected } of cases)
+    assert.equal(isFailedPatchTest(error), expected, name);
+});
+
+test('client errors are normalised: HTTP code and API message kept, network code lifted from the cause', () => {
+  const api = toKubeError(
+    Object.assign(new Error('HTTP-Code: 409\nMessage: Unsuccessful HTTP Request'), {
+      code: 409,
+      body: JSON.stringify({
+        kind: 'Status',
+        message: 'the object has been modified',
+        reason: 'Conflict',
+        details: {},
+      }),
+    }),
+    'patch pod a/b',
+  ) as KubeApiError;
+  assert.equal(api.statusCode, 409);
+  assert.equal(api.reason, 'Conflict');
+  assert.equal(api.message, 'patch pod a/b: 409 the object has been modified');
+  const network = toKubeError(
+    new TypeError('fetch failed', {
+      cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' }),
+    }),
+    'list pods',
+  ) as Error & { code?: string };
+  assert.equal(network.code, 'ECONNREFUSED');
+  assert.equal((network as { statusCode?: number }).statusCode, undefined);
+  const abort = new DOMException('stop', 'AbortError');
+  assert.equal(toKubeError(abort, 'x'), abort);
+});
