@@ -1,0 +1,70 @@
+/**
+ * Audit trail metrics. Label sets are closed and pre-created at zero so alerts on
+ * push failures and a growing backlog see a series before the first incident.
+ */
+import { Counter, Gauge, Histogram } from 'prom-client';
+import { registry } from '../observe/metrics.ts';
+import { batchKinds } from './record.ts';
+
+/** Why a push attempt failed: lost a race, refused credentials, network or HTTP trouble, anything else. */
+export const pushFailureReasons = ['rejected', 'auth', 'network', 'http', 'other'] as const;
+export type PushFailureReason = (typeof pushFailureReasons)[number];
+
+export const auditCommitsTotal = new Counter({
+  name: 'tollgate_audit_commits_total',
+  help: 'Audit commits created locally, by batch kind.',
+  labelNames: ['batch'] as const,
+  registers: [registry],
+});
+
+export const auditDecisionsTotal = new Counter({
+  name: 'tollgate_audit_decisions_total',
+  help: 'Decisions written into audit commits, by batch kind.',
+  labelNames: ['batch'] as const,
+  registers: [registry],
+});
+
+export const auditPushFailuresTotal = new Counter({
+  name: 'tollgate_audit_push_failures_total',
+  help: 'Failed push attempts of the audit branch, by reason (each retry counts).',
+  labelNames: ['reason'] as const,
+  registers: [registry],
+});
+
+export const auditPushSeconds = new Histogram({
+  name: 'tollgate_audit_push_seconds',
+  help: 'Time to get a set of audit commits onto the remote, including fetch-and-retry rounds.',
+  buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+  registers: [registry],
+});
+
+export const auditDroppedTotal = new Counter({
+  name: 'tollgate_audit_dropped_total',
+  help: 'Decisions without a write (Hold, SkipStale, ...) refused because the audit backlog was full.',
+  registers: [registry],
+});
+
+/** Every live writer reports its backlog; the gauge sums them at scrape time. */
+const backlogSources = new Set<{ readonly backlog: number }>();
+
+export const auditBacklog = new Gauge({
+  name: 'tollgate_audit_backlog',
+  help: 'Decisions accepted but not yet pushed to the audit branch.',
+  registers: [registry],
+  collect() {
+    let total = 0;
+    for (const source of backlogSources) total += source.backlog;
+    this.set(total);
+  },
+});
+
+export function trackBacklog(source: { readonly backlog: number }): () => void {
+  backlogSources.add(source);
+  return () => backlogSources.delete(source);
+}
+
+for (const batch of batchKinds) {
+  auditCommitsTotal.inc({ batch }, 0);
+  auditDecisionsTotal.inc({ batch }, 0);
+}
+for (const reason of pushFailureReasons) auditPushFailuresTotal.inc({ reason }, 0);

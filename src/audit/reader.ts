@@ -1,0 +1,202 @@
+/**
+ * Reading the audit branch back: from a local clone (a folder, bare or not, such as
+ * the writer's cache) or from a remote URL (fetched into a temporary bare clone).
+ * History is walked along first parents from the tip; each commit is returned with
+ * its tree changes and the records of the files it added, oldest first.
+ */
+import * as fs from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import git, { Errors } from 'isomorphic-git';
+import { parseTrailers } from './message.ts';
+import { parseBatch, type AuditRecord } from './record.ts';
+import { AuditRepo } from './repo.ts';
+import { diffTrees, type Change, type Repo } from './tree.ts';
+
+export interface AuditCommit {
+  readonly oid: string;
+  readonly parents: readonly string[];
+  readonly message: string;
+  readonly summary: string;
+  readonly trailers: ReadonlyMap<string, string[]>;
+  readonly author: { readonly name: string; readonly email: string; readonly timestamp: number };
+  /** Committer time, epoch seconds. */
+  readonly committedAt: number;
+  readonly changes: readonly Change[];
+  readonly records: readonly (AuditRecord & { readonly file: string })[];
+  /** Files that could not be parsed, with the reason (named file, line and field). */
+  readonly errors: readonly string[];
+}
+
+export interface AuditSource extends Repo {
+  readonly tip: string | undefined;
+  readonly description: string;
+  close(): void;
+}
+
+async function resolveFirst(gitdir: string, refs: readonly string[]): Promise<string | undefined> {
+  for (const ref of refs) {
+    try {
+      return await git.resolveRef({ fs, gitdir, ref });
+    } catch (error) {
+      if (!(error instanceof Errors.NotFoundError)) throw error;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Opens an audit source. `location` is a folder (a clone, a bare repo, or a writer's
+ * cache dir holding audit.git) or an http(s) URL; the token is used only for URLs.
+ */
+export async function openAuditSource(
+  location: string,
+  branch: string,
+  options: { token?: string } = {},
+): Promise<AuditSource> {
+  if (/^https?:\/\//.test(location)) {
+    const dir = mkdtempSync(join(tmpdir(), 'tollgate-audit-read-'));
+    const repo = new AuditRepo({
+      dir,
+      url: location,
+      branch,
+      ...(options.token === undefined ? {} : { token: options.token }),
+      author: { name: 'tollgate audit reader', email: 'reader@tollgate.invalid' },
+    });
+    try {
+      await repo.open();
+      const tip = await repo.fetch();
+      return {
+        gitdir: dir,
+        cache: {},
+        tip,
+        description: `${repo.url} branch ${branch}`,
+        close: () => rmSync(dir, { recursive: true, force: true }),
+      };
+    } catch (error) {
+      rmSync(dir, { recursive: true, force: true });
+      throw new Error(
+        `cannot read audit branch ${branch} from ${repo.url}: ${repo.redact((error as Error).message)}`,
+      );
+    }
+  }
+  const candidates = [join(location, 'audit.git'), join(location, '.git'), location];
+  const gitdir = candidates.find(
+    (candidate) => existsSync(join(candidate, 'HEAD')) && existsSync(join(candidate, 'objects')),
+  );
+  if (!gitdir)
+    throw new Error(`${location} is not a git repository (looked for ${candidates.join(', ')})`);
+  const tip = await resolveFirst(gitdir, [`refs/heads/${branch}`, `refs/remotes/origin/${branch}`]);
+  return {
+    gitdir,
+    cache: {},
+    tip,
+    description: `${location} branch ${branch}`,
+    close: () => undefined,
+  };
+}
+
+export interface ReadOptions {
+  /** Stop walking at commits committed before this (epoch ms); they are not returned. */
+  readonly since?: number;
+  /** Only decode records of files under this prefix (e.g. `audit/<cluster>/`). */
+  readonly pathPrefix?: string;
+  /** At most this many commits from the tip. */
+  readonly limit?: number;
+}
+
+/** The branch history, oldest first, along first parents. */
+export async function readAuditHistory(
+  source: AuditSource,
+  options: ReadOptions = {},
+): Promise<AuditCommit[]> {
+  const commits: AuditCommit[] = [];
+  let oid = source.tip;
+  while (oid !== undefined && commits.length < (options.limit ?? Number.POSITIVE_INFINITY)) {
+    const { commit } = await git.readCommit({
+      fs,
+      gitdir: source.gitdir,
+      oid,
+      cache: source.cache,
+    });
+    if (options.since !== undefined && commit.committer.timestamp * 1000 < options.since) break;
+    const parent = commit.parent[0];
+    const parentTree = parent
+      ? (await git.readCommit({ fs, gitdir: source.gitdir, oid: parent, cache: source.cache }))
+          .commit.tree
+      : undefined;
+    const changes = await diffTrees(source, parentTree, commit.tree);
+    const records: (AuditRecord & { file: string })[] = [];
+    const errors: string[] = [];
+    for (const change of changes) {
+      if (change.change !== 'added' || !change.path.endsWith('.jsonl')) continue;
+      if (options.pathPrefix && !change.path.startsWith(options.pathPrefix)) continue;
+      const { blob } = await git.readBlob({
+        fs,
+        gitdir: source.gitdir,
+        oid: change.oid,
+        cache: source.cache,
+      });
+      try {
+        for (const record of parseBatch(Buffer.from(blob).toString('utf8'), change.path))
+          records.push({ ...record, file: change.path });
+      } catch (error) {
+        errors.push((error as Error).message);
+      }
+    }
+    commits.push({
+      oid,
+      parents: commit.parent,
+      message: commit.message,
+      summary: commit.message.split('\n')[0] ?? '',
+      trailers: parseTrailers(commit.message),
+      author: {
+        name: commit.author.name,
+        email: commit.author.email,
+        timestamp: commit.author.timestamp,
+      },
+      committedAt: commit.committer.timestamp,
+      changes,
+      records,
+      errors,
+    });
+    oid = parent;
+  }
+  return commits.reverse();
+}
+
+/** One commit by (possibly abbreviated) oid. */
+export async function readAuditCommit(source: AuditSource, ref: string): Promise<AuditCommit> {
+  let oid: string;
+  try {
+    oid =
+      /^[0-9a-f]{4,40}$/i.test(ref) && ref.length < 40
+        ? await git.expandOid({ fs, gitdir: source.gitdir, oid: ref, cache: source.cache })
+        : ref;
+  } catch (error) {
+    throw new Error(
+      `commit ${ref} not found in ${source.description}: ${(error as Error).message}`,
+    );
+  }
+  const history = await readAuditHistory({ ...source, tip: oid }, { limit: 1 }).catch(
+    (error: Error) => {
+      throw new Error(`commit ${ref} not found in ${source.description}: ${error.message}`);
+    },
+  );
+  const found = history[0];
+  if (!found || found.oid !== oid)
+    throw new Error(`commit ${ref} could not be read from ${source.description}`);
+  return found;
+}
+
+/** The writer's own clone as a source (its local branch includes commits not yet pushed). */
+export async function repoSource(repo: AuditRepo): Promise<AuditSource> {
+  return {
+    gitdir: repo.gitdir,
+    cache: repo.cache,
+    tip: await repo.localTip(),
+    description: `local clone of ${repo.url}`,
+    close: () => undefined,
+  };
+}

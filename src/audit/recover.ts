@@ -1,0 +1,151 @@
+/**
+ * Recovery after a crash between an intent and its outcome: read the audit branch,
+ * find this cluster's intents that have no outcome (by decision id), and record the
+ * outcome the cluster's current state implies. The state lookup is injected (the
+ * gate-release loop wires it to the live view); `podStateLookup` is the default for
+ * pods.
+ *
+ *   applied     -> succeeded, reason "recovered: ..."        (the write went through)
+ *   not-applied -> cancelled "not sent before restart"       (the loop re-decides)
+ *   gone        -> cancelled "pod gone before recovery"
+ *   unknown     -> cancelled "not confirmed after restart"   (the loop re-decides from current state)
+ */
+import type { V1Pod } from '@kubernetes/client-node';
+import type { Decision } from '../decide/decision.ts';
+import type { Clock } from '../lib/clock.ts';
+import type { AuditRecord } from './record.ts';
+import { readAuditHistory, type AuditCommit, type AuditSource } from './reader.ts';
+import type { AuditSink } from './types.ts';
+
+export type IntentState =
+  | { readonly state: 'applied'; readonly resourceVersion?: string; readonly detail?: string }
+  | { readonly state: 'not-applied'; readonly detail?: string }
+  | { readonly state: 'gone'; readonly detail?: string }
+  | { readonly state: 'unknown'; readonly detail?: string };
+
+export type IntentStateLookup = (intent: AuditRecord) => IntentState | Promise<IntentState>;
+
+/** Intents without an outcome, oldest first; only those under `audit/<cluster>/` when a cluster is given. */
+export function intentsWithoutOutcome(
+  history: readonly AuditCommit[],
+  cluster?: string,
+): AuditRecord[] {
+  const prefix = cluster === undefined ? 'audit/' : `audit/${cluster}/`;
+  const intents = new Map<string, AuditRecord>();
+  const finished = new Set<string>();
+  for (const commit of history) {
+    for (const record of commit.records) {
+      if (!record.file.startsWith(prefix)) continue;
+      if (record.phase === 'intent') intents.set(record.id, record);
+      else if (record.phase === 'outcome') finished.add(record.id);
+    }
+  }
+  return [...intents.values()].filter((intent) => !finished.has(intent.id));
+}
+
+export function recoveredOutcome(intent: AuditRecord, state: IntentState, now: number): Decision {
+  const { v: _v, phase: _phase, ...decision } = intent as AuditRecord & { file?: string };
+  delete (decision as { file?: string }).file;
+  const detail = state.detail ? ` (${state.detail})` : '';
+  switch (state.state) {
+    case 'applied':
+      return {
+        ...decision,
+        at: now,
+        reason: `recovered: applied before restart${detail}; ${intent.reason}`,
+        outcome: state.resourceVersion
+          ? { result: 'succeeded', resourceVersion: state.resourceVersion }
+          : { result: 'succeeded' },
+      };
+    case 'not-applied':
+      return {
+        ...decision,
+        at: now,
+        reason: intent.reason,
+        outcome: { result: 'cancelled', message: `not sent before restart${detail}` },
+      };
+    case 'gone':
+      return {
+        ...decision,
+        at: now,
+        reason: intent.reason,
+        outcome: { result: 'cancelled', message: `pod gone before recovery${detail}` },
+      };
+    case 'unknown':
+      return {
+        ...decision,
+        at: now,
+        reason: intent.reason,
+        outcome: {
+          result: 'cancelled',
+          message: `not confirmed after restart; re-decided from current state${detail}`,
+        },
+      };
+  }
+}
+
+/**
+ * The default lookup for pod intents. `ownsGate` says which scheduling gates are
+ * tollgate's (its policy's gate names or prefixes).
+ */
+export function podStateLookup(
+  getPod: (namespace: string, name: string) => V1Pod | undefined | Promise<V1Pod | undefined>,
+  ownsGate: (gate: string) => boolean,
+): IntentStateLookup {
+  return async (intent) => {
+    const pod = await getPod(intent.target.namespace, intent.target.name);
+    if (!pod || pod.metadata?.uid !== intent.target.uid) return { state: 'gone' };
+    const resourceVersion = pod.metadata?.resourceVersion;
+    switch (intent.kind) {
+      case 'Release':
+      case 'Expire': {
+        const owned = (pod.spec?.schedulingGates ?? []).filter((gate) => ownsGate(gate.name));
+        if (owned.length === 0)
+          return {
+            state: 'applied',
+            ...(resourceVersion ? { resourceVersion } : {}),
+            detail: 'gate removed',
+          };
+        return {
+          state: 'not-applied',
+          detail: `still gated by ${owned.map((gate) => gate.name).join(', ')}`,
+        };
+      }
+      case 'Cancel':
+        return pod.metadata?.deletionTimestamp
+          ? { state: 'applied', detail: 'pod deleting' }
+          : { state: 'not-applied', detail: 'pod not deleted' };
+      default:
+        return {
+          state: 'unknown',
+          detail: `${intent.kind} cannot be confirmed from the pod alone`,
+        };
+    }
+  };
+}
+
+export interface RecoverOptions {
+  readonly source: AuditSource;
+  readonly cluster: string;
+  readonly lookup: IntentStateLookup;
+  readonly sink: AuditSink;
+  readonly clock: Clock;
+  /** Only intents committed after this (epoch ms); older ones are left to `audit verify`. */
+  readonly since?: number;
+}
+
+/** Records outcomes for intents left without one and pushes them; returns what was recorded. */
+export async function recover(options: RecoverOptions): Promise<Decision[]> {
+  const history = await readAuditHistory(options.source, {
+    pathPrefix: `audit/${options.cluster}/`,
+    ...(options.since === undefined ? {} : { since: options.since }),
+  });
+  const open = intentsWithoutOutcome(history, options.cluster);
+  if (open.length === 0) return [];
+  const outcomes: Decision[] = [];
+  for (const intent of open)
+    outcomes.push(recoveredOutcome(intent, await options.lookup(intent), options.clock.now()));
+  options.sink.record(outcomes);
+  await options.sink.flush();
+  return outcomes;
+}

@@ -1,0 +1,479 @@
+/**
+ * The local clone of the audit branch (a bare repo in a persisted cache dir) and the
+ * push loop. Commits are built from objects (blob, trees, commit) without a working
+ * tree; each adds exactly one new file, so replaying them on another tip can never
+ * conflict in content.
+ *
+ * Why every push failure is retried after refreshing from the remote: the branch is
+ * shared by several controllers (clusters), so a rejected push almost always means
+ * another writer got there first. We fetch, rebuild our unpushed commits on the new
+ * tip (re-adding our own files; a file already present with the same content means
+ * that commit landed before and is skipped), and push again, with jittered
+ * exponential backoff so writers that collided do not collide again in lockstep.
+ * Attempts and elapsed time are bounded: after that the commits stay local (the
+ * backlog, counted in metrics) and the caller decides when to try again. We never
+ * force push, so nothing another writer pushed can be lost.
+ *
+ * Which local commits are unpushed is derived from git alone, so a restart finds them:
+ * walking back from the local tip, a commit is unpushed while its file is absent from
+ * the last fetched remote tree (the remote only grows, and our chain is pushed in order).
+ *
+ * Credentials: only through `onAuth`; the remote URL stored in the clone's config and
+ * every message we produce are stripped of user info and of the token.
+ */
+import * as fs from 'node:fs';
+import { mkdirSync } from 'node:fs';
+import git, { Errors, type AuthCallback, type CommitObject } from 'isomorphic-git';
+import http from 'isomorphic-git/http/node';
+import type { Clock } from '../lib/clock.ts';
+import { systemClock } from '../lib/clock.ts';
+import { redactUrl, silentLogger, type Logger } from '../observe/log.ts';
+import { parseTrailers, trailerKeys } from './message.ts';
+import { auditPushFailuresTotal, auditPushSeconds, type PushFailureReason } from './metrics.ts';
+import { addFile, diffTrees, lookup, type Repo } from './tree.ts';
+
+export interface RetryOptions {
+  /** Push attempts per `push()` call, the first included. */
+  readonly maxAttempts: number;
+  /** Give up once this much time has passed since the first attempt. */
+  readonly maxElapsedMs: number;
+  readonly baseDelayMs: number;
+  readonly maxDelayMs: number;
+}
+
+export const defaultRetry: RetryOptions = {
+  maxAttempts: 8,
+  maxElapsedMs: 60_000,
+  baseDelayMs: 100,
+  maxDelayMs: 5_000,
+};
+
+export interface AuditRepoOptions {
+  /** Local cache folder holding the bare clone; persisted so unpushed commits survive a restart. */
+  readonly dir: string;
+  /** HTTP(S) URL of the remote; user info in it is moved to auth and never stored. */
+  readonly url: string;
+  readonly branch: string;
+  readonly token?: string;
+  /** Basic-auth user name sent with the token (forges accept any; default "x-access-token"). */
+  readonly username?: string;
+  readonly author: { readonly name: string; readonly email: string };
+  readonly clock?: Clock;
+  readonly logger?: Logger;
+  readonly retry?: Partial<RetryOptions>;
+  /** Jitter source in [0, 1). */
+  readonly random?: () => number;
+  readonly sleep?: (ms: number) => Promise<void>;
+}
+
+export interface LocalCommit {
+  readonly oid: string;
+  readonly parent: string | undefined;
+  readonly path: string;
+  readonly blob: string;
+  readonly message: string;
+  readonly author: CommitObject['author'];
+  readonly decisions: number;
+}
+
+export class AuditPushError extends Error {
+  readonly reason: PushFailureReason;
+  constructor(message: string, reason: PushFailureReason) {
+    super(message);
+    this.name = 'AuditPushError';
+    this.reason = reason;
+  }
+}
+
+const remoteName = 'origin';
+
+function errorCode(error: unknown): string {
+  const value = error as { code?: unknown; cause?: { code?: unknown } };
+  return String(value?.code ?? value?.cause?.code ?? '');
+}
+
+export function classifyPushError(error: unknown): PushFailureReason {
+  const code = errorCode(error);
+  if (
+    error instanceof Errors.PushRejectedError ||
+    error instanceof Errors.GitPushError ||
+    error instanceof Errors.NotFoundError
+  ) {
+    return 'rejected';
+  }
+  if (error instanceof Errors.HttpError) {
+    const status = (error.data as { statusCode?: number }).statusCode ?? 0;
+    return status === 401 || status === 403 ? 'auth' : 'http';
+  }
+  if (error instanceof Errors.UserCanceledError) return 'auth';
+  if (/^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EPIPE|EAI_AGAIN|UND_ERR_\w+)$/.test(code))
+    return 'network';
+  if (error instanceof Error && /socket hang up|fetch failed|network/i.test(error.message))
+    return 'network';
+  return 'other';
+}
+
+export class AuditRepo implements Repo {
+  readonly gitdir: string;
+  readonly cache: object = {};
+  readonly branch: string;
+  readonly url: string;
+  readonly #token: string | undefined;
+  readonly #username: string;
+  readonly #author: { readonly name: string; readonly email: string };
+  readonly #clock: Clock;
+  readonly #logger: Logger;
+  readonly #retry: RetryOptions;
+  readonly #random: () => number;
+  readonly #sleep: (ms: number) => Promise<void>;
+
+  constructor(options: AuditRepoOptions) {
+    this.gitdir = options.dir;
+    this.branch = options.branch;
+    let token = options.token;
+    let username = options.username;
+    let url = options.url;
+    try {
+      const parsed = new URL(options.url);
+      if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+        throw new Error(`audit repo URL must be http(s), got ${parsed.protocol}`);
+      }
+      // Credentials embedded in the URL become auth, so they never land in .git/config.
+      if (parsed.password) token ??= decodeURIComponent(parsed.password);
+      else if (parsed.username && !token) token = decodeURIComponent(parsed.username);
+      else if (parsed.username) username ??= decodeURIComponent(parsed.username);
+      url = redactUrl(options.url);
+    } catch (error) {
+      throw new Error(
+        `audit repo URL ${redactUrl(options.url)} is not valid: ${(error as Error).message}`,
+      );
+    }
+    this.url = url;
+    this.#token = token;
+    this.#username = username ?? 'x-access-token';
+    this.#author = options.author;
+    this.#clock = options.clock ?? systemClock;
+    this.#logger = options.logger ?? silentLogger;
+    this.#retry = { ...defaultRetry, ...options.retry };
+    this.#random = options.random ?? Math.random;
+    this.#sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+  }
+
+  /** Removes the token from any text before it reaches a log line or an error. */
+  redact(text: string): string {
+    let out = text;
+    if (this.#token) out = out.split(this.#token).join('[redacted]');
+    return out.replace(/(https?:\/\/)[^/@\s]*@/g, '$1');
+  }
+
+  #onAuth: AuthCallback = () =>
+    this.#token ? { username: this.#username, password: this.#token } : {};
+  // A refused token must not be offered again in a loop; one failure is the answer.
+  #onAuthFailure: AuthCallback = () => ({ cancel: true });
+
+  get #localRef(): string {
+    return `refs/heads/${this.branch}`;
+  }
+  get #trackingRef(): string {
+    return `refs/remotes/${remoteName}/${this.branch}`;
+  }
+
+  /** Creates the bare clone if missing and points its remote at the (credential-free) URL. */
+  async open(): Promise<void> {
+    mkdirSync(this.gitdir, { recursive: true });
+    if (!fs.existsSync(`${this.gitdir}/HEAD`)) {
+      await git.init({ fs, gitdir: this.gitdir, bare: true, defaultBranch: this.branch });
+    }
+    await git.addRemote({
+      fs,
+      gitdir: this.gitdir,
+      remote: remoteName,
+      url: this.url,
+      force: true,
+    });
+  }
+
+  async #resolve(ref: string): Promise<string | undefined> {
+    try {
+      return await git.resolveRef({ fs, gitdir: this.gitdir, ref });
+    } catch (error) {
+      if (error instanceof Errors.NotFoundError) return undefined;
+      throw error;
+    }
+  }
+
+  localTip(): Promise<string | undefined> {
+    return this.#resolve(this.#localRef);
+  }
+
+  trackingTip(): Promise<string | undefined> {
+    return this.#resolve(this.#trackingRef);
+  }
+
+  async treeOf(commit: string | undefined): Promise<string | undefined> {
+    if (commit === undefined) return undefined;
+    return (await git.readCommit({ fs, gitdir: this.gitdir, oid: commit, cache: this.cache }))
+      .commit.tree;
+  }
+
+  /**
+   * Commits one new file on top of the local tip. When the path is taken (a restart
+   * reusing a sequence number within the same second), a numeric suffix is added: a
+   * commit never replaces content.
+   */
+  async commitFile(
+    path: string,
+    content: string,
+    message: string,
+  ): Promise<{ oid: string; path: string }> {
+    const parent = await this.localTip();
+    const blob = await git.writeBlob({
+      fs,
+      gitdir: this.gitdir,
+      blob: Buffer.from(content, 'utf8'),
+    });
+    const { tree, path: finalPath } = await this.#placeFile(await this.treeOf(parent), path, blob);
+    if (tree === undefined)
+      throw new Error(`audit file ${path} already exists with the same content`);
+    const seconds = Math.floor(this.#clock.now() / 1000);
+    const person = { ...this.#author, timestamp: seconds, timezoneOffset: 0 };
+    const oid = await git.writeCommit({
+      fs,
+      gitdir: this.gitdir,
+      commit: { message, tree, parent: parent ? [parent] : [], author: person, committer: person },
+    });
+    await git.writeRef({ fs, gitdir: this.gitdir, ref: this.#localRef, value: oid, force: true });
+    return { oid, path: finalPath };
+  }
+
+  /** Adds `blob` at `path` (or a suffixed path on collision); tree undefined = the same content is already there. */
+  async #placeFile(
+    tree: string | undefined,
+    path: string,
+    blob: string,
+  ): Promise<{ tree: string | undefined; path: string }> {
+    for (let suffix = 0; ; suffix += 1) {
+      const candidate = suffix === 0 ? path : path.replace(/\.jsonl$/, `-${suffix}.jsonl`);
+      const result = await addFile(this, tree, candidate, blob);
+      if ('tree' in result) return { tree: result.tree, path: candidate };
+      if (result.existing === blob) return { tree: undefined, path: candidate };
+    }
+  }
+
+  /** Local commits not yet on the remote, oldest first. */
+  async unpushed(): Promise<LocalCommit[]> {
+    const remoteTip = await this.trackingTip();
+    const remoteTree = await this.treeOf(remoteTip);
+    const found: LocalCommit[] = [];
+    let oid = await this.localTip();
+    while (oid !== undefined && oid !== remoteTip) {
+      const { commit } = await git.readCommit({ fs, gitdir: this.gitdir, oid, cache: this.cache });
+      const parent = commit.parent[0];
+      const added = (await diffTrees(this, await this.treeOf(parent), commit.tree)).filter(
+        (change) => change.change === 'added',
+      );
+      // A commit that is not one of ours (no single added audit file) came from the remote.
+      if (added.length !== 1 || !(added[0] as { path: string }).path.startsWith('audit/')) break;
+      const file = added[0] as { path: string; oid: string };
+      if ((await lookup(this, remoteTree, file.path)) === file.oid) break;
+      const count = Number.parseInt(
+        parseTrailers(commit.message).get(trailerKeys.decisions)?.[0] ?? '0',
+        10,
+      );
+      found.push({
+        oid,
+        parent,
+        path: file.path,
+        blob: file.oid,
+        message: commit.message,
+        author: commit.author,
+        decisions: Number.isFinite(count) ? count : 0,
+      });
+      oid = parent;
+    }
+    return found.reverse();
+  }
+
+  /** Refreshes the remote-tracking ref; undefined when the remote has no audit branch yet (empty repo or new branch). */
+  async fetch(): Promise<string | undefined> {
+    const refs = await git.listServerRefs({
+      http,
+      url: this.url,
+      prefix: this.#localRef,
+      onAuth: this.#onAuth,
+      onAuthFailure: this.#onAuthFailure,
+    });
+    const remote = refs.find((ref) => ref.ref === this.#localRef);
+    if (!remote) {
+      await git
+        .deleteRef({ fs, gitdir: this.gitdir, ref: this.#trackingRef })
+        .catch(() => undefined);
+      return undefined;
+    }
+    const known = await this.trackingTip();
+    let present = false;
+    if (known === remote.oid) {
+      present = await git
+        .readCommit({ fs, gitdir: this.gitdir, oid: remote.oid, cache: this.cache })
+        .then(() => true)
+        .catch(() => false);
+    }
+    if (!present) {
+      await git.fetch({
+        fs,
+        http,
+        gitdir: this.gitdir,
+        remote: remoteName,
+        ref: this.branch,
+        singleBranch: true,
+        tags: false,
+        onAuth: this.#onAuth,
+        onAuthFailure: this.#onAuthFailure,
+        cache: this.cache,
+      });
+    }
+    await git.writeRef({
+      fs,
+      gitdir: this.gitdir,
+      ref: this.#trackingRef,
+      value: remote.oid,
+      force: true,
+    });
+    // A fresh clone (or one whose local branch fell behind) starts from the remote tip.
+    const local = await this.localTip();
+    if (local === undefined)
+      await git.writeRef({
+        fs,
+        gitdir: this.gitdir,
+        ref: this.#localRef,
+        value: remote.oid,
+        force: true,
+      });
+    return remote.oid;
+  }
+
+  /** Rebuilds `pending` on `base`, skipping commits whose file already landed; returns the new local tip. */
+  async #rebuild(
+    pending: readonly LocalCommit[],
+    base: string | undefined,
+  ): Promise<string | undefined> {
+    let tip = base;
+    for (const commit of pending) {
+      const { tree, path } = await this.#placeFile(
+        await this.treeOf(tip),
+        commit.path,
+        commit.blob,
+      );
+      if (tree === undefined) continue;
+      if (path !== commit.path)
+        this.#logger.warn(
+          { from: commit.path, to: path },
+          'audit file name taken on the remote; renamed',
+        );
+      const committer = {
+        ...this.#author,
+        timestamp: Math.floor(this.#clock.now() / 1000),
+        timezoneOffset: 0,
+      };
+      tip = await git.writeCommit({
+        fs,
+        gitdir: this.gitdir,
+        commit: {
+          message: commit.message,
+          tree,
+          parent: tip ? [tip] : [],
+          author: commit.author,
+          committer,
+        },
+      });
+    }
+    if (tip !== undefined)
+      await git.writeRef({ fs, gitdir: this.gitdir, ref: this.#localRef, value: tip, force: true });
+    return tip;
+  }
+
+  #delay(attempt: number): number {
+    const ceiling = Math.min(this.#retry.maxDelayMs, this.#retry.baseDelayMs * 2 ** (attempt - 1));
+    // Equal jitter: at least half the ceiling, so retries still back off, plus a random half.
+    return Math.round(ceiling / 2 + this.#random() * (ceiling / 2));
+  }
+
+  /**
+   * Pushes every unpushed commit. Returns the number of decisions that landed.
+   * Throws AuditPushError after the attempt or time bound; the commits stay local.
+   */
+  async push(): Promise<number> {
+    const started = this.#clock.now();
+    const wallStart = performance.now();
+    let attempt = 0;
+    let landed = 0;
+    for (;;) {
+      let pending = await this.unpushed();
+      if (pending.length === 0) return landed;
+      const base = await this.trackingTip();
+      if ((pending[0] as LocalCommit).parent !== base) {
+        await this.#rebuild(pending, base);
+        pending = await this.unpushed();
+        if (pending.length === 0) return landed;
+      }
+      attempt += 1;
+      try {
+        await git.push({
+          fs,
+          http,
+          gitdir: this.gitdir,
+          remote: remoteName,
+          ref: this.#localRef,
+          remoteRef: this.#localRef,
+          onAuth: this.#onAuth,
+          onAuthFailure: this.#onAuthFailure,
+          cache: this.cache,
+        });
+        const tip = await this.localTip();
+        if (tip)
+          await git.writeRef({
+            fs,
+            gitdir: this.gitdir,
+            ref: this.#trackingRef,
+            value: tip,
+            force: true,
+          });
+        landed += pending.reduce((sum, commit) => sum + commit.decisions, 0);
+        auditPushSeconds.observe((performance.now() - wallStart) / 1000);
+        return landed;
+      } catch (error) {
+        const reason = classifyPushError(error);
+        auditPushFailuresTotal.inc({ reason });
+        const message = this.redact(error instanceof Error ? error.message : String(error));
+        const delay = this.#delay(attempt);
+        const elapsed = this.#clock.now() - started;
+        this.#logger.warn(
+          { reason, attempt, commits: pending.length, err: message },
+          'audit push failed',
+        );
+        if (attempt >= this.#retry.maxAttempts || elapsed + delay > this.#retry.maxElapsedMs) {
+          throw new AuditPushError(
+            `push of ${pending.length} audit commit(s) to ${this.url} branch ${this.branch} failed after ${attempt} attempt(s) in ${elapsed}ms (${reason}): ${message}`,
+            reason,
+          );
+        }
+        await this.#sleep(delay);
+        try {
+          await this.fetch();
+        } catch (fetchError) {
+          const fetchReason = classifyPushError(fetchError);
+          auditPushFailuresTotal.inc({ reason: fetchReason });
+          this.#logger.warn(
+            {
+              reason: fetchReason,
+              err: this.redact(
+                fetchError instanceof Error ? fetchError.message : String(fetchError),
+              ),
+            },
+            'audit fetch before retry failed',
+          );
+        }
+      }
+    }
+  }
+}

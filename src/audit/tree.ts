@@ -1,0 +1,109 @@
+/**
+ * Tree surgery on git objects without a working tree: add one file to a tree, look a
+ * path up, and diff two trees. The audit branch only ever gains files, so these three
+ * are all the writer (adding), the pusher (is my file already on the remote?) and
+ * `audit verify` (did any commit modify or delete?) need.
+ */
+import * as fs from 'node:fs';
+import git, { type TreeEntry } from 'isomorphic-git';
+
+export interface Repo {
+  readonly gitdir: string;
+  readonly cache: object;
+}
+
+async function entries(repo: Repo, treeOid: string | undefined): Promise<TreeEntry[]> {
+  if (treeOid === undefined) return [];
+  return (await git.readTree({ fs, gitdir: repo.gitdir, oid: treeOid, cache: repo.cache })).tree;
+}
+
+export type AddResult = { readonly tree: string } | { readonly existing: string };
+
+/**
+ * Returns a new tree with `path` added as a regular file holding `blob`, or, when the
+ * path already exists, the blob it holds (the caller decides: same content means the
+ * file already landed, different content means a name collision).
+ */
+export async function addFile(
+  repo: Repo,
+  treeOid: string | undefined,
+  path: string,
+  blob: string,
+): Promise<AddResult> {
+  const segments = path.split('/');
+  const insert = async (oid: string | undefined, depth: number): Promise<AddResult> => {
+    const list = await entries(repo, oid);
+    const name = segments[depth] as string;
+    const index = list.findIndex((entry) => entry.path === name);
+    if (depth === segments.length - 1) {
+      if (index >= 0) return { existing: (list[index] as TreeEntry).oid };
+      list.push({ mode: '100644', path: name, oid: blob, type: 'blob' });
+    } else {
+      const current = index >= 0 ? (list[index] as TreeEntry) : undefined;
+      if (current && current.type !== 'tree')
+        throw new Error(`cannot add ${path}: ${segments.slice(0, depth + 1).join('/')} is a file`);
+      const result = await insert(current?.oid, depth + 1);
+      if ('existing' in result) return result;
+      const entry: TreeEntry = { mode: '040000', path: name, oid: result.tree, type: 'tree' };
+      if (index >= 0) list[index] = entry;
+      else list.push(entry);
+    }
+    return { tree: await git.writeTree({ fs, gitdir: repo.gitdir, tree: list }) };
+  };
+  return insert(treeOid, 0);
+}
+
+/** The blob oid at `path` in a tree, or undefined. */
+export async function lookup(
+  repo: Repo,
+  treeOid: string | undefined,
+  path: string,
+): Promise<string | undefined> {
+  let current = treeOid;
+  const segments = path.split('/');
+  for (const [depth, name] of segments.entries()) {
+    const entry = (await entries(repo, current)).find((item) => item.path === name);
+    if (!entry) return undefined;
+    if (depth === segments.length - 1) return entry.type === 'blob' ? entry.oid : undefined;
+    if (entry.type !== 'tree') return undefined;
+    current = entry.oid;
+  }
+  return undefined;
+}
+
+export interface Change {
+  readonly path: string;
+  readonly change: 'added' | 'modified' | 'deleted';
+  readonly oid: string;
+}
+
+/** Changes from tree `before` to tree `after`; identical subtrees are skipped by oid, so this costs only the changed paths. */
+export async function diffTrees(
+  repo: Repo,
+  before: string | undefined,
+  after: string | undefined,
+  prefix = '',
+): Promise<Change[]> {
+  if (before === after) return [];
+  const left = new Map((await entries(repo, before)).map((entry) => [entry.path, entry]));
+  const right = new Map((await entries(repo, after)).map((entry) => [entry.path, entry]));
+  const changes: Change[] = [];
+  const names = [...new Set([...left.keys(), ...right.keys()])].sort();
+  for (const name of names) {
+    const a = left.get(name);
+    const b = right.get(name);
+    const path = prefix + name;
+    if (a && b && a.oid === b.oid && a.mode === b.mode) continue;
+    const aTree = a?.type === 'tree' ? a.oid : undefined;
+    const bTree = b?.type === 'tree' ? b.oid : undefined;
+    if (aTree !== undefined || bTree !== undefined) {
+      changes.push(...(await diffTrees(repo, aTree, bTree, `${path}/`)));
+    }
+    const aFile = a && a.type !== 'tree' ? a : undefined;
+    const bFile = b && b.type !== 'tree' ? b : undefined;
+    if (aFile && bFile) changes.push({ path, change: 'modified', oid: bFile.oid });
+    else if (bFile) changes.push({ path, change: 'added', oid: bFile.oid });
+    else if (aFile) changes.push({ path, change: 'deleted', oid: aFile.oid });
+  }
+  return changes;
+}

@@ -1,0 +1,471 @@
+/**
+ * `GitAuditWriter`: the AuditSink that turns decisions into commits on the audit branch.
+ *
+ * Flow: decisions queue per batch kind (intents, outcomes, records) in a Batcher; one
+ * serial "cycle" at a time commits what is due (one new JSONL file per commit, at most
+ * `maxDecisions` per file) and pushes everything unpushed. Cycles never overlap, so
+ * callers that arrive while one runs share the next commit (group commit).
+ *
+ * Modes:
+ * - strict (default): `recordIntents` resolves only after its intents are committed
+ *   AND pushed, so no API write is sent without a record on the remote. If the commit
+ *   or push fails, it rejects, and the writer itself records a `cancelled` outcome for
+ *   those intents ("audit push failed; write not sent"), so the trail stays complete.
+ * - async: `recordIntents` resolves at once and intents are batched by time and size
+ *   like outcomes. Lower latency for the loops; the cost is that a crash may lose
+ *   intents and outcomes not yet committed, and writes may reach the API before their
+ *   record reaches the remote.
+ *
+ * Backlog = queued + committed-but-unpushed decisions. It is bounded (`maxBacklog`):
+ * when full, `recordIntents` rejects with AuditBacklogFullError (the loop holds its
+ * writes), outcomes are still accepted (they belong to intents already admitted, so
+ * they are bounded by them), and records without a write are refused, counted in
+ * tollgate_audit_dropped_total and logged. A failing push is retried in the
+ * background with a growing interval; it never blocks a loop forever.
+ */
+import { join } from 'node:path';
+import type { Decision } from '../decide/decision.ts';
+import { systemClock, type Clock } from '../lib/clock.ts';
+import { silentLogger, type Logger } from '../observe/log.ts';
+import { Batcher, RecordDeduper, type BatchLimits } from './batcher.ts';
+import { commitMessage } from './message.ts';
+import {
+  auditCommitsTotal,
+  auditDecisionsTotal,
+  auditDroppedTotal,
+  trackBacklog,
+} from './metrics.ts';
+import { batchKinds, batchOf, phaseOf, serializeBatch, type BatchKind } from './record.ts';
+import { AuditRepo, type RetryOptions } from './repo.ts';
+import type { AuditSink } from './types.ts';
+
+/** What the writer needs from the repository; AuditRepo in production, an in-memory store in unit tests. */
+export interface AuditStore {
+  commitFile(
+    path: string,
+    content: string,
+    message: string,
+  ): Promise<{ oid: string; path: string }>;
+  /** Pushes every unpushed commit; rejects when the bounded retries are exhausted. */
+  push(): Promise<number>;
+  unpushed(): Promise<readonly { readonly decisions: number }[]>;
+  redact?(text: string): string;
+}
+
+export interface Timers {
+  set(callback: () => void, ms: number): unknown;
+  clear(handle: unknown): void;
+}
+
+export const realTimers: Timers = {
+  set: (callback, ms) => {
+    const handle = setTimeout(callback, ms);
+    handle.unref?.();
+    return handle;
+  },
+  clear: (handle) => clearTimeout(handle as NodeJS.Timeout),
+};
+
+export type AuditMode = 'strict' | 'async';
+
+export interface AuditWriterOptions {
+  readonly store: AuditStore;
+  readonly cluster: string;
+  /** This controller's identity (e.g. the pod name); in file names and trailers. */
+  readonly controller: string;
+  readonly mode?: AuditMode;
+  readonly batch: BatchLimits;
+  /** Decisions accepted but not yet pushed, at most (default 100,000). */
+  readonly maxBacklog?: number;
+  /** First delay before a background push retry after a failed cycle; doubles up to 5 minutes. */
+  readonly retryIntervalMs?: number;
+  readonly clock?: Clock;
+  readonly timers?: Timers;
+  readonly logger?: Logger;
+}
+
+export class AuditBacklogFullError extends Error {
+  constructor(backlog: number, adding: number, limit: number) {
+    super(
+      `audit backlog full: ${backlog} decisions not yet pushed (limit ${limit}), refusing ${adding} more intents; hold the writes until the audit branch accepts pushes again`,
+    );
+    this.name = 'AuditBacklogFullError';
+  }
+}
+
+export class AuditWriteError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'AuditWriteError';
+  }
+}
+
+interface IntentWaiter {
+  readonly decisions: readonly Decision[];
+  resolve(): void;
+  reject(error: Error): void;
+}
+
+const pad = (value: number, width = 2): string => String(value).padStart(width, '0');
+
+/** `audit/<cluster>/YYYY/MM/DD/THHMMSSZ-<controller>-<seq>.jsonl` (UTC). */
+export function auditFilePath(
+  cluster: string,
+  controller: string,
+  at: number,
+  sequence: number,
+): string {
+  const time = new Date(at);
+  const day = `${time.getUTCFullYear()}/${pad(time.getUTCMonth() + 1)}/${pad(time.getUTCDate())}`;
+  const stamp = `T${pad(time.getUTCHours())}${pad(time.getUTCMinutes())}${pad(time.getUTCSeconds())}Z`;
+  return `audit/${cluster}/${day}/${stamp}-${controller}-${pad(sequence, 6)}.jsonl`;
+}
+
+export class GitAuditWriter implements AuditSink {
+  readonly #store: AuditStore;
+  readonly #cluster: string;
+  readonly #controller: string;
+  readonly #mode: AuditMode;
+  readonly #limits: BatchLimits;
+  readonly #maxBacklog: number;
+  readonly #retryIntervalMs: number;
+  readonly #clock: Clock;
+  readonly #timers: Timers;
+  readonly #logger: Logger;
+  readonly #batcher: Batcher;
+  readonly #deduper = new RecordDeduper();
+  readonly #untrack: () => void;
+
+  #waiters: IntentWaiter[] = [];
+  #unpushed = 0;
+  #inFlight = 0;
+  #sequence = 0;
+  #chain: Promise<unknown> = Promise.resolve();
+  #queued: { flushAll: boolean; promise: Promise<Error | undefined> } | undefined;
+  #timer: { handle: unknown; at: number } | undefined;
+  #retryTimer: unknown;
+  #retryDelay: number;
+  #closed = false;
+
+  constructor(options: AuditWriterOptions) {
+    this.#store = options.store;
+    this.#cluster = options.cluster;
+    this.#controller = options.controller;
+    this.#mode = options.mode ?? 'strict';
+    this.#limits = options.batch;
+    this.#maxBacklog = options.maxBacklog ?? 100_000;
+    this.#retryIntervalMs = options.retryIntervalMs ?? Math.max(1_000, options.batch.maxDelayMs);
+    this.#retryDelay = this.#retryIntervalMs;
+    this.#clock = options.clock ?? systemClock;
+    this.#timers = options.timers ?? realTimers;
+    this.#logger = options.logger ?? silentLogger;
+    this.#batcher = new Batcher(options.batch, { intentsImmediate: this.#mode === 'strict' });
+    // Validate identities now (they go into paths and trailers), not at the first commit.
+    auditFilePath(this.#cluster, this.#controller, 0, 0);
+    commitMessage([placeholderDecision], {
+      batch: 'records',
+      controller: this.#controller,
+      cluster: this.#cluster,
+    });
+    if (!Number.isInteger(this.#maxBacklog) || this.#maxBacklog < 1) {
+      throw new Error(`audit maxBacklog must be a positive integer, got ${this.#maxBacklog}`);
+    }
+    this.#untrack = trackBacklog(this);
+  }
+
+  /**
+   * Opens (or creates) the local clone in `cacheDir`, fetches the audit branch (a
+   * missing branch is fine: the first push creates it as an orphan), and schedules a
+   * push of commits a previous run left unpushed.
+   */
+  static async open(
+    options: Omit<AuditWriterOptions, 'store'> & {
+      readonly url: string;
+      readonly branch?: string;
+      readonly token?: string;
+      readonly username?: string;
+      readonly cacheDir: string;
+      readonly retry?: Partial<RetryOptions>;
+      readonly author?: { readonly name: string; readonly email: string };
+    },
+  ): Promise<{ writer: GitAuditWriter; repo: AuditRepo }> {
+    const logger = options.logger ?? silentLogger;
+    const repo = new AuditRepo({
+      dir: join(options.cacheDir, 'audit.git'),
+      url: options.url,
+      branch: options.branch ?? 'tollgate/audit',
+      ...(options.token === undefined ? {} : { token: options.token }),
+      ...(options.username === undefined ? {} : { username: options.username }),
+      author: options.author ?? {
+        name: `tollgate ${options.controller}`,
+        email: `${options.controller}@${options.cluster}.tollgate.invalid`,
+      },
+      ...(options.clock ? { clock: options.clock } : {}),
+      logger,
+      ...(options.retry ? { retry: options.retry } : {}),
+    });
+    await repo.open();
+    try {
+      await repo.fetch();
+    } catch (error) {
+      // Starting with an unreachable remote is allowed: commits queue locally (the backlog).
+      logger.warn(
+        { err: repo.redact((error as Error).message), url: repo.url },
+        'audit remote not reachable at start',
+      );
+    }
+    const writer = new GitAuditWriter({ ...options, store: repo });
+    await writer.#loadUnpushed();
+    return { writer, repo };
+  }
+
+  async #loadUnpushed(): Promise<void> {
+    const left = await this.#store.unpushed();
+    this.#unpushed = left.reduce((sum, commit) => sum + commit.decisions, 0);
+    if (left.length > 0) {
+      this.#logger.info(
+        { commits: left.length, decisions: this.#unpushed },
+        'audit commits left unpushed by a previous run; pushing',
+      );
+      void this.#requestCycle(false);
+    }
+  }
+
+  get backlog(): number {
+    return this.#batcher.size + this.#inFlight + this.#unpushed;
+  }
+
+  get mode(): AuditMode {
+    return this.#mode;
+  }
+
+  recordIntents(decisions: readonly Decision[]): Promise<void> {
+    if (this.#closed) return Promise.reject(new AuditWriteError('audit writer is closed'));
+    if (decisions.length === 0) return Promise.resolve();
+    const wrong = decisions.find((decision) => phaseOf(decision) !== 'intent');
+    if (wrong) {
+      return Promise.reject(
+        new AuditWriteError(
+          `recordIntents takes pending decisions; ${wrong.id} has outcome "${wrong.outcome.result}" (use record())`,
+        ),
+      );
+    }
+    if (this.backlog + decisions.length > this.#maxBacklog) {
+      return Promise.reject(
+        new AuditBacklogFullError(this.backlog, decisions.length, this.#maxBacklog),
+      );
+    }
+    this.#batcher.add('intents', decisions, this.#clock.now());
+    if (this.#mode === 'async') {
+      this.#afterAdd();
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve, reject) => {
+      this.#waiters.push({ decisions, resolve, reject });
+      void this.#requestCycle(false);
+    });
+  }
+
+  record(decisions: readonly Decision[]): void {
+    if (this.#closed) throw new AuditWriteError('audit writer is closed');
+    const now = this.#clock.now();
+    for (const decision of decisions) {
+      const phase = phaseOf(decision);
+      if (phase === 'intent') {
+        throw new AuditWriteError(
+          `record() takes outcomes and records; ${decision.id} is a pending intent (use recordIntents())`,
+        );
+      }
+      if (phase === 'record') {
+        if (this.#deduper.isRepeat(decision)) continue;
+        if (this.backlog >= this.#maxBacklog) {
+          auditDroppedTotal.inc();
+          this.#logger.warn(
+            { id: decision.id, kind: decision.kind, backlog: this.backlog },
+            'audit backlog full; record without a write refused',
+          );
+          continue;
+        }
+      }
+      this.#batcher.add(batchOf(phase), [decision], now);
+    }
+    this.#afterAdd();
+  }
+
+  #afterAdd(): void {
+    const full = batchKinds.some(
+      (batch) => this.#batcher.sizeOf(batch) >= this.#limits.maxDecisions,
+    );
+    if (full || this.#batcher.due(this.#clock.now()).length > 0) void this.#requestCycle(false);
+    else this.#arm();
+  }
+
+  async flush(): Promise<void> {
+    const error = await this.#requestCycle(true);
+    if (error) throw error;
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    try {
+      await this.flush();
+    } finally {
+      if (this.#timer) this.#timers.clear(this.#timer.handle);
+      if (this.#retryTimer !== undefined) this.#timers.clear(this.#retryTimer);
+      this.#timer = undefined;
+      this.#retryTimer = undefined;
+      this.#untrack();
+    }
+  }
+
+  /** Arms the timer for the next time-based batch. */
+  #arm(): void {
+    const at = this.#batcher.nextDueAt();
+    if (at === undefined || this.#closed) return;
+    if (this.#timer && this.#timer.at <= at) return;
+    if (this.#timer) this.#timers.clear(this.#timer.handle);
+    const handle = this.#timers.set(
+      () => {
+        this.#timer = undefined;
+        void this.#requestCycle(false);
+      },
+      Math.max(0, at - this.#clock.now()),
+    );
+    this.#timer = { handle, at };
+  }
+
+  /** Queues one cycle; callers arriving before it starts share it. Resolves with the cycle's error, if any. */
+  #requestCycle(flushAll: boolean): Promise<Error | undefined> {
+    if (this.#queued) {
+      this.#queued.flushAll ||= flushAll;
+      return this.#queued.promise;
+    }
+    const entry: { flushAll: boolean; promise: Promise<Error | undefined> } = {
+      flushAll,
+      promise: Promise.resolve(undefined),
+    };
+    entry.promise = this.#chain.then(() => {
+      this.#queued = undefined;
+      return this.#cycle(entry.flushAll);
+    });
+    this.#queued = entry;
+    this.#chain = entry.promise;
+    return entry.promise;
+  }
+
+  #redact(text: string): string {
+    return this.#store.redact ? this.#store.redact(text) : text;
+  }
+
+  /** Commits what is due, pushes everything unpushed, settles the intent waiters. Never rejects. */
+  async #cycle(flushAll: boolean): Promise<Error | undefined> {
+    const now = this.#clock.now();
+    const kinds = flushAll
+      ? batchKinds.filter((batch) => this.#batcher.sizeOf(batch) > 0)
+      : this.#batcher.due(now);
+    const waiters = kinds.includes('intents') ? this.#waiters.splice(0) : [];
+    let failure: Error | undefined;
+    for (const batch of kinds) {
+      const chunks = this.#batcher.take(batch);
+      for (const [index, chunk] of chunks.entries()) {
+        if (failure) {
+          // Keep what was not committed, in order, for the next cycle.
+          this.#batcher.add(batch, chunks.slice(index).flat(), now);
+          break;
+        }
+        this.#inFlight += chunk.length;
+        try {
+          await this.#commit(batch, chunk);
+          this.#unpushed += chunk.length;
+        } catch (error) {
+          failure = new AuditWriteError(
+            `audit commit failed: ${this.#redact((error as Error).message)}`,
+          );
+          this.#logger.error({ err: failure.message, batch }, 'audit commit failed');
+          if (batch !== 'intents') this.#batcher.add(batch, chunks.slice(index).flat(), now);
+        } finally {
+          this.#inFlight -= chunk.length;
+        }
+      }
+    }
+    if (this.#unpushed > 0 && !failure) {
+      try {
+        await this.#store.push();
+        this.#unpushed = 0;
+        this.#retryDelay = this.#retryIntervalMs;
+      } catch (error) {
+        failure = error instanceof Error ? error : new Error(String(error));
+        this.#logger.error(
+          { err: this.#redact(failure.message), backlog: this.backlog },
+          'audit push failed; commits kept locally',
+        );
+      }
+    }
+    if (failure && this.#unpushed > 0) this.#scheduleRetry();
+    if (waiters.length > 0) this.#settle(waiters, failure);
+    this.#arm();
+    return failure;
+  }
+
+  async #commit(batch: BatchKind, decisions: readonly Decision[]): Promise<void> {
+    const now = this.#clock.now();
+    this.#sequence += 1;
+    const path = auditFilePath(this.#cluster, this.#controller, now, this.#sequence);
+    const message = commitMessage(decisions, {
+      batch,
+      controller: this.#controller,
+      cluster: this.#cluster,
+    });
+    await this.#store.commitFile(path, serializeBatch(decisions), message);
+    auditCommitsTotal.inc({ batch });
+    auditDecisionsTotal.inc({ batch }, decisions.length);
+  }
+
+  #settle(waiters: readonly IntentWaiter[], failure: Error | undefined): void {
+    if (!failure) {
+      for (const waiter of waiters) waiter.resolve();
+      return;
+    }
+    // The loop will not send these writes; say so in the trail so every intent has an outcome.
+    const message = `audit push failed; write not sent: ${this.#redact(failure.message)}`.slice(
+      0,
+      500,
+    );
+    const at = this.#clock.now();
+    const cancelled = waiters.flatMap((waiter) =>
+      waiter.decisions.map((decision): Decision => ({
+        ...decision,
+        at,
+        outcome: { result: 'cancelled', message },
+      })),
+    );
+    this.#batcher.add('outcomes', cancelled, at);
+    const error = new AuditWriteError(
+      `audit intents not pushed (strict mode), writes must not be sent: ${this.#redact(failure.message)}`,
+    );
+    for (const waiter of waiters) waiter.reject(error);
+  }
+
+  #scheduleRetry(): void {
+    if (this.#retryTimer !== undefined || this.#closed) return;
+    const delay = this.#retryDelay;
+    this.#retryDelay = Math.min(300_000, this.#retryDelay * 2);
+    this.#retryTimer = this.#timers.set(() => {
+      this.#retryTimer = undefined;
+      void this.#requestCycle(true);
+    }, delay);
+  }
+}
+
+const placeholderDecision: Decision = {
+  id: 'validate',
+  at: 0,
+  loop: 'gate-release',
+  kind: 'Hold',
+  target: { namespace: 'n', name: 'n', uid: 'u', resourceVersion: '1' },
+  policy: { commit: 'c', file: 'f', name: 'n' },
+  inputs: [],
+  reason: 'validate identities',
+  outcome: { result: 'recorded' },
+};

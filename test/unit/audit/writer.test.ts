@@ -1,0 +1,234 @@
+/**
+ * Batching, strict/async modes and the backlog bound of GitAuditWriter, over an
+ * in-memory store and a manual clock (the git side is proven in test/e2e/audit/).
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  AuditBacklogFullError,
+  GitAuditWriter,
+  auditFilePath,
+  type AuditStore,
+  type Timers,
+} from '../../../src/audit/writer.ts';
+import { parseBatch } from '../../../src/audit/record.ts';
+import { parseTrailers } from '../../../src/audit/message.ts';
+import { ManualClock } from '../../../src/lib/clock.ts';
+import { aDecision, outcomeOf } from '../../builders/decision.ts';
+
+class MemoryStore implements AuditStore {
+  commits: { path: string; content: string; message: string; pushed: boolean }[] = [];
+  failPushes = 0;
+  pushCalls = 0;
+  async commitFile(path: string, content: string, message: string) {
+    this.commits.push({ path, content, message, pushed: false });
+    return { oid: String(this.commits.length), path };
+  }
+  async push() {
+    this.pushCalls += 1;
+    if (this.failPushes > 0) {
+      this.failPushes -= 1;
+      throw new Error('remote unavailable');
+    }
+    let landed = 0;
+    for (const commit of this.commits.filter((item) => !item.pushed)) {
+      commit.pushed = true;
+      landed += parseBatch(commit.content, commit.path).length;
+    }
+    return landed;
+  }
+  async unpushed() {
+    return this.commits
+      .filter((item) => !item.pushed)
+      .map((item) => ({ decisions: parseBatch(item.content, item.path).length }));
+  }
+  batches(): string[] {
+    return this.commits.map(
+      (commit) => parseTrailers(commit.message).get('Tollgate-Batch')?.[0] ?? '?',
+    );
+  }
+}
+
+class ManualTimers implements Timers {
+  readonly #clock: ManualClock;
+  #pending: { at: number; callback: () => void; id: number }[] = [];
+  #next = 0;
+  constructor(clock: ManualClock) {
+    this.#clock = clock;
+  }
+  set(callback: () => void, ms: number): unknown {
+    this.#next += 1;
+    this.#pending.push({ at: this.#clock.now() + ms, callback, id: this.#next });
+    return this.#next;
+  }
+  clear(handle: unknown): void {
+    this.#pending = this.#pending.filter((timer) => timer.id !== handle);
+  }
+  /** Moves the clock and fires due timers, then lets the cycles they started finish. */
+  async advance(ms: number): Promise<void> {
+    this.#clock.advance(ms);
+    const due = this.#pending.filter((timer) => timer.at <= this.#clock.now());
+    this.#pending = this.#pending.filter((timer) => timer.at > this.#clock.now());
+    for (const timer of due) timer.callback();
+    await settle();
+  }
+}
+
+const settle = async (): Promise<void> => {
+  for (let index = 0; index < 20; index += 1) await new Promise((resolve) => setImmediate(resolve));
+};
+
+function setup(
+  options: {
+    mode?: 'strict' | 'async';
+    maxDecisions?: number;
+    maxDelayMs?: number;
+    maxBacklog?: number;
+  } = {},
+) {
+  const clock = new ManualClock();
+  const timers = new ManualTimers(clock);
+  const store = new MemoryStore();
+  const writer = new GitAuditWriter({
+    store,
+    cluster: 'prod',
+    controller: 'tollgate-0',
+    mode: options.mode ?? 'strict',
+    batch: { maxDecisions: options.maxDecisions ?? 100, maxDelayMs: options.maxDelayMs ?? 5_000 },
+    ...(options.maxBacklog === undefined ? {} : { maxBacklog: options.maxBacklog }),
+    clock,
+    timers,
+  });
+  return { clock, timers, store, writer };
+}
+
+test('outcomes wait for the delay, then become one commit', async () => {
+  const { timers, store, writer } = setup();
+  writer.record([
+    aDecision('Release', 'p1').succeeded().obj(),
+    aDecision('Release', 'p2').succeeded().obj(),
+  ]);
+  await timers.advance(4_999);
+  assert.equal(store.commits.length, 0, 'nothing before maxDelayMs');
+  assert.equal(writer.backlog, 2);
+  await timers.advance(1);
+  assert.equal(store.commits.length, 1);
+  assert.deepEqual(store.batches(), ['outcomes']);
+  assert.equal(store.commits[0]?.pushed, true);
+  assert.equal(writer.backlog, 0);
+});
+
+test('reaching maxDecisions commits at once without waiting for the delay, in files of at most maxDecisions', async () => {
+  const { store, writer } = setup({ maxDecisions: 3 });
+  writer.record(Array.from({ length: 7 }, (_, index) => aDecision('Hold', `p${index}`).obj()));
+  await settle();
+  assert.deepEqual(
+    store.commits.map((commit) => parseBatch(commit.content, commit.path).length),
+    [3, 3, 1],
+  );
+  assert.deepEqual(store.batches(), ['records', 'records', 'records']);
+});
+
+test('strict intents resolve only after commit and push, and concurrent callers share one commit', async () => {
+  const { store, writer } = setup();
+  const first = writer.recordIntents([aDecision('Release', 'p1').obj()]);
+  const second = writer.recordIntents([aDecision('Release', 'p2').obj()]);
+  const third = writer.recordIntents([aDecision('Release', 'p3').obj()]);
+  await Promise.all([first, second, third]);
+  assert.equal(store.commits.length, 1, 'one group commit');
+  assert.equal(store.commits[0]?.pushed, true);
+  assert.match(store.commits[0]?.message ?? '', /^release 3 pods in team-a\n/);
+});
+
+test('outcomes follow their intents in a later commit', async () => {
+  const { timers, store, writer } = setup();
+  const intent = aDecision('Release', 'p1').obj();
+  await writer.recordIntents([intent]);
+  writer.record([outcomeOf(intent)]);
+  await timers.advance(5_000);
+  assert.deepEqual(store.batches(), ['intents', 'outcomes']);
+});
+
+test('async intents resolve at once and are batched by time like outcomes', async () => {
+  const { timers, store, writer } = setup({ mode: 'async' });
+  await writer.recordIntents([aDecision('Release', 'p1').obj()]);
+  assert.equal(store.commits.length, 0);
+  await timers.advance(5_000);
+  assert.deepEqual(store.batches(), ['intents']);
+});
+
+test('a repeated record with nothing new is not committed again: quiet passes make no commits', async () => {
+  const { timers, store, writer } = setup();
+  const hold = aDecision('Hold', 'p1').input('Budget', false, { used: 4 }).obj();
+  writer.record([hold]);
+  await timers.advance(5_000);
+  for (let pass = 0; pass < 100; pass += 1) {
+    writer.record([hold]);
+    await timers.advance(5_000);
+  }
+  assert.equal(store.commits.length, 1);
+  writer.record([{ ...hold, inputs: [{ condition: 'Budget', met: false, value: { used: 5 } }] }]);
+  await timers.advance(5_000);
+  assert.equal(store.commits.length, 2, 'a changed input is recorded');
+});
+
+test('a failing push keeps commits in the backlog, rejects strict intents with their cancellation recorded, and retries later', async () => {
+  const { timers, store, writer } = setup();
+  store.failPushes = 1;
+  const intent = aDecision('Release', 'p1').obj();
+  await assert.rejects(
+    writer.recordIntents([intent]),
+    /audit intents not pushed \(strict mode\), writes must not be sent: remote unavailable/,
+  );
+  assert.equal(writer.backlog, 2, 'the committed intent and its queued cancellation');
+  await timers.advance(5_000);
+  assert.equal(writer.backlog, 0);
+  assert.deepEqual(store.batches(), ['intents', 'outcomes']);
+  const outcome = parseBatch(store.commits[1]?.content ?? '', 'x')[0];
+  assert.equal(outcome?.id, intent.id);
+  assert.equal(outcome?.outcome.result, 'cancelled');
+});
+
+test('a full backlog rejects strict intents with a clear error and refuses records, counted', async () => {
+  const { store, writer } = setup({ maxBacklog: 3 });
+  store.failPushes = 100;
+  await assert.rejects(
+    writer.recordIntents([aDecision('Release', 'p1').obj(), aDecision('Release', 'p2').obj()]),
+  );
+  assert.equal(writer.backlog, 4, 'two intents committed, two cancellations queued');
+  await assert.rejects(
+    writer.recordIntents([aDecision('Release', 'p3').obj()]),
+    (error: unknown) => {
+      assert.ok(error instanceof AuditBacklogFullError);
+      assert.match(error.message, /audit backlog full: 4 decisions not yet pushed \(limit 3\)/);
+      return true;
+    },
+  );
+  writer.record([aDecision('Hold', 'p9').obj()]);
+  assert.equal(writer.backlog, 4, 'the record without a write was refused');
+  writer.record([aDecision('Release', 'p1').succeeded().obj()]);
+  assert.equal(writer.backlog, 5, 'outcomes are still accepted');
+});
+
+test('nothing recorded means no commit and no push, even on flush', async () => {
+  const { store, writer } = setup();
+  await writer.flush();
+  await writer.close();
+  assert.equal(store.commits.length, 0);
+  assert.equal(store.pushCalls, 0);
+});
+
+test('file names are dated in UTC and carry controller and sequence', () => {
+  assert.equal(
+    auditFilePath('prod', 'tollgate-0', Date.UTC(2026, 10, 29, 6, 48, 12), 123),
+    'audit/prod/2026/11/29/T064812Z-tollgate-0-000123.jsonl',
+  );
+});
+
+test('recordIntents refuses decisions that are not intents, naming the decision', async () => {
+  const { writer } = setup();
+  await assert.rejects(
+    writer.recordIntents([aDecision('Release', 'p1').succeeded().obj()]),
+    /gate-release:Release:uid-team-a-p1:1 has outcome "succeeded"/,
+  );
+});
