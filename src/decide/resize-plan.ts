@@ -7,7 +7,7 @@
  * 2. paused -> Resume when a new Approval names the workload, else nothing
  * 3. OOMKilled after tollgate lowered memory -> Rollback + Pause
  * 4. SLO breached for `forMs` after a tollgate resize -> Rollback + Pause
- * 5. a resize in flight: Infeasible -> smaller target or mark and revert;
+ * 5. a resize in flight: Infeasible -> a smaller target (halfway back) or mark and revert;
  *    Deferred / InProgress Error -> Defer (re-checked with backoff) until the deadline,
  *    then revert; otherwise wait for the kubelet
  * 6. cooldown since the last applied resize -> nothing
@@ -356,7 +356,7 @@ function boundsFor(policy: ResizePolicy, unit: string | undefined): ResourceBoun
   return unit === undefined ? policy.pod : policy.containers[unit];
 }
 
-/** Each unit's requirements with every bounded resource moved one step back from `target` toward `actual`. */
+/** Each unit's requirements with every changed resource moved halfway back from `target` toward `actual`. */
 function retreat(policy: ResizePolicy, target: PodResources, actual: PodResources): PodResources {
   const back = (
     req: Requirements,
@@ -369,9 +369,11 @@ function retreat(policy: ResizePolicy, target: PodResources, actual: PodResource
       const a = from?.requests[r];
       const b: Bounds | undefined = bounds?.[r];
       if (t === undefined || a === undefined || t === a) continue;
-      const step = b?.step ?? Math.abs(t - a);
-      const next = t > a ? Math.max(a, t - step) : Math.min(a, t + step);
-      out = moveRequest(out, r, next);
+      // Halfway back toward what runs: the node refused the whole step, maybe not half
+      // of it. A change smaller than a quarter step is not worth a resize; give up there.
+      const halfway = a + Math.round((t - a) / 2);
+      const minimum = (b?.step ?? Math.abs(t - a)) / 4;
+      out = moveRequest(out, r, Math.abs(halfway - a) < minimum ? a : halfway);
     }
     return out;
   };
@@ -415,7 +417,7 @@ function handleInfeasible(ctx: Context, cond: V1PodCondition): PodResizePlan {
     const resize = decision(
       ctx,
       'Resize',
-      `Infeasible target; trying one step smaller (attempt ${attempts} of ${policy.maxAttempts})`,
+      `Infeasible target; trying halfway between it and the actual resources (attempt ${attempts} of ${policy.maxAttempts})`,
       [...inputs, resourcesInput('target', smaller)],
       true,
     );

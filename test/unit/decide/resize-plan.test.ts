@@ -612,3 +612,29 @@ test('a malformed state annotation is treated as absent', () => {
     ['Resize'],
   );
 });
+
+test('an Infeasible target whose halfway point is under a quarter step is marked, not retried', () => {
+  const pod = aRunningPod('web-0', 'team-a')
+    .container('app', { cpu: '600m', memory: '256Mi' })
+    .actual({ cpu: '500m', memory: '256Mi' })
+    .annotation(
+      stateAnnotation,
+      stateJson({
+        requestedAt: now - 10_000,
+        target: { containers: { app: { requests: { cpu: '600m', memory: '256Mi' } } } },
+      }),
+    )
+    .generation(2, 2)
+    .condition('PodResizePending', 'Infeasible', 'too big', 2)
+    .obj();
+  const p = plan({ pod });
+  assert.deepEqual(
+    p.decisions.map((d) => d.kind),
+    ['Infeasible', 'Infeasible'],
+  );
+  assert.match(p.decisions[1]?.reason ?? '', /no smaller target/);
+  assert.deepEqual(resizeOf(p)?.containers[0]?.resources.requests, {
+    cpu: '500m',
+    memory: '256Mi',
+  });
+});
