@@ -1,0 +1,109 @@
+/**
+ * Metrics of the gate-release loop. Label sets are closed (tenants come from the policy,
+ * states and results from fixed lists) and pre-created at zero when a policy is first
+ * seen; no per-pod labels.
+ */
+import { Counter, Gauge, Histogram } from 'prom-client';
+import type { Policy } from '../policy/model.ts';
+import { podStates } from '../decide/lifecycle.ts';
+import type { PassSummary } from '../decide/release-plan.ts';
+import { registry } from '../observe/metrics.ts';
+
+/** How a release write ended, or why none was sent. */
+export const releaseResults = [
+  'succeeded',
+  'conflict', // 409 / failed patch test: decided again from fresh state
+  'failed', // final API error or retries exhausted
+  'expired', // deadline passed in the queue
+  'cancelled', // superseded, pod deleted, queue closed
+  'stale', // skipped: the cache had not seen tollgate's last write to the pod
+  'unrecorded', // strict audit could not record the intent, so nothing was sent
+] as const;
+export type ReleaseResult = (typeof releaseResults)[number];
+
+export const expiryActions = ['Review', 'Cancel', 'Release'] as const;
+
+function getOrCreate<T>(name: string, make: () => T): T {
+  return (registry.getSingleMetric(name) as T | undefined) ?? make();
+}
+
+export const gatedPods = getOrCreate(
+  'tollgate_gated_pods',
+  () =>
+    new Gauge({
+      name: 'tollgate_gated_pods',
+      help: 'Pods carrying a tollgate gate, by tenant and gate.',
+      labelNames: ['tenant', 'gate'],
+      registers: [registry],
+    }),
+);
+
+export const podsByState = getOrCreate(
+  'tollgate_pods',
+  () =>
+    new Gauge({
+      name: 'tollgate_pods',
+      help: 'Pods of each tenant by lifecycle state (gated, review, waiting, pending, unschedulable, scheduled, running, succeeded, failed).',
+      labelNames: ['tenant', 'state'],
+      registers: [registry],
+    }),
+);
+
+export const gateDwellSeconds = getOrCreate(
+  'tollgate_gate_dwell_seconds',
+  () =>
+    new Histogram({
+      name: 'tollgate_gate_dwell_seconds',
+      help: 'Time from pod creation (when its gate was set) to the successful removal of the gate.',
+      labelNames: ['tenant'],
+      buckets: [0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 14400],
+      registers: [registry],
+    }),
+);
+
+export const releasesTotal = getOrCreate(
+  'tollgate_releases_total',
+  () =>
+    new Counter({
+      name: 'tollgate_releases_total',
+      help: 'Gate removals decided, by tenant and how the write ended.',
+      labelNames: ['tenant', 'result'],
+      registers: [registry],
+    }),
+);
+
+export const expiredTotal = getOrCreate(
+  'tollgate_expired_total',
+  () =>
+    new Counter({
+      name: 'tollgate_expired_total',
+      help: 'Gates that outlived their policy expiry, by the action taken.',
+      labelNames: ['action'],
+      registers: [registry],
+    }),
+);
+
+const precreated = new Set<string>();
+
+/** Creates every series of the policy's tenants at zero, once per tenant. */
+export function precreateGateReleaseSeries(policy: Policy): void {
+  for (const action of expiryActions) expiredTotal.inc({ action }, 0);
+  for (const tenant of policy.tenants.keys()) {
+    if (precreated.has(tenant)) continue;
+    precreated.add(tenant);
+    for (const result of releaseResults) releasesTotal.inc({ tenant, result }, 0);
+    for (const state of podStates) podsByState.set({ tenant, state }, 0);
+    gateDwellSeconds.zero({ tenant });
+  }
+  for (const gp of policy.gatePolicies) gatedPods.set({ tenant: gp.tenant, gate: gp.gate }, 0);
+}
+
+/** Publishes a pass's view of the cluster: gated counts and lifecycle states. */
+export function publishSummary(policy: Policy, summary: PassSummary): void {
+  gatedPods.reset();
+  for (const gp of policy.gatePolicies) gatedPods.set({ tenant: gp.tenant, gate: gp.gate }, 0);
+  for (const g of summary.gated) gatedPods.set({ tenant: g.tenant, gate: g.gate }, g.count);
+  for (const [tenant, states] of Object.entries(summary.states)) {
+    for (const state of podStates) podsByState.set({ tenant, state }, states[state]);
+  }
+}

@@ -1,0 +1,204 @@
+/**
+ * The gate-release loop's wiring with in-memory stand-ins for the view, dispatcher and
+ * audit sink: intents before writes, no write without a record, conflicts decided again
+ * only from a newer resourceVersion, stale skips recorded. The proof against real parts
+ * is test/e2e/gate-release/.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { V1Pod } from '@kubernetes/client-node';
+import { startGateReleaseLoop } from '../../../src/loops/gate-release.ts';
+import type { ClusterView } from '../../../src/cluster/types.ts';
+import type { Dispatcher, WriteRequest, WriteResult } from '../../../src/dispatch/types.ts';
+import type { AuditSink } from '../../../src/audit/types.ts';
+import type { Decision } from '../../../src/decide/decision.ts';
+import { ManualClock } from '../../../src/lib/clock.ts';
+import { aPod } from '../../builders/pod.ts';
+import { aGatePolicy, aPolicy, aTenant } from '../../builders/policy.ts';
+
+const gate = 'team-a.tollgate.io/ready';
+const policy = aPolicy()
+  .tenant(aTenant('team-a').budget({ pods: 2 }))
+  .gatePolicy(aGatePolicy('ready', 'team-a').conditions({ type: 'Budget' }))
+  .obj();
+
+function viewOf(pods: V1Pod[]): ClusterView & { pods_: V1Pod[] } {
+  const view = {
+    pods_: pods,
+    synced: true,
+    whenSynced: async () => undefined,
+    pods: () => view.pods_,
+    pod: (ns: string, name: string) =>
+      view.pods_.find((p) => p.metadata?.namespace === ns && p.metadata?.name === name),
+    nodes: () => [],
+    object: () => undefined,
+    lastResourceVersion: () => undefined,
+    onChange: () => () => undefined,
+  };
+  return view;
+}
+
+function harness(answer: (r: WriteRequest) => WriteResult) {
+  const log: string[] = [];
+  const requests: WriteRequest[] = [];
+  const recorded: Decision[] = [];
+  const dispatcher: Dispatcher = {
+    enqueue(request) {
+      requests.push(request);
+      log.push(`write:${request.target.name}`);
+      return { accepted: true, coalesced: false, done: Promise.resolve(answer(request)) };
+    },
+    whenNotFull: async () => undefined,
+    cancel: () => undefined,
+    depth: 0,
+    close: async () => undefined,
+  };
+  const audit: AuditSink & { failIntents: boolean } = {
+    failIntents: false,
+    async recordIntents(decisions) {
+      if (audit.failIntents) throw new Error('push rejected');
+      log.push(`intents:${decisions.length}`);
+    },
+    record(decisions) {
+      recorded.push(...decisions);
+    },
+    flush: async () => undefined,
+    backlog: 0,
+    close: async () => undefined,
+  };
+  return { log, requests, recorded, dispatcher, audit };
+}
+
+const gatedPods = () => ['a', 'b', 'c'].map((n) => aPod(n, 'team-a').gated(gate).obj());
+
+test('intents are recorded before the writes, and every outcome after', async () => {
+  const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
+  const loop = startGateReleaseLoop({
+    view: viewOf(gatedPods()),
+    policy: () => policy,
+    dispatcher: h.dispatcher,
+    audit: h.audit,
+    clock: new ManualClock(),
+    autoStart: false,
+  });
+  const report = await loop.pass();
+  await report.settled;
+  await loop.stop();
+  assert.deepEqual(h.log, ['intents:2', 'write:a', 'write:b']);
+  assert.deepEqual(
+    h.requests.map((r) => r.op),
+    [
+      { type: 'removeGate', gate, gateIndex: 0 },
+      { type: 'removeGate', gate, gateIndex: 0 },
+    ],
+  );
+  assert.deepEqual(
+    h.recorded.map((d) => [d.kind, d.target.name, d.outcome.result]),
+    [
+      ['Hold', 'c', 'recorded'],
+      ['Release', 'a', 'succeeded'],
+      ['Release', 'b', 'succeeded'],
+    ],
+  );
+});
+
+test('a release the view has not shown yet is not sent again on the next pass', async () => {
+  const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
+  const loop = startGateReleaseLoop({
+    view: viewOf(gatedPods()),
+    policy: () => policy,
+    dispatcher: h.dispatcher,
+    audit: h.audit,
+    clock: new ManualClock(),
+    autoStart: false,
+  });
+  await (
+    await loop.pass()
+  ).settled;
+  await (
+    await loop.pass()
+  ).settled;
+  await loop.stop();
+  assert.equal(h.requests.length, 2);
+});
+
+test('when strict audit cannot record the intents, no write is sent and the pods are decided again', async () => {
+  const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
+  h.audit.failIntents = true;
+  const loop = startGateReleaseLoop({
+    view: viewOf(gatedPods()),
+    policy: () => policy,
+    dispatcher: h.dispatcher,
+    audit: h.audit,
+    clock: new ManualClock(),
+    autoStart: false,
+  });
+  await (
+    await loop.pass()
+  ).settled;
+  assert.equal(h.requests.length, 0);
+  h.audit.failIntents = false;
+  await (
+    await loop.pass()
+  ).settled;
+  await loop.stop();
+  assert.deepEqual(
+    h.requests.map((r) => r.target.name),
+    ['a', 'b'],
+  );
+});
+
+test('a conflicted pod is decided again only once the view has moved past the conflicted version', async () => {
+  const h = harness((r) =>
+    r.target.name === 'a' && r.target.resourceVersion === '1'
+      ? { result: 'conflict', message: '409' }
+      : { result: 'succeeded', resourceVersion: '9' },
+  );
+  const view = viewOf([aPod('a', 'team-a').gated(gate).obj()]);
+  const clock = new ManualClock();
+  const loop = startGateReleaseLoop({
+    view,
+    policy: () => policy,
+    dispatcher: h.dispatcher,
+    audit: h.audit,
+    clock,
+    autoStart: false,
+  });
+  await (
+    await loop.pass()
+  ).settled;
+  const again = await loop.pass();
+  assert.deepEqual([...again.skipped.keys()], ['team-a/a']);
+  assert.ok(h.recorded.some((d) => d.kind === 'SkipStale'));
+  view.pods_ = [aPod('a', 'team-a').gated(gate).resourceVersion('2').obj()];
+  await (
+    await loop.pass()
+  ).settled;
+  await loop.stop();
+  assert.deepEqual(
+    h.requests.map((r) => r.target.resourceVersion),
+    ['1', '2'],
+  );
+});
+
+test('a pod the stale-guard reports behind is skipped and recorded as SkipStale', async () => {
+  const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
+  const loop = startGateReleaseLoop({
+    view: viewOf([aPod('a', 'team-a').gated(gate).obj()]),
+    policy: () => policy,
+    dispatcher: h.dispatcher,
+    audit: h.audit,
+    clock: new ManualClock(),
+    autoStart: false,
+    staleGuard: { isFresh: () => false, recordWrite: () => undefined },
+  });
+  await (
+    await loop.pass()
+  ).settled;
+  await loop.stop();
+  assert.equal(h.requests.length, 0);
+  assert.deepEqual(
+    h.recorded.map((d) => d.kind),
+    ['SkipStale'],
+  );
+});
