@@ -1,0 +1,45 @@
+/**
+ * Polling helpers for e2e tests against the real control plane, where every effect is
+ * asynchronous (scheduler, kubelet, controllers). A timeout fails with what was last
+ * seen, so a red test says why instead of only "timed out".
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { V1Pod } from '@kubernetes/client-node';
+
+/** Calls `probe` until it returns a value other than undefined/false, or throws after `timeoutMs`. */
+export async function eventually<T>(
+  what: string,
+  probe: () => Promise<T | undefined | false>,
+  options: { timeoutMs?: number; intervalMs?: number; describe?: () => string } = {},
+): Promise<T> {
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const value = await probe();
+      if (value !== undefined && value !== false) return value;
+    } catch (error) {
+      lastError = error;
+    }
+    if (Date.now() > deadline) {
+      const detail = options.describe ? `; last seen: ${options.describe()}` : '';
+      const cause = lastError ? `; last error: ${(lastError as Error).message}` : '';
+      throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}${detail}${cause}`);
+    }
+    await sleep(options.intervalMs ?? 100);
+  }
+}
+
+/** A builder's pod made fit for POST: no uid, resourceVersion, timestamps or status. */
+export function creatable(pod: V1Pod): V1Pod {
+  const copy = structuredClone(pod);
+  if (copy.metadata) {
+    delete copy.metadata.uid;
+    delete copy.metadata.resourceVersion;
+    delete copy.metadata.creationTimestamp;
+    delete copy.metadata.deletionTimestamp;
+  }
+  delete copy.status;
+  return copy;
+}
