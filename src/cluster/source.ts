@@ -78,19 +78,38 @@ class RawObjectApi extends KubernetesObjectApi {
     return { plural: resource.name, namespaced: resource.namespaced };
   }
 
+  /**
+   * GET with the configuration's authentication and TLS, parsing the body ourselves:
+   * the library's response path (`requestPromise`) picks a generated model from the
+   * body's apiVersion/kind even when asked for 'any', so a list comes back typed with
+   * `metadata._continue` instead of `continue` (found against kube-apiserver 1.37:
+   * pagination silently stopped after the first page) and Date timestamps.
+   */
   async getRaw<T>(
     path: string,
     query: Record<string, string | undefined>,
     signal: AbortSignal,
   ): Promise<T> {
-    const context = this.configuration.baseServer.makeRequestContext(path, HttpMethod.GET);
+    const config = this.configuration;
+    let context = config.baseServer.makeRequestContext(path, HttpMethod.GET);
     context.setHeaderParam('Accept', 'application/json');
     for (const [name, value] of Object.entries(query)) {
       if (value !== undefined) context.setQueryParam(name, value);
     }
     context.setSignal(signal);
-    // 'any' makes the library's deserialiser hand the parsed JSON back untouched.
-    return (await this.requestPromise(context, 'any')) as unknown as T;
+    await config.authMethods.BearerToken?.applySecurityAuthentication(context);
+    await config.authMethods.default?.applySecurityAuthentication(context);
+    for (const middleware of config.middleware) context = await middleware.pre(context).toPromise();
+    const response = await config.httpApi.send(context).toPromise();
+    const text = await response.body.text();
+    if (response.httpStatusCode < 200 || response.httpStatusCode > 299) {
+      // The same shape the generated clients throw, so toKubeError reads it the same way.
+      throw Object.assign(new Error(`HTTP-Code: ${response.httpStatusCode}`), {
+        code: response.httpStatusCode,
+        body: text,
+      });
+    }
+    return JSON.parse(text) as T;
   }
 }
 
