@@ -76,6 +76,8 @@ export async function openAuditSource(
       };
     } catch (error) {
       rmSync(dir, { recursive: true, force: true });
+      // No `cause`: the error is re-worded with the token removed; the original must not travel further.
+      // eslint-disable-next-line preserve-caught-error
       throw new Error(
         `cannot read audit branch ${branch} from ${repo.url}: ${repo.redact((error as Error).message)}`,
       );
@@ -177,6 +179,9 @@ export async function readAuditCommit(source: AuditSource, ref: string): Promise
   } catch (error) {
     throw new Error(
       `commit ${ref} not found in ${source.description}: ${(error as Error).message}`,
+      {
+        cause: error,
+      },
     );
   }
   const history = await readAuditHistory({ ...source, tip: oid }, { limit: 1 }).catch(

@@ -25,6 +25,7 @@ import * as fs from 'node:fs';
 import { mkdirSync } from 'node:fs';
 import git, { Errors, type AuthCallback, type CommitObject } from 'isomorphic-git';
 import http from 'isomorphic-git/http/node';
+import { withUnbornHeadRepair } from './http.ts';
 import type { Clock } from '../lib/clock.ts';
 import { systemClock } from '../lib/clock.ts';
 import { redactUrl, silentLogger, type Logger } from '../observe/log.ts';
@@ -132,7 +133,7 @@ export class AuditRepo implements Repo {
     this.branch = options.branch;
     let token = options.token;
     let username = options.username;
-    let url = options.url;
+    let url: string;
     try {
       const parsed = new URL(options.url);
       if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
@@ -144,6 +145,8 @@ export class AuditRepo implements Repo {
       else if (parsed.username) username ??= decodeURIComponent(parsed.username);
       url = redactUrl(options.url);
     } catch (error) {
+      // No `cause`: URL errors carry the input, credentials included.
+      // eslint-disable-next-line preserve-caught-error
       throw new Error(
         `audit repo URL ${redactUrl(options.url)} is not valid: ${(error as Error).message}`,
       );
@@ -294,6 +297,13 @@ export class AuditRepo implements Repo {
     return found.reverse();
   }
 
+  async #has(oid: string): Promise<boolean> {
+    return git
+      .readCommit({ fs, gitdir: this.gitdir, oid, cache: this.cache })
+      .then(() => true)
+      .catch(() => false);
+  }
+
   /** Refreshes the remote-tracking ref; undefined when the remote has no audit branch yet (empty repo or new branch). */
   async fetch(): Promise<string | undefined> {
     const refs = await git.listServerRefs({
@@ -311,32 +321,48 @@ export class AuditRepo implements Repo {
       return undefined;
     }
     const known = await this.trackingTip();
-    let present = false;
-    if (known === remote.oid) {
-      present = await git
-        .readCommit({ fs, gitdir: this.gitdir, oid: remote.oid, cache: this.cache })
-        .then(() => true)
-        .catch(() => false);
-    }
+    let tip = remote.oid;
+    const present = known === remote.oid && (await this.#has(remote.oid));
     if (!present) {
-      await git.fetch({
-        fs,
-        http,
-        gitdir: this.gitdir,
-        remote: remoteName,
-        ref: this.branch,
-        singleBranch: true,
-        tags: false,
-        onAuth: this.#onAuth,
-        onAuthFailure: this.#onAuthFailure,
-        cache: this.cache,
-      });
+      const result = await git
+        .fetch({
+          fs,
+          http: withUnbornHeadRepair(this.branch),
+          gitdir: this.gitdir,
+          remote: remoteName,
+          ref: this.branch,
+          singleBranch: true,
+          tags: false,
+          onAuth: this.#onAuth,
+          onAuthFailure: this.#onAuthFailure,
+          cache: this.cache,
+        })
+        .catch(async (error: unknown) => {
+          // isomorphic-git moves the tracking ref before it stores the pack; undo that.
+          if (known)
+            await git.writeRef({
+              fs,
+              gitdir: this.gitdir,
+              ref: this.#trackingRef,
+              value: known,
+              force: true,
+            });
+          else
+            await git
+              .deleteRef({ fs, gitdir: this.gitdir, ref: this.#trackingRef })
+              .catch(() => undefined);
+          throw error;
+        });
+      // The branch may have moved since it was listed; what was fetched is the truth.
+      tip = result.fetchHead ?? remote.oid;
+      if (!(await this.#has(tip)))
+        throw new Error(`fetch of ${this.branch} did not bring its tip ${tip}`);
     }
     await git.writeRef({
       fs,
       gitdir: this.gitdir,
       ref: this.#trackingRef,
-      value: remote.oid,
+      value: tip,
       force: true,
     });
     // A fresh clone (or one whose local branch fell behind) starts from the remote tip.
@@ -346,10 +372,10 @@ export class AuditRepo implements Repo {
         fs,
         gitdir: this.gitdir,
         ref: this.#localRef,
-        value: remote.oid,
+        value: tip,
         force: true,
       });
-    return remote.oid;
+    return tip;
   }
 
   /** Rebuilds `pending` on `base`, skipping commits whose file already landed; returns the new local tip. */

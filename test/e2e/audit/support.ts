@@ -1,0 +1,55 @@
+/** Helpers for the audit e2e tests: the real git CLI (async: the git server runs in this process), log capture. */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { pino, type Logger } from 'pino';
+import type { GitServer } from '../../support/git-server.ts';
+
+const run = promisify(execFile);
+
+export async function gitCli(cwd: string, ...args: string[]): Promise<string> {
+  return (
+    await run('git', ['-C', cwd, ...args], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 })
+  ).stdout;
+}
+
+/** A fresh clone of one branch with the real git CLI; credentials are removed from the clone's config afterwards. */
+export async function freshClone(
+  server: GitServer,
+  repoUrl: string,
+  branch: string,
+): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-audit-clone-'));
+  const authed = repoUrl.replace('http://', `http://x:${server.token}@`);
+  await run('git', ['clone', '--quiet', '--branch', branch, '--single-branch', authed, dir], {
+    encoding: 'utf8',
+  });
+  await gitCli(dir, 'remote', 'set-url', 'origin', repoUrl);
+  return dir;
+}
+
+export function captureLogs(): { logger: Logger; lines: string[] } {
+  const lines: string[] = [];
+  const logger = pino({ level: 'debug' }, { write: (line: string) => lines.push(line) });
+  return { logger, lines };
+}
+
+/** Every file under a folder, as text (binary is fine: we only search for a string). */
+export function allFiles(root: string): string[] {
+  const out: string[] = [];
+  const walk = (dir: string): void => {
+    for (const name of readdirSync(dir)) {
+      const path = join(dir, name);
+      if (statSync(path).isDirectory()) walk(path);
+      else out.push(path);
+    }
+  };
+  walk(root);
+  return out;
+}
+
+export function filesContaining(root: string, needle: string): string[] {
+  return allFiles(root).filter((path) => readFileSync(path).includes(needle));
+}
