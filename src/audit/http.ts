@@ -53,7 +53,7 @@ export function withUnbornHeadRepair(branch: string): HttpClient {
       const raw = Buffer.concat(chunks);
       const list = packets(raw);
       const text = list.map((packet) => packet.subarray(4).toString('utf8'));
-      const hasHead = text.some((line) => / HEAD(\u0000|\n|$)/.test(line));
+      const hasHead = text.some((line) => line.split('\u0000')[0]?.trim().endsWith(' HEAD'));
       const branchLine = text.find((line) =>
         line.split('\u0000')[0]?.trim().endsWith(` ${fullRef}`),
       );
