@@ -4,6 +4,7 @@
  * (0 ok, 1 the command ran and found problems, 2 usage or I/O error).
  */
 import { Command, CommanderError } from 'commander';
+import { registerAudit } from './audit.ts';
 
 const program = new Command()
   .name('tollgate')
@@ -12,7 +13,7 @@ const program = new Command()
   .exitOverride()
   .showHelpAfterError();
 
-const registrations: ((program: Command) => void)[] = [];
+const registrations: ((program: Command) => void)[] = [registerAudit];
 
 for (const register of registrations) register(program);
 

@@ -1,0 +1,237 @@
+/**
+ * `tollgate audit log | show | verify`: read the audit branch from a clone folder or a
+ * remote URL. Exit codes: 0 ok, 1 verify found problems, 2 usage or I/O error.
+ *
+ * The token (for a URL) comes from an environment variable (default
+ * TOLLGATE_GIT_TOKEN) or a file, never from a flag, and never appears in output.
+ */
+import { readFileSync } from 'node:fs';
+import { CoreV1Api } from '@kubernetes/client-node';
+import type { Command } from 'commander';
+import { decisionKinds } from '../decide/decision.ts';
+import { parseDuration } from '../lib/clock.ts';
+import {
+  openAuditSource,
+  readAuditCommit,
+  readAuditHistory,
+  type AuditCommit,
+  type AuditSource,
+} from '../audit/reader.ts';
+import { verifyTrail, type PodSnapshot } from '../audit/verify.ts';
+import { loadKubeConfig } from '../cluster/client.ts';
+import { redactUrl } from '../observe/log.ts';
+
+interface SourceOptions {
+  readonly repo?: string;
+  readonly branch: string;
+  readonly gitTokenEnv: string;
+  readonly gitTokenFile?: string;
+  readonly output: string;
+}
+
+class UsageError extends Error {}
+
+function outputFormat(value: string): 'text' | 'json' {
+  if (value !== 'text' && value !== 'json')
+    throw new UsageError(`--output must be text or json, got "${value}"`);
+  return value;
+}
+
+/** "2026-11-29T07:00:00Z", "2026-11-29", or a duration back from now ("2h", "7d"). */
+export function parseSince(text: string, now: number): number {
+  if (/^\d+(\.\d+)?(ms|s|m|h|d)/.test(text)) return now - parseDuration(text);
+  const time = Date.parse(text);
+  if (Number.isNaN(time))
+    throw new UsageError(
+      `--since "${text}" is neither a time (2026-11-29T07:00:00Z) nor a duration back from now (2h, 7d)`,
+    );
+  return time;
+}
+
+async function open(options: SourceOptions): Promise<AuditSource> {
+  const location = options.repo ?? process.env.TOLLGATE_AUDIT_REPO;
+  if (!location) throw new UsageError('give --repo URL|DIR (or set TOLLGATE_AUDIT_REPO)');
+  let token: string | undefined;
+  if (options.gitTokenFile) {
+    try {
+      token = readFileSync(options.gitTokenFile, 'utf8').trim();
+    } catch (error) {
+      throw new Error(
+        `--git-token-file ${options.gitTokenFile}: ${(error as NodeJS.ErrnoException).code ?? 'unreadable'}`,
+        { cause: error },
+      );
+    }
+  } else {
+    token = process.env[options.gitTokenEnv] || undefined;
+  }
+  return openAuditSource(location, options.branch, token === undefined ? {} : { token });
+}
+
+function withSourceOptions(command: Command): Command {
+  return command
+    .option(
+      '--repo <url|dir>',
+      'audit repository URL or a local clone folder (default $TOLLGATE_AUDIT_REPO)',
+    )
+    .option('--branch <name>', 'audit branch', 'tollgate/audit')
+    .option(
+      '--git-token-env <name>',
+      'environment variable holding the Git token',
+      'TOLLGATE_GIT_TOKEN',
+    )
+    .option('--git-token-file <path>', 'file holding the Git token')
+    .option('--output <format>', 'text or json', 'text');
+}
+
+const time = (ms: number): string => new Date(ms).toISOString();
+
+function describeRecordText(record: AuditCommit['records'][number]): string {
+  const outcome =
+    record.outcome.result + ('message' in record.outcome ? `: ${record.outcome.message}` : '');
+  return `  ${time(record.at)} ${record.phase.padEnd(7)} ${record.kind.padEnd(10)} ${record.target.namespace}/${record.target.name} [${outcome}] ${record.reason} (${record.id})`;
+}
+
+export function registerAudit(program: Command): void {
+  const audit = program
+    .command('audit')
+    .description('read and verify the audit trail of decisions in Git');
+
+  withSourceOptions(audit.command('log'))
+    .description('list audit records, newest commit last')
+    .option('--pod <ns/name>', 'only records about this pod')
+    .option('--since <time>', 'only commits since a time or a duration back (2h, 7d)')
+    .option('--kind <kind>', `only this decision kind (${decisionKinds.join(', ')})`)
+    .action(async (options: SourceOptions & { pod?: string; since?: string; kind?: string }) => {
+      const format = outputFormat(options.output);
+      if (options.kind && !(decisionKinds as readonly string[]).includes(options.kind)) {
+        throw new UsageError(
+          `--kind "${options.kind}" is not a decision kind (${decisionKinds.join(', ')})`,
+        );
+      }
+      if (options.pod && !/^[^/]+\/[^/]+$/.test(options.pod))
+        throw new UsageError(`--pod "${options.pod}" must be NAMESPACE/NAME`);
+      const since = options.since ? parseSince(options.since, Date.now()) : undefined;
+      const source = await open(options);
+      try {
+        const history = await readAuditHistory(source, since === undefined ? {} : { since });
+        const entries = history
+          .map((commit) => ({
+            commit,
+            records: commit.records.filter(
+              (record) =>
+                (!options.kind || record.kind === options.kind) &&
+                (!options.pod ||
+                  `${record.target.namespace}/${record.target.name}` === options.pod),
+            ),
+          }))
+          .filter((entry) => entry.records.length > 0 || (!options.kind && !options.pod));
+        if (format === 'json') {
+          const out = entries.map(({ commit, records }) => ({
+            commit: commit.oid,
+            committedAt: time(commit.committedAt * 1000),
+            summary: commit.summary,
+            trailers: Object.fromEntries(commit.trailers),
+            records,
+          }));
+          process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
+          return;
+        }
+        for (const { commit, records } of entries) {
+          process.stdout.write(
+            `${commit.oid.slice(0, 12)} ${time(commit.committedAt * 1000)} ${commit.summary}\n`,
+          );
+          for (const record of records) process.stdout.write(`${describeRecordText(record)}\n`);
+        }
+        if (entries.length === 0)
+          process.stdout.write(`no audit records in ${redactUrl(source.description)}\n`);
+      } finally {
+        source.close();
+      }
+    });
+
+  withSourceOptions(audit.command('show').argument('<commit>', 'commit id (full or abbreviated)'))
+    .description('show one audit commit: message, files and records')
+    .action(async (commitId: string, options: SourceOptions) => {
+      const format = outputFormat(options.output);
+      const source = await open(options);
+      try {
+        const commit = await readAuditCommit(source, commitId);
+        if (format === 'json') {
+          process.stdout.write(
+            `${JSON.stringify({ ...commit, trailers: Object.fromEntries(commit.trailers) }, null, 2)}\n`,
+          );
+          return;
+        }
+        process.stdout.write(
+          `commit ${commit.oid}\nAuthor: ${commit.author.name} <${commit.author.email}>\nDate:   ${time(commit.author.timestamp * 1000)}\n\n`,
+        );
+        process.stdout.write(`${commit.message.replace(/^/gm, '    ')}\n`);
+        for (const change of commit.changes)
+          process.stdout.write(`${change.change} ${change.path}\n`);
+        for (const record of commit.records)
+          process.stdout.write(`${describeRecordText(record)}\n`);
+        for (const error of commit.errors) process.stdout.write(`error: ${error}\n`);
+      } finally {
+        source.close();
+      }
+    });
+
+  withSourceOptions(audit.command('verify'))
+    .description(
+      'check the trail: every intent has an outcome, every released pod has a Release decision, the chain is intact',
+    )
+    .option('--kubeconfig <path>', 'also check the pods in this cluster')
+    .option('--grace <duration>', 'intents younger than this may still be in flight', '0s')
+    .option(
+      '--since <time>',
+      'only commits since a time or a duration back (the chain check then starts there)',
+    )
+    .action(
+      async (options: SourceOptions & { kubeconfig?: string; grace: string; since?: string }) => {
+        const format = outputFormat(options.output);
+        let graceMs: number;
+        try {
+          graceMs = parseDuration(options.grace);
+        } catch (error) {
+          throw new UsageError(`--grace: ${(error as Error).message}`);
+        }
+        const now = Date.now();
+        const since = options.since ? parseSince(options.since, now) : undefined;
+        let pods: PodSnapshot[] | undefined;
+        if (options.kubeconfig) {
+          const api = loadKubeConfig({ kind: 'file', path: options.kubeconfig }).makeApiClient(
+            CoreV1Api,
+          );
+          const list = await api.listPodForAllNamespaces();
+          pods = list.items.map((pod) => ({
+            namespace: pod.metadata?.namespace ?? '',
+            name: pod.metadata?.name ?? '',
+            uid: pod.metadata?.uid ?? '',
+            schedulingGates: (pod.spec?.schedulingGates ?? []).map((gate) => gate.name),
+          }));
+        }
+        const source = await open(options);
+        try {
+          const history = await readAuditHistory(source, since === undefined ? {} : { since });
+          const report = verifyTrail(history, {
+            now,
+            graceMs,
+            partial: since !== undefined,
+            ...(pods ? { pods } : {}),
+          });
+          if (format === 'json') {
+            process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+          } else {
+            process.stdout.write(
+              `${report.ok ? 'ok' : 'FAILED'}: ${report.commits} commits, ${report.records} records, ${report.intents} intents, ${report.outcomes} outcomes${pods ? `, ${report.podsChecked} released pods checked` : ''}\n`,
+            );
+            for (const problem of report.problems)
+              process.stdout.write(`  [${problem.check}] ${problem.message}\n`);
+          }
+          if (!report.ok) process.exitCode = 1;
+        } finally {
+          source.close();
+        }
+      },
+    );
+}
