@@ -619,7 +619,7 @@ export class SimulatedKubelet {
       name: name!,
       namespace: namespace!,
       gracePeriodSeconds: 0,
-      body: { preconditions: { uid } },
+      body: { gracePeriodSeconds: 0, preconditions: { uid } },
     });
   }
 
