@@ -138,23 +138,37 @@ test('removeGate fails as a conflict when the gate is no longer at the decided i
 });
 
 test('delete with preconditions: a wrong uid or resourceVersion is a conflict, the right ones delete', async () => {
+  // deploy/base grants no pod delete (only deploy/components/cancel does), so the
+  // preconditions are proven with an identity that may delete; the base identity's
+  // refusal is checked below.
+  const deleter = createWriteExecutor(cp.kubeConfig('admin'));
   const pod = await createPod('to-delete', [gate]);
-  const wrongUid = { ...request(pod, { type: 'delete', reason: 'expired' }) };
+  const base = request(pod, { type: 'delete', reason: 'expired' });
   const wrongUidError = await rejection(
-    write(
-      { ...wrongUid, target: { ...wrongUid.target, uid: '00000000-0000-0000-0000-000000000000' } },
+    deleter(
+      { ...base, target: { ...base.target, uid: '00000000-0000-0000-0000-000000000000' } },
       signal(),
     ),
   );
   assert.equal(wrongUidError.statusCode, 409);
   assert.equal(wrongUidError.conflict, true);
   const staleError = await rejection(
-    write(request(pod, { type: 'delete', reason: 'expired' }, '1'), signal()),
+    deleter(request(pod, { type: 'delete', reason: 'expired' }, '1'), signal()),
   );
   assert.equal(staleError.statusCode, 409);
-  await write(request(pod, { type: 'delete', reason: 'expired' }), signal());
+  assert.equal(staleError.conflict, true);
+  await deleter(base, signal());
   const gone = await rejection(admin.readNamespacedPod({ name: 'to-delete', namespace }));
   assert.equal((gone as { code?: number }).code, 404);
+});
+
+test('delete as the base tollgate identity is refused with 403, a final error', async () => {
+  const pod = await createPod('not-deletable', [gate]);
+  const error = await rejection(
+    write(request(pod, { type: 'delete', reason: 'expired' }), signal()),
+  );
+  assert.equal(error.statusCode, 403);
+  assert.equal(error.conflict, false);
 });
 
 test('resize through pods/resize is accepted, and a stale resourceVersion is a conflict', async () => {
