@@ -1,7 +1,7 @@
 /** Kubernetes Events written by the `tollgate` identity: aggregated and rate limited. */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { CoreV1Api, EventsV1Api } from '@kubernetes/client-node';
+import { CoreV1Api, EventsV1Api, type V1Pod } from '@kubernetes/client-node';
 import { sharedControlPlane, type ControlPlane } from '../../support/control-plane.ts';
 import { createEventRecorder, reportingController } from '../../../src/cluster/events.ts';
 import { createLogger } from '../../../src/observe/log.ts';
@@ -20,7 +20,7 @@ after(async () => {
 });
 
 test('repeated decisions on a pod become one Event with a series count; a mass of pods is rate limited', async () => {
-  const pods = [];
+  const pods: V1Pod[] = [];
   for (let i = 0; i < 12; i++) {
     pods.push(
       await admin.createNamespacedPod({
