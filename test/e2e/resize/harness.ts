@@ -1,0 +1,183 @@
+/**
+ * The resize e2e world: the shared real control plane with a simulated kubelet, tollgate's
+ * live cluster view and write executor as the unprivileged `tollgate` identity, the real
+ * dispatcher, the Git audit writer on a real Git server, and a real Prometheus scraping
+ * an exporter whose per-pod values the test sets.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
+import { sharedControlPlane, type ControlPlane } from '../../support/control-plane.ts';
+import { SimulatedKubelet } from '../../support/kubelet.ts';
+import { startGitServer, type GitServer } from '../../support/git-server.ts';
+import { eventually } from '../../support/eventually.ts';
+import { LiveClusterView } from '../../../src/cluster/view.ts';
+import { createWriteExecutor } from '../../../src/cluster/writer.ts';
+import { GitAuditWriter } from '../../../src/audit/writer.ts';
+import type { ClusterView } from '../../../src/cluster/types.ts';
+import type { Dispatcher } from '../../../src/dispatch/types.ts';
+import type { Policy, ResizePolicy } from '../../../src/policy/model.ts';
+import {
+  startResizeLoop,
+  type ResizeLoop,
+  type ResizeLoopDeps,
+} from '../../../src/loops/resize.ts';
+import { createPrometheusClient } from '../../../src/signals/prometheus.ts';
+import { aPolicy, aTenant } from '../../builders/policy.ts';
+import { freshClone } from '../audit/support.ts';
+import { createDispatcherForTest, startPrometheusForTest, type TestPrometheus } from './parts.ts';
+
+export const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+export interface ResizeWorld {
+  readonly cp: ControlPlane;
+  readonly kubelet: SimulatedKubelet;
+  readonly admin: CoreV1Api;
+  readonly view: LiveClusterView;
+  readonly dispatcher: Dispatcher;
+  readonly audit: GitAuditWriter;
+  readonly git: GitServer;
+  readonly auditRepo: string;
+  readonly prom: TestPrometheus;
+  readonly namespace: string;
+  /** Starts the loop with a policy provider; stopped by `stop()`. */
+  loop(policy: () => Policy | undefined, options?: Partial<ResizeLoopDeps>): ResizeLoop;
+  pod(name: string): Promise<V1Pod>;
+  /** Creates a pod pinned to a node and waits until the kubelet runs it. */
+  runPod(body: V1Pod): Promise<V1Pod>;
+  /** Audit records (JSON objects) on the audit branch of the real Git server. */
+  auditRecords(): Promise<Record<string, unknown>[]>;
+  stop(): Promise<void>;
+}
+
+/** The compiled policy snapshot the loop decides against, with one tenant owning `namespace`. */
+export function policyFor(
+  namespace: string,
+  resizePolicies: ResizePolicy[],
+  extra: Partial<Policy> = {},
+): Policy {
+  const base = aPolicy().tenant(aTenant('team-a').namespaces(namespace)).obj();
+  return { ...base, resizePolicies, ...extra };
+}
+
+export async function startResizeWorld(
+  name: string,
+  nodes: Record<string, { cpu: string; memory: string }>,
+): Promise<ResizeWorld> {
+  const cp = await sharedControlPlane();
+  const adminKc = cp.kubeConfig('admin');
+  const admin = adminKc.makeApiClient(CoreV1Api);
+  const kubelet = new SimulatedKubelet(adminKc, { actuationDelayMs: 200, deferredRetryMs: 1000 });
+  for (const [node, size] of Object.entries(nodes)) await kubelet.addNode(node, size);
+  await kubelet.start();
+  // Pod-level in-place resize is refused unless the node declares the feature
+  // (Node.status.declaredFeatures, as a 1.37 kubelet does).
+  for (const node of Object.keys(nodes)) {
+    await admin.patchNodeStatus(
+      {
+        name: node,
+        body: { status: { declaredFeatures: ['InPlacePodLevelResourcesVerticalScaling'] } },
+      },
+      mergePatch,
+    );
+  }
+  const namespace = `rz-${name}-${Math.random().toString(36).slice(2, 7)}`;
+  await admin.createNamespace({ body: { metadata: { name: namespace } } });
+
+  const tollgateKc = cp.kubeConfig('tollgate');
+  const view = new LiveClusterView({ kubeConfig: tollgateKc, namespaces: [namespace] });
+  view.start();
+  await view.whenSynced();
+  const dispatcher = await createDispatcherForTest(createWriteExecutor(tollgateKc));
+
+  const git = await startGitServer();
+  const auditRepo = git.createRepo(`audit-${name}`);
+  const { writer: audit } = await GitAuditWriter.open({
+    url: auditRepo,
+    token: git.token,
+    branch: 'tollgate/audit',
+    cacheDir: mkdtempSync(join(tmpdir(), `tollgate-resize-audit-${name}-`)),
+    cluster: 'e2e',
+    controller: 'resize-e2e',
+    mode: 'strict',
+    batch: { maxDecisions: 100, maxDelayMs: 100 },
+  });
+
+  const prom = await startPrometheusForTest();
+  const core = tollgateKc.makeApiClient(CoreV1Api);
+  const loops: ResizeLoop[] = [];
+
+  return {
+    cp,
+    kubelet,
+    admin,
+    view,
+    dispatcher,
+    audit,
+    git,
+    auditRepo,
+    prom,
+    namespace,
+    loop(policy, options = {}) {
+      const loop = startResizeLoop({
+        view: view as ClusterView,
+        policy,
+        dispatcher,
+        audit,
+        prometheus: createPrometheusClient({ url: prom.url, timeoutMs: 3000 }),
+        intervalMs: 500,
+        stepMs: () => 1000,
+        readPod: async (ns, pod) => core.readNamespacedPod({ namespace: ns, name: pod }),
+        ...options,
+      });
+      loops.push(loop);
+      return loop;
+    },
+    pod: (pod) => admin.readNamespacedPod({ namespace, name: pod }),
+    async runPod(body) {
+      await admin.createNamespacedPod({
+        namespace,
+        body: { ...body, metadata: { ...body.metadata, namespace } },
+      });
+      const podName = body.metadata?.name ?? '';
+      return eventually(
+        `pod ${podName} running with reported resources`,
+        async () => {
+          const pod = await admin.readNamespacedPod({ namespace, name: podName });
+          const seen = view.pod(namespace, podName);
+          return pod.status?.phase === 'Running' &&
+            pod.status.containerStatuses?.every((s) => s.resources) &&
+            seen?.status?.phase === 'Running'
+            ? pod
+            : undefined;
+        },
+        { timeoutMs: 60_000 },
+      );
+    },
+    async auditRecords() {
+      await audit.flush();
+      const dir = await freshClone(git, auditRepo, 'tollgate/audit');
+      const { allFiles } = await import('../audit/support.ts');
+      const { readFileSync } = await import('node:fs');
+      return allFiles(join(dir, 'audit'))
+        .filter((f) => f.endsWith('.jsonl'))
+        .flatMap((f) =>
+          readFileSync(f, 'utf8')
+            .split('\n')
+            .filter((line) => line.trim())
+            .map((line) => JSON.parse(line) as Record<string, unknown>),
+        );
+    },
+    async stop() {
+      for (const loop of loops) await loop.stop();
+      await dispatcher.close({ cancelQueued: true });
+      await audit.close();
+      await view.stop();
+      await kubelet.stop();
+      await prom.stop();
+      await git.close();
+      await admin.deleteNamespace({ name: namespace }).catch(() => undefined);
+    },
+  };
+}
