@@ -223,7 +223,7 @@ export async function waitForSeries(
   timeoutMs = 15_000,
 ): Promise<number> {
   const deadline = Date.now() + timeoutMs;
-  let last: unknown = 'no sample';
+  let last: unknown;
   for (;;) {
     const result = await queryVector(url, query);
     const match = result.find((r) => value === undefined || r.value === value);
