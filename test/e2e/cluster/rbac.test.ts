@@ -1,0 +1,188 @@
+/**
+ * Proof that the identities of the local control plane are real RBAC subjects: the
+ * `tollgate` user (and the tollgate-system/tollgate service account) get exactly what
+ * deploy/base/rbac.yaml grants, and are denied the rest; `intruder` gets nothing.
+ */
+import { before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  CoordinationV1Api,
+  CoreV1Api,
+  KubeConfig,
+  PatchStrategy,
+  setHeaderOptions,
+} from '@kubernetes/client-node';
+import { sharedControlPlane, type ControlPlane } from '../../support/control-plane.ts';
+import { creatable } from '../../support/eventually.ts';
+import { aPod } from '../../builders/pod.ts';
+
+const namespace = 'e2e-rbac';
+const jsonPatch = setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);
+const leaseSpec = { holderIdentity: 'x', leaseDurationSeconds: 15 };
+
+async function statusOf(call: () => Promise<unknown>): Promise<number> {
+  try {
+    await call();
+    return 200;
+  } catch (error) {
+    const code = (error as { code?: number }).code;
+    if (code === undefined) throw error;
+    return code;
+  }
+}
+
+describe('RBAC of the tollgate identity', () => {
+  let cp: ControlPlane;
+  let admin: CoreV1Api;
+
+  before(async () => {
+    cp = await sharedControlPlane();
+    admin = cp.kubeConfig('admin').makeApiClient(CoreV1Api);
+    await admin.createNamespace({ body: { metadata: { name: namespace } } });
+    await admin.createNamespacedPod({
+      namespace,
+      body: creatable(aPod('target', namespace).gated('tollgate.io/e2e').obj()),
+    });
+  });
+
+  /** Runs the table for one identity's kubeconfig. */
+  async function expectTable(
+    kc: KubeConfig,
+    who: string,
+    cases: Array<
+      [string, number, (core: CoreV1Api, leases: CoordinationV1Api) => Promise<unknown>]
+    >,
+  ) {
+    const core = kc.makeApiClient(CoreV1Api);
+    const leases = kc.makeApiClient(CoordinationV1Api);
+    for (const [sentence, expected, call] of cases) {
+      assert.equal(await statusOf(() => call(core, leases)), expected, `${who}: ${sentence}`);
+    }
+  }
+
+  const tollgateCases: Array<
+    [string, number, (core: CoreV1Api, leases: CoordinationV1Api) => Promise<unknown>]
+  > = [
+    ['may list pods in every namespace', 200, (core) => core.listPodForAllNamespaces()],
+    ['may read nodes', 200, (core) => core.listNode()],
+    [
+      'may read configmaps for object conditions',
+      200,
+      (core) => core.listNamespacedConfigMap({ namespace }),
+    ],
+    [
+      'may create events',
+      200,
+      (core) =>
+        core.createNamespacedEvent({
+          namespace,
+          body: {
+            metadata: { name: `rbac-${Math.random().toString(36).slice(2)}` },
+            involvedObject: { kind: 'Pod', name: 'target', namespace },
+            reason: 'Test',
+            message: 'rbac test',
+            type: 'Normal',
+          },
+        }),
+    ],
+    [
+      'may hold its lease in tollgate-system',
+      200,
+      (_core, leases) =>
+        leases.createNamespacedLease({
+          namespace: 'tollgate-system',
+          body: {
+            metadata: { name: `tollgate-${Math.random().toString(36).slice(2)}` },
+            spec: leaseSpec,
+          },
+        }),
+    ],
+    [
+      'may not create a lease in another namespace',
+      403,
+      (_core, leases) =>
+        leases.createNamespacedLease({
+          namespace: 'kube-system',
+          body: { metadata: { name: 'tollgate-stolen' }, spec: leaseSpec },
+        }),
+    ],
+    [
+      'may not create a pod',
+      403,
+      (core) =>
+        core.createNamespacedPod({
+          namespace,
+          body: creatable(aPod('forbidden', namespace).obj()),
+        }),
+    ],
+    ['may not delete a node', 403, (core) => core.deleteNode({ name: 'any-node' })],
+    [
+      'may not patch a node',
+      403,
+      (core) =>
+        core.patchNode(
+          { name: 'any-node', body: [{ op: 'add', path: '/metadata/labels/x', value: 'y' }] },
+          jsonPatch,
+        ),
+    ],
+    ['may not read secrets', 403, (core) => core.listNamespacedSecret({ namespace })],
+    [
+      'may not write pod status (that is the kubelet)',
+      403,
+      (core) =>
+        core.patchNamespacedPodStatus(
+          { name: 'target', namespace, body: [{ op: 'add', path: '/status/message', value: 'x' }] },
+          jsonPatch,
+        ),
+    ],
+    [
+      'may not create namespaces',
+      403,
+      (core) => core.createNamespace({ body: { metadata: { name: 'tollgate-made-this' } } }),
+    ],
+  ];
+
+  test('the tollgate user gets what deploy/base/rbac.yaml grants and is denied the rest', async () => {
+    await expectTable(cp.kubeConfig('tollgate'), 'tollgate', tollgateCases);
+  });
+
+  test('the tollgate user may remove a scheduling gate (pods patch)', async () => {
+    const core = cp.kubeConfig('tollgate').makeApiClient(CoreV1Api);
+    const patched = await core.patchNamespacedPod(
+      { name: 'target', namespace, body: [{ op: 'remove', path: '/spec/schedulingGates' }] },
+      jsonPatch,
+    );
+    assert.equal(patched.spec?.schedulingGates, undefined);
+  });
+
+  test('the tollgate-system/tollgate service account is bound the same way', async () => {
+    const token = await admin.createNamespacedServiceAccountToken({
+      name: 'tollgate',
+      namespace: 'tollgate-system',
+      body: { spec: { audiences: [] } },
+    });
+    const adminConfig = cp.kubeConfig('admin');
+    const kc = new KubeConfig();
+    kc.loadFromClusterAndUser(adminConfig.getCurrentCluster()!, {
+      name: 'tollgate-sa',
+      token: token.status?.token,
+    });
+    await expectTable(kc, 'system:serviceaccount:tollgate-system:tollgate', tollgateCases);
+  });
+
+  test('the intruder identity, bound to nothing, is denied even reads', async () => {
+    await expectTable(cp.kubeConfig('intruder'), 'intruder', [
+      ['may not list pods', 403, (core) => core.listPodForAllNamespaces()],
+      ['may not read nodes', 403, (core) => core.listNode()],
+      [
+        'may not remove a scheduling gate',
+        403,
+        (core) =>
+          core.patchNamespacedPod(
+            { name: 'target', namespace, body: [{ op: 'remove', path: '/spec/schedulingGates' }] },
+            jsonPatch,
+          ),
+      ],
+    ]);
+  });
+});
