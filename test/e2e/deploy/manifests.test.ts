@@ -24,6 +24,8 @@ import {
 import { sharedControlPlane, type ControlPlane } from '../../support/control-plane.ts';
 import { deployDir, renderKustomization, type RenderedObject } from '../../support/kustomize.ts';
 import { aPod } from '../../builders/pod.ts';
+import { aPolicy, aTenant } from '../../builders/policy.ts';
+import { admissionParams, defaultControllers } from '../../../src/cli/admission-params.ts';
 import { createWriteExecutor } from '../../../src/cluster/writer.ts';
 
 const fieldManager = 'tollgate-deploy-test';
@@ -259,14 +261,19 @@ describe('the admission matrix (ValidatingAdmissionPolicy)', () => {
     assert.equal(admission.length, 5, 'params ConfigMap + 2 policies + 2 bindings');
     for (const object of admission) {
       if (object.kind === 'ConfigMap') {
-        // The shipped controllers list names only the service account; the harness's
-        // `tollgate` user is the same controller under test, so it is added here.
-        (object as { data: Record<string, string> }).data = {
-          controllers: 'system:serviceaccount:tollgate-system:tollgate, tollgate',
-          prefixes: 'team-a.tollgate.io/,team-b.tollgate.io/',
-          [`namespace.${teamA}`]: 'team-a.tollgate.io/',
-          [`namespace.${teamB}`]: 'team-b.tollgate.io/',
-        };
+        // Rendered from a policy by the generator operators use; the shipped controllers
+        // list names only the service account, and the harness's `tollgate` user is the
+        // same controller under test, so it is added here.
+        const policy = aPolicy()
+          .tenant(
+            aTenant('team-a').namespaces(teamA).prefixes('team-a.tollgate.io/'),
+            aTenant('team-b').namespaces(teamB).prefixes('team-b.tollgate.io/'),
+          )
+          .obj();
+        (object as { data: Record<string, string> }).data = admissionParams(policy, [
+          ...defaultControllers,
+          'tollgate',
+        ]).data;
       }
       await apply(admin, object, false);
     }
