@@ -183,6 +183,32 @@ test('a reference to a kind the API server does not serve keeps the view un-sync
   await live.whenSynced(AbortSignal.timeout(10_000));
 });
 
+test('while the API server is unreachable each informer retries with growing delays, never in a storm, and never stops', async () => {
+  const unreachable = cp.kubeConfig('tollgate');
+  const cluster = unreachable.getCurrentCluster();
+  assert.ok(cluster);
+  // Port 1 on loopback: connection refused at once, the worst case for a retry storm.
+  unreachable.loadFromOptions({
+    clusters: [{ ...cluster, server: 'https://127.0.0.1:1' }],
+    users: unreachable.users,
+    contexts: unreachable.contexts,
+    currentContext: unreachable.currentContext,
+  });
+  const restarts: RestartReason[] = [];
+  const informer = new Informer({
+    source: createResourceSource(unreachable, { apiVersion: 'v1', kind: 'Pod' }),
+    backoff: { baseMs: 200, maxMs: 2000 },
+    hooks: { restarted: (reason) => restarts.push(reason) },
+  });
+  informer.start();
+  await new Promise((resolve) => setTimeout(resolve, 4000));
+  await informer.stop();
+  // Delays 100-200, 200-400, 400-800, 800-1600, 1000-2000 ms: 4 s hold 4 to 7 attempts.
+  assert.ok(restarts.length >= 4 && restarts.length <= 8, `${restarts.length} attempts in 4 s`);
+  assert.ok(restarts.every((r) => r === 'error'));
+  assert.equal(informer.synced, false);
+});
+
 test('an API server restart is survived without restarting anything, and no event is lost', async () => {
   const namespace = 'view-restart';
   for (let i = 0; i < 5; i++)

@@ -258,3 +258,14 @@ test('an aborted signal stops the write before it reaches the API', async () => 
   const after = await admin.readNamespacedPod({ name: 'aborted', namespace });
   assert.deepEqual(plain(after.spec?.schedulingGates), [{ name: gate }]);
 });
+
+test('aborting while the write is in flight rejects it with the abort reason', async () => {
+  const pod = await createPod('aborted-in-flight', [gate]);
+  const controller = new AbortController();
+  const pending = write(
+    request(pod, { type: 'annotate', annotations: { 'tollgate.io/x': '1' } }),
+    controller.signal,
+  );
+  controller.abort(new DOMException('superseded', 'AbortError'));
+  await assert.rejects(pending, { name: 'AbortError', message: 'superseded' });
+});
