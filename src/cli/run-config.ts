@@ -174,6 +174,20 @@ export const runSettings = [
     defaultValue: '20s',
   },
   {
+    key: 'apiQps',
+    flag: 'api-qps',
+    env: 'TOLLGATE_API_QPS',
+    description: 'API writes per second at most (dispatcher token bucket; burst is twice this)',
+    defaultValue: '50',
+  },
+  {
+    key: 'apiConcurrency',
+    flag: 'api-concurrency',
+    env: 'TOLLGATE_API_CONCURRENCY',
+    description: 'API writes in flight at once',
+    defaultValue: '8',
+  },
+  {
     key: 'logLevel',
     flag: 'log-level',
     env: 'TOLLGATE_LOG_LEVEL',
@@ -211,6 +225,7 @@ export interface RunConfig {
     readonly policyResync: string;
     readonly auditFlush: string;
   };
+  readonly api: { readonly qps: number; readonly concurrency: number };
   readonly shutdownTimeoutMs: number;
   readonly logLevel: string;
 }
@@ -401,6 +416,16 @@ export function parseRunConfig(flags: RawRunSettings, context: RunConfigContext)
   };
   const shutdownTimeoutMs = duration('shutdownTimeout');
 
+  const positive = (key: 'apiQps' | 'apiConcurrency', integer: boolean): number => {
+    const text = value(key);
+    const number = Number(text);
+    if (!Number.isFinite(number) || number <= 0 || (integer && !Number.isInteger(number))) {
+      problem(key, `"${text}" must be a positive ${integer ? 'integer' : 'number'}`);
+    }
+    return number;
+  };
+  const api = { qps: positive('apiQps', false), concurrency: positive('apiConcurrency', true) };
+
   const logLevel = value('logLevel');
   if (!logLevels.includes(logLevel))
     problem('logLevel', `"${logLevel}" is not one of ${logLevels.join(', ')}`);
@@ -417,6 +442,7 @@ export function parseRunConfig(flags: RawRunSettings, context: RunConfigContext)
       metricsAddress,
       lease: { namespace: leaseNamespace, name: leaseName, timings },
       schedules,
+      api,
       shutdownTimeoutMs,
       logLevel,
     },

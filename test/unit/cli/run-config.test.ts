@@ -54,6 +54,7 @@ describe('tollgate run configuration', () => {
         policyResync: '*/30 * * * * *',
         auditFlush: '*/10 * * * * *',
       },
+      api: { qps: 50, concurrency: 8 },
       shutdownTimeoutMs: 20_000,
       logLevel: 'info',
     });
@@ -179,6 +180,16 @@ describe('tollgate run configuration', () => {
       name: 'a cron schedule that does not parse',
       flags: { ...minimal, expirySweep: 'every minute' },
       problem: /--expiry-sweep .* is not a cron expression/,
+    },
+    {
+      name: 'a fractional write concurrency',
+      flags: { ...minimal, apiConcurrency: '2.5' },
+      problem: /--api-concurrency .* "2\.5" must be a positive integer/,
+    },
+    {
+      name: 'a negative write rate',
+      flags: { ...minimal, apiQps: '-1' },
+      problem: /--api-qps .* "-1" must be a positive number/,
     },
     {
       name: 'an unknown log level',
