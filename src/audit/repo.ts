@@ -31,6 +31,7 @@ import { systemClock } from '../lib/clock.ts';
 import { redactUrl, silentLogger, type Logger } from '../observe/log.ts';
 import { parseTrailers, trailerKeys } from './message.ts';
 import { auditPushFailuresTotal, auditPushSeconds, type PushFailureReason } from './metrics.ts';
+import type { SshSigner } from './sign.ts';
 import { addFile, diffTrees, lookup, type Repo } from './tree.ts';
 
 export interface RetryOptions {
@@ -65,6 +66,8 @@ export interface AuditRepoOptions {
   /** Jitter source in [0, 1). */
   readonly random?: () => number;
   readonly sleep?: (ms: number) => Promise<void>;
+  /** Signs every commit (SSH, see sign.ts); replayed commits are signed again. */
+  readonly signer?: SshSigner;
 }
 
 export interface LocalCommit {
@@ -127,6 +130,7 @@ export class AuditRepo implements Repo {
   readonly #retry: RetryOptions;
   readonly #random: () => number;
   readonly #sleep: (ms: number) => Promise<void>;
+  readonly #signer: SshSigner | undefined;
 
   constructor(options: AuditRepoOptions) {
     this.gitdir = options.dir;
@@ -159,6 +163,7 @@ export class AuditRepo implements Repo {
     this.#logger = options.logger ?? silentLogger;
     this.#retry = { ...defaultRetry, ...options.retry };
     this.#random = options.random ?? Math.random;
+    this.#signer = options.signer;
     this.#sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
   }
 
@@ -240,13 +245,35 @@ export class AuditRepo implements Repo {
       throw new Error(`audit file ${path} already exists with the same content`);
     const seconds = Math.floor(this.#clock.now() / 1000);
     const person = { ...this.#author, timestamp: seconds, timezoneOffset: 0 };
-    const oid = await git.writeCommit({
-      fs,
-      gitdir: this.gitdir,
-      commit: { message, tree, parent: parent ? [parent] : [], author: person, committer: person },
+    const oid = await this.#writeCommit({
+      message,
+      tree,
+      parent: parent ? [parent] : [],
+      author: person,
+      committer: person,
     });
     await git.writeRef({ fs, gitdir: this.gitdir, ref: this.#localRef, value: oid, force: true });
     return { oid, path: finalPath };
+  }
+
+  async #writeCommit(commit: Omit<CommitObject, 'gpgsig'>): Promise<string> {
+    const signer = this.#signer;
+    if (!signer) return git.writeCommit({ fs, gitdir: this.gitdir, commit });
+    // git.commit renders the exact payload and calls onSign; the tree is given, so no index is read.
+    return git.commit({
+      fs,
+      gitdir: this.gitdir,
+      tree: commit.tree,
+      parent: commit.parent,
+      message: commit.message,
+      author: commit.author,
+      committer: commit.committer,
+      ref: this.#localRef,
+      noUpdateBranch: true,
+      signingKey: 'ssh',
+      onSign: ({ payload }) => ({ signature: signer.sign(payload) }),
+      cache: this.cache,
+    });
   }
 
   /** Adds `blob` at `path` (or a suffixed path on collision); tree undefined = the same content is already there. */
@@ -401,16 +428,12 @@ export class AuditRepo implements Repo {
         timestamp: Math.floor(this.#clock.now() / 1000),
         timezoneOffset: 0,
       };
-      tip = await git.writeCommit({
-        fs,
-        gitdir: this.gitdir,
-        commit: {
-          message: commit.message,
-          tree,
-          parent: tip ? [tip] : [],
-          author: commit.author,
-          committer,
-        },
+      tip = await this.#writeCommit({
+        message: commit.message,
+        tree,
+        parent: tip ? [tip] : [],
+        author: commit.author,
+        committer,
       });
     }
     if (tip !== undefined)

@@ -37,6 +37,7 @@ import {
 } from './metrics.ts';
 import { batchKinds, batchOf, phaseOf, serializeBatch, type BatchKind } from './record.ts';
 import { AuditRepo, type RetryOptions } from './repo.ts';
+import type { SshSigner } from './sign.ts';
 import type { AuditSink } from './types.ts';
 
 /** What the writer needs from the repository; AuditRepo in production, an in-memory store in unit tests. */
@@ -187,6 +188,7 @@ export class GitAuditWriter implements AuditSink {
       readonly cacheDir: string;
       readonly retry?: Partial<RetryOptions>;
       readonly author?: { readonly name: string; readonly email: string };
+      readonly signer?: SshSigner;
     },
   ): Promise<{ writer: GitAuditWriter; repo: AuditRepo }> {
     const logger = options.logger ?? silentLogger;
@@ -203,6 +205,7 @@ export class GitAuditWriter implements AuditSink {
       ...(options.clock ? { clock: options.clock } : {}),
       logger,
       ...(options.retry ? { retry: options.retry } : {}),
+      ...(options.signer ? { signer: options.signer } : {}),
     });
     await repo.open();
     try {
