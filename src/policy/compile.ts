@@ -1,0 +1,715 @@
+/**
+ * From parsed documents to a `Policy` snapshot: kind dispatch, schema validation, the
+ * semantic checks a schema cannot express, then compilation (durations to ms,
+ * quantities to stored units, defaults filled in). Pure: no I/O, no clock.
+ *
+ * Semantic checks, each reported with file, document, field path and reason:
+ * - durations and quantities parse; bounds have min <= max and step > 0;
+ * - names are unique per kind; a gate is governed by one GatePolicy only;
+ * - references resolve: GatePolicy.tenant, ResizePolicy.tenant, Approval targets;
+ * - tenancy holds: a gate falls under a prefix its tenant owns; no policy reaches a
+ *   namespace outside its tenant's (ObjectCondition objects, the `namespace` matchers
+ *   of PromQL signals, Approval targets); two tenants never share a namespace or
+ *   overlapping gate prefixes;
+ * - exactly one Settings (in `tollgate.yaml`) and at most one StalenessPolicy (the
+ *   defaults in `defaultStaleness` apply without one).
+ * All checks run; every error is returned, not only the first.
+ */
+import { parseDuration } from '../lib/clock.ts';
+import { toStoredAmount } from '../lib/quantity.ts';
+import type { PolicyError } from './errors.ts';
+import type {
+  ApprovalDocument,
+  GatePolicyDocument,
+  ResizePolicyDocument,
+  SettingsDocument,
+  StalenessPolicyDocument,
+  TenantDocument,
+} from './generated/index.ts';
+import type {
+  Approval,
+  Bounds,
+  GateCondition,
+  GatePolicy,
+  LabelSelector,
+  Pacing,
+  Policy,
+  ResizePolicy,
+  ResourceBounds,
+  Settings,
+  StalenessPolicy,
+  Tenant,
+} from './model.ts';
+import type { ParsedDocument } from './parse.ts';
+import { apiVersion, policyKinds, validateDocument, type PolicyKind } from './schema.ts';
+
+export type PolicyResult =
+  | { readonly ok: true; readonly policy: Policy }
+  | { readonly ok: false; readonly errors: readonly PolicyError[] };
+
+/** The file that must hold the one Settings document. */
+export const settingsFile = 'tollgate.yaml';
+
+/** In force when a repository has no StalenessPolicy (the schema's defaults). */
+export const defaultStaleness: StalenessPolicy = {
+  name: 'default',
+  source: { file: '(default)', document: 0 },
+  maxCacheLagMs: 5_000,
+  destructive: ['Cancel', 'ExpireRelease', 'Rollback'],
+  requeue: { baseMs: 1_000, maxMs: 60_000 },
+  liveReads: { qps: 5, burst: 10, breaker: { failureThreshold: 5, openMs: 30_000 } },
+};
+
+const defaultPacing: Pacing = { maxInFlight: 50, releasesPerSecond: 10, batchSize: 100 };
+
+interface Located<T> {
+  readonly file: string;
+  readonly index: number;
+  readonly doc: T;
+}
+
+/** Collects errors for one document; `at` builds a path-scoped reporter. */
+class Reporter {
+  readonly errors: PolicyError[] = [];
+  at(where: { file: string; index: number }) {
+    return (path: string, message: string): void => {
+      this.errors.push({ file: where.file, document: where.index, path, message });
+    };
+  }
+}
+
+type Report = (path: string, message: string) => void;
+
+function duration(
+  report: Report,
+  path: string,
+  text: string | undefined,
+  fallback: number,
+): number {
+  if (text === undefined) return fallback;
+  try {
+    return parseDuration(text);
+  } catch (error) {
+    report(path, (error as Error).message);
+    return fallback;
+  }
+}
+
+function amount(report: Report, path: string, resource: string, text: string | number): number {
+  try {
+    const value = toStoredAmount(resource, text);
+    if (value < 0) report(path, `"${text}" is negative`);
+    return value;
+  } catch (error) {
+    report(path, (error as Error).message);
+    return 0;
+  }
+}
+
+function pacingOf(input: Partial<Pacing> | undefined, base: Pacing): Pacing {
+  return {
+    maxInFlight: input?.maxInFlight ?? base.maxInFlight,
+    releasesPerSecond: input?.releasesPerSecond ?? base.releasesPerSecond,
+    batchSize: input?.batchSize ?? base.batchSize,
+  };
+}
+
+function selectorOf(report: Report, input: GatePolicyDocument['spec']['selector']): LabelSelector {
+  const matchExpressions = (input?.matchExpressions ?? []).map((e, i) => {
+    const values = e.values ?? [];
+    const setBased = e.operator === 'In' || e.operator === 'NotIn';
+    if (setBased && values.length === 0) {
+      report(
+        `spec.selector.matchExpressions[${i}].values`,
+        `operator ${e.operator} needs at least one value`,
+      );
+    }
+    if (!setBased && values.length > 0) {
+      report(
+        `spec.selector.matchExpressions[${i}].values`,
+        `operator ${e.operator} takes no values`,
+      );
+    }
+    return { key: e.key, operator: e.operator, values };
+  });
+  return { matchLabels: { ...(input?.matchLabels ?? {}) }, matchExpressions };
+}
+
+function underPrefix(gate: string, prefix: string): boolean {
+  return gate.startsWith(prefix) && gate.length > prefix.length;
+}
+
+/** Same rule the decisions use: a prefix owns the names that start with it. */
+function prefixesOverlap(a: string, b: string): boolean {
+  return a.startsWith(b) || b.startsWith(a);
+}
+
+/**
+ * The namespaces a PromQL query selects through `namespace` matchers: `"$namespace"`
+ * (the pod's own, substituted at query time) is always fine, a literal must be one of
+ * the tenant's, and a regex or negative matcher could reach any tenant, so it is refused.
+ * A query without any namespace matcher would read every tenant's series.
+ */
+function queryNamespaceProblems(query: string, owned: readonly string[]): string[] {
+  const problems: string[] = [];
+  const matcher = /\bnamespace\s*(=~|!=|!~|=)\s*"([^"]*)"/g;
+  let found = false;
+  for (const m of query.matchAll(matcher)) {
+    found = true;
+    const [, op, value] = m;
+    if (op !== '=') {
+      problems.push(
+        `namespace matcher ${op}"${value}" could select other tenants' namespaces; use namespace="$namespace"`,
+      );
+    } else if (value !== '$namespace' && !owned.includes(value ?? '')) {
+      problems.push(
+        `namespace "${value}" is not one of the tenant's namespaces (${owned.join(', ')})`,
+      );
+    }
+  }
+  if (!found) {
+    problems.push(
+      'query has no namespace matcher; scope it with namespace="$namespace" so it reads only the tenant\'s series',
+    );
+  }
+  return problems;
+}
+
+function kindOf(value: unknown): PolicyKind | string | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  const kind = (value as Record<string, unknown>).kind;
+  return typeof kind === 'string' ? kind : undefined;
+}
+
+/** Compiles the parsed documents of a repository into one Policy, or every error found. */
+export function compilePolicy(documents: readonly ParsedDocument[], commit: string): PolicyResult {
+  const reporter = new Reporter();
+  const byKind = new Map<PolicyKind, Located<unknown>[]>(policyKinds.map((k) => [k, []]));
+
+  // 1. Kind dispatch and schema validation.
+  for (const d of documents) {
+    const report = reporter.at(d);
+    const kind = kindOf(d.value);
+    if (kind === undefined) {
+      report(
+        '',
+        typeof d.value === 'object' && d.value !== null && !Array.isArray(d.value)
+          ? 'document has no "kind"'
+          : 'document is not a mapping with apiVersion, kind, metadata and spec',
+      );
+      continue;
+    }
+    if (!(policyKinds as readonly string[]).includes(kind)) {
+      report(
+        'kind',
+        `unknown kind "${kind}" (expected one of ${policyKinds.join(', ')}; apiVersion ${apiVersion})`,
+      );
+      continue;
+    }
+    const errors = validateDocument(kind as PolicyKind, d.value, {
+      file: d.file,
+      document: d.index,
+    });
+    if (errors.length > 0) {
+      reporter.errors.push(...errors);
+      continue;
+    }
+    byKind.get(kind as PolicyKind)?.push({ file: d.file, index: d.index, doc: d.value });
+  }
+  const all = <T>(kind: PolicyKind) => (byKind.get(kind) ?? []) as Located<T>[];
+
+  // 2. Unique names per kind.
+  for (const kind of policyKinds) {
+    if (kind === 'Settings') continue;
+    const first = new Map<string, Located<unknown>>();
+    for (const item of all<{ metadata: { name: string } }>(kind)) {
+      const name = item.doc.metadata.name;
+      const previous = first.get(name);
+      if (previous) {
+        reporter.at(item)(
+          'metadata.name',
+          `${kind} "${name}" is already defined in ${previous.file}#${previous.index}`,
+        );
+      } else {
+        first.set(name, item);
+      }
+    }
+  }
+
+  // 3. Settings: exactly one, in tollgate.yaml at the top.
+  const settingsDocs = all<SettingsDocument>('Settings');
+  for (const s of settingsDocs) {
+    if (s.file !== settingsFile)
+      reporter.at(s)('kind', `Settings belong in ${settingsFile} at the top of the policy folder`);
+  }
+  if (settingsDocs.length === 0) {
+    reporter.errors.push({
+      file: settingsFile,
+      path: '',
+      message: `missing: a policy repository needs one Settings document in ${settingsFile}`,
+    });
+  } else if (settingsDocs.length > 1) {
+    for (const s of settingsDocs.slice(1))
+      reporter.at(s)('kind', 'more than one Settings document; keep exactly one');
+  }
+  const settings = settingsDocs[0]
+    ? compileSettings(settingsDocs[0], reporter.at(settingsDocs[0]))
+    : undefined;
+
+  // 4. Tenants, and the namespaces and prefixes they claim.
+  const tenants = new Map<string, Tenant>();
+  const namespaceOwner = new Map<string, string>();
+  const prefixOwner: { prefix: string; tenant: string }[] = [];
+  for (const t of all<TenantDocument>('Tenant')) {
+    const report = reporter.at(t);
+    const tenant = compileTenant(t, report);
+    tenant.namespaces.forEach((ns, i) => {
+      const owner = namespaceOwner.get(ns);
+      if (owner !== undefined && owner !== tenant.name) {
+        report(
+          `spec.namespaces[${i}]`,
+          `namespace "${ns}" is already claimed by tenant "${owner}"`,
+        );
+      } else namespaceOwner.set(ns, tenant.name);
+    });
+    tenant.gatePrefixes.forEach((prefix, i) => {
+      const clash = prefixOwner.find(
+        (p) => p.tenant !== tenant.name && prefixesOverlap(p.prefix, prefix),
+      );
+      if (clash) {
+        report(
+          `spec.gatePrefixes[${i}]`,
+          `gate prefix "${prefix}" overlaps "${clash.prefix}" of tenant "${clash.tenant}"`,
+        );
+      } else prefixOwner.push({ prefix, tenant: tenant.name });
+    });
+    if (!tenants.has(tenant.name)) tenants.set(tenant.name, tenant);
+  }
+
+  // 5. Gate policies.
+  const gatePolicies: GatePolicy[] = [];
+  const gateOwner = new Map<string, string>();
+  for (const g of all<GatePolicyDocument>('GatePolicy')) {
+    const report = reporter.at(g);
+    const compiled = compileGatePolicy(g, report, tenants);
+    if (!compiled) continue;
+    const owner = gateOwner.get(compiled.gate);
+    if (owner !== undefined) {
+      report('spec.gate', `gate "${compiled.gate}" is already governed by GatePolicy "${owner}"`);
+    } else gateOwner.set(compiled.gate, compiled.name);
+    gatePolicies.push(compiled);
+  }
+
+  // 6. Resize policies.
+  const resizePolicies: ResizePolicy[] = [];
+  for (const r of all<ResizePolicyDocument>('ResizePolicy')) {
+    const compiled = compileResizePolicy(r, reporter.at(r), tenants);
+    if (compiled) resizePolicies.push(compiled);
+  }
+
+  // 7. Staleness: at most one, defaults otherwise.
+  const stalenessDocs = all<StalenessPolicyDocument>('StalenessPolicy');
+  for (const s of stalenessDocs.slice(1)) {
+    reporter.at(s)(
+      'kind',
+      `more than one StalenessPolicy (the first is in ${stalenessDocs[0]?.file}); keep at most one`,
+    );
+  }
+  const staleness = stalenessDocs[0]
+    ? compileStaleness(stalenessDocs[0], reporter.at(stalenessDocs[0]))
+    : defaultStaleness;
+
+  // 8. Approvals.
+  const approvals: Approval[] = [];
+  for (const a of all<ApprovalDocument>('Approval')) {
+    const compiled = compileApproval(a, reporter.at(a), namespaceOwner, resizePolicies, tenants);
+    if (compiled) approvals.push(compiled);
+  }
+
+  if (reporter.errors.length > 0 || !settings) {
+    return { ok: false, errors: sortErrors(reporter.errors) };
+  }
+  return {
+    ok: true,
+    policy: { commit, settings, tenants, gatePolicies, resizePolicies, staleness, approvals },
+  };
+}
+
+function sortErrors(errors: PolicyError[]): PolicyError[] {
+  return [...errors].sort(
+    (a, b) =>
+      a.file.localeCompare(b.file) ||
+      (a.document ?? -1) - (b.document ?? -1) ||
+      a.path.localeCompare(b.path),
+  );
+}
+
+function compileSettings(s: Located<SettingsDocument>, report: Report): Settings {
+  const spec = s.doc.spec;
+  const audit = spec.audit ?? {};
+  return {
+    source: { file: s.file, document: s.index },
+    cluster: spec.cluster,
+    audit: {
+      branch: audit.branch ?? 'tollgate/audit',
+      ...(audit.repo ? { repo: audit.repo } : {}),
+      mode: audit.mode ?? 'strict',
+      batch: {
+        maxDecisions: audit.batch?.maxDecisions ?? 500,
+        maxDelayMs: duration(report, 'spec.audit.batch.maxDelay', audit.batch?.maxDelay, 2_000),
+      },
+    },
+    ...(spec.prometheus ? { prometheus: { url: spec.prometheus.url } } : {}),
+    pacing: pacingOf(spec.pacing, defaultPacing),
+  };
+}
+
+function compileTenant(t: Located<TenantDocument>, report: Report): Tenant {
+  const spec = t.doc.spec;
+  const resources: Record<string, number> = {};
+  for (const [resource, value] of Object.entries(spec.budget?.resources ?? {})) {
+    resources[resource] = amount(
+      report,
+      `spec.budget.resources[${JSON.stringify(resource)}]`,
+      resource,
+      value,
+    );
+  }
+  return {
+    name: t.doc.metadata.name,
+    source: { file: t.file, document: t.index },
+    namespaces: [...spec.namespaces],
+    gatePrefixes: [...spec.gatePrefixes],
+    weight: spec.weight ?? 1,
+    budget: {
+      ...(spec.budget?.pods !== undefined ? { pods: spec.budget.pods } : {}),
+      resources,
+    },
+    pacing: pacingOf(spec.pacing, defaultPacing),
+  };
+}
+
+function resolveTenant(
+  report: Report,
+  tenants: ReadonlyMap<string, Tenant>,
+  name: string,
+): Tenant | undefined {
+  const tenant = tenants.get(name);
+  if (!tenant) {
+    const known = [...tenants.keys()];
+    report(
+      'spec.tenant',
+      `tenant "${name}" is not defined${known.length ? ` (tenants: ${known.join(', ')})` : ''}`,
+    );
+  }
+  return tenant;
+}
+
+function compileGatePolicy(
+  g: Located<GatePolicyDocument>,
+  report: Report,
+  tenants: ReadonlyMap<string, Tenant>,
+): GatePolicy | undefined {
+  const spec = g.doc.spec;
+  const tenant = resolveTenant(report, tenants, spec.tenant);
+  if (tenant && !tenant.gatePrefixes.some((p) => underPrefix(spec.gate, p))) {
+    report(
+      'spec.gate',
+      `gate "${spec.gate}" is not under a prefix tenant "${tenant.name}" owns (${tenant.gatePrefixes.join(', ')})`,
+    );
+  }
+  const conditions: GateCondition[] = (spec.conditions ?? []).map((c, i): GateCondition => {
+    const path = `spec.conditions[${i}]`;
+    switch (c.type) {
+      case 'Budget':
+      case 'Approved':
+        return { type: c.type };
+      case 'ImagePresent':
+        return { type: 'ImagePresent', minNodes: c.minNodes ?? 1 };
+      case 'GangComplete':
+        return { type: 'GangComplete', groupLabel: c.groupLabel, sizeAnnotation: c.sizeAnnotation };
+      case 'ObjectCondition': {
+        const byCondition = c.conditionType !== undefined;
+        const byField = c.field !== undefined || c.equals !== undefined;
+        if (byCondition === byField) {
+          report(
+            path,
+            'an ObjectCondition checks either conditionType (and status) or field and equals, exactly one of the two',
+          );
+        } else if (byField && (c.field === undefined || c.equals === undefined)) {
+          report(path, 'field and equals go together');
+        } else if (!byCondition && c.status !== undefined) {
+          report(`${path}.status`, 'status applies only with conditionType');
+        }
+        if (
+          tenant &&
+          c.object.namespace !== undefined &&
+          !tenant.namespaces.includes(c.object.namespace)
+        ) {
+          report(
+            `${path}.object.namespace`,
+            `namespace "${c.object.namespace}" is outside tenant "${tenant.name}" (${tenant.namespaces.join(', ')})`,
+          );
+        }
+        const object = {
+          apiVersion: c.object.apiVersion,
+          kind: c.object.kind,
+          name: c.object.name,
+          ...(c.object.namespace !== undefined ? { namespace: c.object.namespace } : {}),
+        };
+        return byCondition
+          ? {
+              type: 'ObjectCondition',
+              object,
+              conditionType: c.conditionType,
+              status: c.status ?? 'True',
+            }
+          : { type: 'ObjectCondition', object, field: c.field, equals: c.equals };
+      }
+    }
+  });
+  const recheck = {
+    initialMs: duration(report, 'spec.recheck.initial', spec.recheck?.initial, 5_000),
+    maxMs: duration(report, 'spec.recheck.max', spec.recheck?.max, 300_000),
+    maxAttempts: spec.recheck?.maxAttempts ?? 20,
+  };
+  if (recheck.initialMs > recheck.maxMs)
+    report(
+      'spec.recheck',
+      `initial (${spec.recheck?.initial ?? '5s'}) is greater than max (${spec.recheck?.max ?? '5m'})`,
+    );
+  const selector = selectorOf(report, spec.selector);
+  if (!tenant) return undefined;
+  const pacing: Partial<Pacing> | undefined = spec.pacing ? { ...spec.pacing } : undefined;
+  return {
+    name: g.doc.metadata.name,
+    source: { file: g.file, document: g.index },
+    tenant: tenant.name,
+    gate: spec.gate,
+    selector,
+    priority: spec.priority ?? 0,
+    conditions,
+    ...(spec.expiry
+      ? {
+          expiry: {
+            afterMs: duration(report, 'spec.expiry.after', spec.expiry.after, 0),
+            action: spec.expiry.action,
+          },
+        }
+      : {}),
+    recheck,
+    ...(pacing ? { pacing } : {}),
+  };
+}
+
+type RawBounds = { min: string | number; max: string | number; step: string | number };
+
+function boundsOf(
+  report: Report,
+  path: string,
+  resource: 'cpu' | 'memory',
+  raw: RawBounds,
+): Bounds {
+  const b = {
+    min: amount(report, `${path}.min`, resource, raw.min),
+    max: amount(report, `${path}.max`, resource, raw.max),
+    step: amount(report, `${path}.step`, resource, raw.step),
+  };
+  if (b.min > b.max) report(path, `min (${raw.min}) is greater than max (${raw.max})`);
+  if (b.step <= 0) report(`${path}.step`, `step (${raw.step}) must be greater than zero`);
+  if (b.min <= 0) report(`${path}.min`, `min (${raw.min}) must be greater than zero`);
+  return b;
+}
+
+function resourceBoundsOf(
+  report: Report,
+  path: string,
+  raw: { cpu?: RawBounds; memory?: RawBounds } | undefined,
+): ResourceBounds {
+  return {
+    ...(raw?.cpu ? { cpu: boundsOf(report, `${path}.cpu`, 'cpu', raw.cpu) } : {}),
+    ...(raw?.memory ? { memory: boundsOf(report, `${path}.memory`, 'memory', raw.memory) } : {}),
+  };
+}
+
+function compileResizePolicy(
+  r: Located<ResizePolicyDocument>,
+  report: Report,
+  tenants: ReadonlyMap<string, Tenant>,
+): ResizePolicy | undefined {
+  const spec = r.doc.spec;
+  const tenant = resolveTenant(report, tenants, spec.tenant);
+  const containers: Record<string, ResourceBounds> = {};
+  for (const [name, raw] of Object.entries(spec.containers ?? {})) {
+    containers[name] = resourceBoundsOf(report, `spec.containers.${name}`, raw);
+    if (!raw.cpu && !raw.memory)
+      report(`spec.containers.${name}`, 'give bounds for cpu, memory or both');
+  }
+  const pod = spec.pod ? resourceBoundsOf(report, 'spec.pod', spec.pod) : undefined;
+  if (Object.keys(containers).length === 0 && (!pod || (!pod.cpu && !pod.memory))) {
+    report('spec', 'a ResizePolicy needs bounds for at least one container or for the pod');
+  }
+  const seen = new Set<string>();
+  const signals = spec.signals.map((s, i) => {
+    const path = `spec.signals[${i}]`;
+    if (seen.has(s.name)) report(`${path}.name`, `signal "${s.name}" is defined twice`);
+    seen.add(s.name);
+    if (s.scaleUpAbove === undefined && s.scaleDownBelow === undefined) {
+      report(path, 'a signal needs scaleUpAbove, scaleDownBelow or both');
+    }
+    if (
+      s.scaleUpAbove !== undefined &&
+      s.scaleDownBelow !== undefined &&
+      s.scaleDownBelow >= s.scaleUpAbove
+    ) {
+      report(
+        path,
+        `scaleDownBelow (${s.scaleDownBelow}) must be below scaleUpAbove (${s.scaleUpAbove})`,
+      );
+    }
+    if (tenant)
+      for (const p of queryNamespaceProblems(s.query, tenant.namespaces))
+        report(`${path}.query`, p);
+    return {
+      name: s.name,
+      query: s.query,
+      ...(s.scaleUpAbove !== undefined ? { scaleUpAbove: s.scaleUpAbove } : {}),
+      ...(s.scaleDownBelow !== undefined ? { scaleDownBelow: s.scaleDownBelow } : {}),
+    };
+  });
+  if (spec.slo && tenant) {
+    for (const p of queryNamespaceProblems(spec.slo.query, tenant.namespaces))
+      report('spec.slo.query', p);
+  }
+  const selector = selectorOf(report, spec.selector);
+  if (!tenant) return undefined;
+  return {
+    name: r.doc.metadata.name,
+    source: { file: r.file, document: r.index },
+    tenant: tenant.name,
+    selector,
+    containers,
+    ...(pod ? { pod } : {}),
+    signals,
+    ...(spec.slo
+      ? {
+          slo: {
+            query: spec.slo.query,
+            above: spec.slo.above,
+            forMs: duration(report, 'spec.slo.for', spec.slo.for, 0),
+          },
+        }
+      : {}),
+    windowMs: duration(report, 'spec.window', spec.window, 300_000),
+    hysteresis: spec.hysteresis ?? 0.1,
+    cooldownMs: duration(report, 'spec.cooldown', spec.cooldown, 600_000),
+    deferredTimeoutMs: duration(report, 'spec.deferredTimeout', spec.deferredTimeout, 900_000),
+    maxAttempts: spec.maxAttempts ?? 3,
+    rollback: {
+      onOOMKilled: spec.rollback?.onOOMKilled ?? true,
+      pauseForReview: spec.rollback?.pauseForReview ?? true,
+    },
+    allowRestart: spec.allowRestart ?? false,
+  };
+}
+
+function compileStaleness(s: Located<StalenessPolicyDocument>, report: Report): StalenessPolicy {
+  const spec = s.doc.spec;
+  const d = defaultStaleness;
+  const requeue = {
+    baseMs: duration(report, 'spec.requeue.base', spec.requeue?.base, d.requeue.baseMs),
+    maxMs: duration(report, 'spec.requeue.max', spec.requeue?.max, d.requeue.maxMs),
+  };
+  if (requeue.baseMs > requeue.maxMs) report('spec.requeue', 'base is greater than max');
+  return {
+    name: s.doc.metadata.name,
+    source: { file: s.file, document: s.index },
+    maxCacheLagMs: duration(report, 'spec.maxCacheLag', spec.maxCacheLag, d.maxCacheLagMs),
+    destructive: spec.destructive ? [...spec.destructive] : d.destructive,
+    requeue,
+    liveReads: {
+      qps: spec.liveReads?.qps ?? d.liveReads.qps,
+      burst: spec.liveReads?.burst ?? d.liveReads.burst,
+      breaker: {
+        failureThreshold:
+          spec.liveReads?.breaker?.failureThreshold ?? d.liveReads.breaker.failureThreshold,
+        openMs: duration(
+          report,
+          'spec.liveReads.breaker.open',
+          spec.liveReads?.breaker?.open,
+          d.liveReads.breaker.openMs,
+        ),
+      },
+    },
+  };
+}
+
+function compileApproval(
+  a: Located<ApprovalDocument>,
+  report: Report,
+  namespaceOwner: ReadonlyMap<string, string>,
+  resizePolicies: readonly ResizePolicy[],
+  tenants: ReadonlyMap<string, Tenant>,
+): Approval | undefined {
+  const spec = a.doc.spec;
+  const target = spec.target;
+  let ok = true;
+  if (target.kind === 'Pod') {
+    if (spec.action === 'Resume') {
+      report('spec.action', 'Resume applies to a ResizePolicy target, not a Pod');
+      ok = false;
+    }
+    if (!namespaceOwner.has(target.namespace)) {
+      report('spec.target.namespace', `namespace "${target.namespace}" belongs to no tenant`);
+      ok = false;
+    }
+  } else {
+    if (spec.action !== 'Resume') {
+      report(
+        'spec.action',
+        `${spec.action} applies to a Pod target; a ResizePolicy target takes Resume`,
+      );
+      ok = false;
+    }
+    const policy = resizePolicies.find((p) => p.name === target.name);
+    if (!policy) {
+      report('spec.target.name', `ResizePolicy "${target.name}" is not defined`);
+      ok = false;
+    } else if (target.namespace !== undefined) {
+      const owned = tenants.get(policy.tenant)?.namespaces ?? [];
+      if (!owned.includes(target.namespace)) {
+        report(
+          'spec.target.namespace',
+          `namespace "${target.namespace}" is outside tenant "${policy.tenant}" of ResizePolicy "${policy.name}"`,
+        );
+        ok = false;
+      }
+    }
+  }
+  let expiresAt: number | undefined;
+  if (spec.expiresAt !== undefined) {
+    expiresAt = Date.parse(spec.expiresAt);
+    if (Number.isNaN(expiresAt)) {
+      report('spec.expiresAt', `"${spec.expiresAt}" is not an RFC 3339 time`);
+      ok = false;
+    }
+  }
+  if (!ok) return undefined;
+  return {
+    name: a.doc.metadata.name,
+    source: { file: a.file, document: a.index },
+    action: spec.action,
+    target:
+      target.kind === 'Pod'
+        ? { kind: 'Pod', namespace: target.namespace, name: target.name }
+        : {
+            kind: 'ResizePolicy',
+            name: target.name,
+            ...(target.namespace !== undefined ? { namespace: target.namespace } : {}),
+            ...(target.pod !== undefined ? { pod: target.pod } : {}),
+          },
+    approvedBy: spec.approvedBy,
+    reason: spec.reason,
+    ...(expiresAt !== undefined ? { expiresAt } : {}),
+  };
+}

@@ -1,0 +1,252 @@
+/* Generated from schemas/ResizePolicy.schema.json by scripts/gen-types.ts (npm run schemas:types). Do not edit. */
+
+/**
+ * In-place resize (`pods/resize`) of running pods within bounds, driven by Prometheus signals, with cooldown, Deferred/Infeasible handling and rollback.
+ */
+export interface ResizePolicy {
+  /**
+   * Version of the tollgate policy language.
+   */
+  apiVersion: 'tollgate.io/v1alpha1';
+  /**
+   * Always `ResizePolicy`.
+   */
+  kind: 'ResizePolicy';
+  /**
+   * Identity of this ResizePolicy.
+   */
+  metadata: {
+    /**
+     * Name of the ResizePolicy, unique among documents of this kind (lower-case DNS label).
+     */
+    name: string;
+    /**
+     * Free text for people reading the policy; ignored by tollgate.
+     */
+    description?: string;
+  };
+  /**
+   * Which pods, which bounds, which signals.
+   */
+  spec: {
+    /**
+     * Name of the Tenant this policy belongs to.
+     */
+    tenant: string;
+    /**
+     * Kubernetes label selector over the pods of the tenant's namespaces. Empty selects every pod there.
+     */
+    selector?: {
+      /**
+       * Labels a pod must carry with exactly these values.
+       */
+      matchLabels?: {
+        [k: string]: string;
+      };
+      /**
+       * Set-based requirements, all of which must hold.
+       *
+       * @maxItems 32
+       */
+      matchExpressions?: {
+        /**
+         * Label key.
+         */
+        key: string;
+        /**
+         * How the key relates to the values.
+         */
+        operator: 'In' | 'NotIn' | 'Exists' | 'DoesNotExist';
+        /**
+         * Values for In and NotIn; must be empty for Exists and DoesNotExist.
+         *
+         * @maxItems 64
+         */
+        values?: string[];
+      }[];
+    };
+    /**
+     * Per-container bounds keyed by container name.
+     */
+    containers?: {
+      /**
+       * Bounds of one container.
+       */
+      [k: string]: {
+        /**
+         * Bounds in cpu.
+         */
+        cpu?: {
+          /**
+           * Lowest value tollgate sets. A Kubernetes quantity (500m, 2, 1.5Gi, 256Mi) or a plain number.
+           */
+          min: string | number;
+          /**
+           * Highest value tollgate sets. A Kubernetes quantity (500m, 2, 1.5Gi, 256Mi) or a plain number.
+           */
+          max: string | number;
+          /**
+           * Granularity of each change; greater than zero. A Kubernetes quantity (500m, 2, 1.5Gi, 256Mi) or a plain number.
+           */
+          step: string | number;
+        };
+        /**
+         * Bounds in memory.
+         */
+        memory?: {
+          /**
+           * Lowest value tollgate sets. A Kubernetes quantity (500m, 2, 1.5Gi, 256Mi) or a plain number.
+           */
+          min: string | number;
+          /**
+           * Highest value tollgate sets. A Kubernetes quantity (500m, 2, 1.5Gi, 256Mi) or a plain number.
+           */
+          max: string | number;
+          /**
+           * Granularity of each change; greater than zero. A Kubernetes quantity (500m, 2, 1.5Gi, 256Mi) or a plain number.
+           */
+          step: string | number;
+        };
+      };
+    };
+    /**
+     * Pod-level resources (spec.resources) bounds, when the workload uses them.
+     */
+    pod?: {
+      /**
+       * Bounds in cpu.
+       */
+      cpu?: {
+        /**
+         * Lowest value tollgate sets. A Kubernetes quantity (500m, 2, 1.5Gi, 256Mi) or a plain number.
+         */
+        min: string | number;
+        /**
+         * Highest value tollgate sets. A Kubernetes quantity (500m, 2, 1.5Gi, 256Mi) or a plain number.
+         */
+        max: string | number;
+        /**
+         * Granularity of each change; greater than zero. A Kubernetes quantity (500m, 2, 1.5Gi, 256Mi) or a plain number.
+         */
+        step: string | number;
+      };
+      /**
+       * Bounds in memory.
+       */
+      memory?: {
+        /**
+         * Lowest value tollgate sets. A Kubernetes quantity (500m, 2, 1.5Gi, 256Mi) or a plain number.
+         */
+        min: string | number;
+        /**
+         * Highest value tollgate sets. A Kubernetes quantity (500m, 2, 1.5Gi, 256Mi) or a plain number.
+         */
+        max: string | number;
+        /**
+         * Granularity of each change; greater than zero. A Kubernetes quantity (500m, 2, 1.5Gi, 256Mi) or a plain number.
+         */
+        step: string | number;
+      };
+    };
+    /**
+     * PromQL signals; `$namespace`, `$pod` and `$container` are substituted before a query is sent.
+     *
+     * @minItems 1
+     * @maxItems 16
+     *
+     * Items: One signal.
+     */
+    signals: [
+      {
+        /**
+         * Signal name, unique in the policy.
+         */
+        name: string;
+        /**
+         * PromQL returning one value per pod (or container).
+         */
+        query: string;
+        /**
+         * Scale up when the value stays above this for the whole window.
+         */
+        scaleUpAbove?: number;
+        /**
+         * Scale down when the value stays below this for the whole window.
+         */
+        scaleDownBelow?: number;
+      },
+      ...{
+        /**
+         * Signal name, unique in the policy.
+         */
+        name: string;
+        /**
+         * PromQL returning one value per pod (or container).
+         */
+        query: string;
+        /**
+         * Scale up when the value stays above this for the whole window.
+         */
+        scaleUpAbove?: number;
+        /**
+         * Scale down when the value stays below this for the whole window.
+         */
+        scaleDownBelow?: number;
+      }[],
+    ];
+    /**
+     * An SLO query; a value above `above` for longer than `for` triggers rollback.
+     */
+    slo?: {
+      /**
+       * PromQL of the SLO indicator.
+       */
+      query: string;
+      /**
+       * Breach threshold.
+       */
+      above: number;
+      /**
+       * How long a breach must last. A duration: a sequence of numbers with units ms, s, m, h, d.
+       */
+      for: string;
+    };
+    /**
+     * Window over which a signal must stay past its threshold. A duration: a sequence of numbers with units ms, s, m, h, d.
+     */
+    window?: string;
+    /**
+     * Fraction past a threshold a signal must reach before it counts (0.1 = 10%).
+     */
+    hysteresis?: number;
+    /**
+     * Minimum time between two resizes of one pod. A duration: a sequence of numbers with units ms, s, m, h, d.
+     */
+    cooldown?: string;
+    /**
+     * How long a Deferred resize may wait before it is retried smaller. A duration: a sequence of numbers with units ms, s, m, h, d.
+     */
+    deferredTimeout?: string;
+    /**
+     * Attempts of one resize before giving up.
+     */
+    maxAttempts?: number;
+    /**
+     * Rollback behaviour.
+     */
+    rollback?: {
+      /**
+       * Roll back a memory decrease when a container is OOMKilled.
+       */
+      onOOMKilled?: boolean;
+      /**
+       * After a rollback, stop automating the workload until an Approval resumes it.
+       */
+      pauseForReview?: boolean;
+    };
+    /**
+     * Whether a resize that restarts a container (its resizePolicy says RestartContainer) is allowed.
+     */
+    allowRestart?: boolean;
+  };
+}

@@ -1,0 +1,90 @@
+/* Generated from schemas/Tenant.schema.json by scripts/gen-types.ts (npm run schemas:types). Do not edit. */
+
+/**
+ * A team: the namespaces it owns, the gate prefixes it may use, its release budget and pacing. No policy can reach outside its tenant.
+ */
+export interface Tenant {
+  /**
+   * Version of the tollgate policy language.
+   */
+  apiVersion: 'tollgate.io/v1alpha1';
+  /**
+   * Always `Tenant`.
+   */
+  kind: 'Tenant';
+  /**
+   * Identity of this Tenant.
+   */
+  metadata: {
+    /**
+     * Name of the Tenant, unique among documents of this kind (lower-case DNS label).
+     */
+    name: string;
+    /**
+     * Free text for people reading the policy; ignored by tollgate.
+     */
+    description?: string;
+  };
+  /**
+   * What the tenant owns and may release.
+   */
+  spec: {
+    /**
+     * Namespaces the tenant owns; no other tenant may claim them.
+     *
+     * @minItems 1
+     * @maxItems 256
+     *
+     * Items: A namespace name.
+     */
+    namespaces: [string, ...string[]];
+    /**
+     * Prefixes of the scheduling gates the tenant's policies may use. Two tenants may not have overlapping prefixes.
+     *
+     * @minItems 1
+     * @maxItems 32
+     *
+     * Items: A gate-name prefix: a DNS domain, a slash, and optionally the start of a name.
+     */
+    gatePrefixes: [string, ...string[]];
+    /**
+     * Fair-share weight among tenants.
+     */
+    weight?: number;
+    /**
+     * Budget of released-but-unfinished pods. An absent key is unlimited.
+     */
+    budget?: {
+      /**
+       * Pods released and not yet finished, at most.
+       */
+      pods?: number;
+      /**
+       * Sums of requests by resource name (cpu, memory, nvidia.com/gpu, ...).
+       */
+      resources?: {
+        /**
+         * Sum of requests of this resource. A Kubernetes quantity (500m, 2, 1.5Gi, 256Mi) or a plain number.
+         */
+        [k: string]: string | number;
+      };
+    };
+    /**
+     * Release pacing of this tenant.
+     */
+    pacing?: {
+      /**
+       * Released but not yet scheduled (no nodeName), at most this many at once.
+       */
+      maxInFlight?: number;
+      /**
+       * Token-bucket rate of gate removals per second.
+       */
+      releasesPerSecond?: number;
+      /**
+       * At most this many releases decided in one pass.
+       */
+      batchSize?: number;
+    };
+  };
+}
