@@ -11,6 +11,8 @@ export class KubeApiError extends Error {
   readonly reason: string | undefined;
   /** `Status.message` as the API server sent it (the Error message adds context). */
   readonly apiMessage: string;
+  /** From the Retry-After header or `Status.details.retryAfterSeconds` (429, some 5xx). */
+  retryAfterSeconds: number | undefined;
   /** `Status.details.causes`, empty when the API gave none. */
   readonly causes: readonly { reason?: string; message?: string; field?: string }[];
   constructor(
@@ -26,6 +28,7 @@ export class KubeApiError extends Error {
     this.reason = reason;
     this.apiMessage = apiMessage;
     this.causes = causes;
+    this.retryAfterSeconds = undefined;
   }
 }
 
@@ -33,7 +36,7 @@ interface StatusBody {
   message?: unknown;
   reason?: unknown;
   code?: unknown;
-  details?: { causes?: unknown };
+  details?: { causes?: unknown; retryAfterSeconds?: unknown };
 }
 
 function parseBody(body: unknown): StatusBody | undefined {

@@ -235,6 +235,24 @@ test('any other error backs off with growing delays and never stops, then recove
   await informer.stop();
 });
 
+test('an in-stream ERROR other than 410 backs off and resumes from the same resourceVersion without relisting', async () => {
+  const { source, informer, sleeps, restarts } = harness();
+  source.queueList(page('10', []));
+  informer.start();
+  (await source.nextWatch()).emit('ERROR', {
+    kind: 'Status',
+    apiVersion: 'v1',
+    code: 500,
+    message: 'etcd leader changed',
+  } as KubernetesObject);
+  const again = await source.nextWatch();
+  assert.equal(again.start.resourceVersion, '10');
+  assert.deepEqual(restarts, ['error']);
+  assert.deepEqual(sleeps, [375]);
+  assert.equal(source.listCalls.length, 1);
+  await informer.stop();
+});
+
 test('a watch that closes immediately with no events is backed off, not hammered', async () => {
   const { source, informer, sleeps } = harness();
   source.queueList(page('10', []));

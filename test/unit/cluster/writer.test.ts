@@ -92,6 +92,20 @@ test('client errors are normalised: HTTP code and API message kept, network code
   ) as Error & { code?: string };
   assert.equal(network.code, 'ECONNREFUSED');
   assert.equal((network as { statusCode?: number }).statusCode, undefined);
+  const throttled = toKubeError(
+    Object.assign(new Error('HTTP-Code: 429'), {
+      code: 429,
+      headers: { 'retry-after': '3' },
+      body: {
+        kind: 'Status',
+        message: 'too many requests',
+        reason: 'TooManyRequests',
+        details: {},
+      },
+    }),
+    'patch pod a/b',
+  ) as KubeApiError;
+  assert.equal(throttled.retryAfterSeconds, 3);
   const abort = new DOMException('stop', 'AbortError');
   assert.equal(toKubeError(abort, 'x'), abort);
 });
