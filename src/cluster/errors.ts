@@ -83,13 +83,20 @@ export function toKubeError(error: unknown, context: string): Error {
     const causes = Array.isArray(status?.details?.causes)
       ? (status.details.causes as KubeApiError['causes'])
       : [];
-    return new KubeApiError(
+    const result = new KubeApiError(
       httpCode,
       `${context}: ${httpCode} ${apiMessage}`,
       reason,
       apiMessage,
       causes,
     );
+    const headers = (withFields as { headers?: Record<string, unknown> }).headers;
+    const header = headers?.['retry-after'] ?? headers?.['Retry-After'];
+    const fromBody = status?.details?.retryAfterSeconds;
+    if (typeof fromBody === 'number') result.retryAfterSeconds = fromBody;
+    else if (typeof header === 'string' && /^\d+$/.test(header.trim()))
+      result.retryAfterSeconds = Number(header.trim());
+    return result;
   }
   const cause = withFields.cause as { code?: unknown; message?: unknown } | undefined;
   const networkCode =
