@@ -33,7 +33,7 @@ export const auditPushFailuresTotal = new Counter({
 
 export const auditPushSeconds = new Histogram({
   name: 'tollgate_audit_push_seconds',
-  help: 'Time to get a set of audit commits onto the remote, including fetch-and-retry rounds.',
+  help: 'Time of one push() of the audit branch, fetch-and-retry rounds included, successful or given up.',
   buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
   registers: [registry],
 });

@@ -501,6 +501,7 @@ export class AuditRepo implements Repo {
           'audit push failed',
         );
         if (attempt >= this.#retry.maxAttempts || elapsed + delay > this.#retry.maxElapsedMs) {
+          auditPushSeconds.observe((performance.now() - wallStart) / 1000);
           throw new AuditPushError(
             `push of ${pending.length} audit commit(s) to ${this.url} branch ${this.branch} failed after ${attempt} attempt(s) in ${elapsed}ms (${reason}): ${message}`,
             reason,
