@@ -17,7 +17,7 @@
  */
 import { parseDuration } from '../lib/clock.ts';
 import { toStoredAmount } from '../lib/quantity.ts';
-import type { PolicyError } from './errors.ts';
+import { fieldPath, type PolicyError } from './errors.ts';
 import type {
   ApprovalDocument,
   GatePolicyDocument,
@@ -370,7 +370,7 @@ function compileTenant(t: Located<TenantDocument>, report: Report): Tenant {
   for (const [resource, value] of Object.entries(spec.budget?.resources ?? {})) {
     resources[resource] = amount(
       report,
-      `spec.budget.resources[${JSON.stringify(resource)}]`,
+      fieldPath(['spec', 'budget', 'resources', resource]),
       resource,
       value,
     );

@@ -77,7 +77,7 @@ export function nestingDepthBound(text: string): number {
       lineStart = false;
       max = Math.max(max, flow + compact + Math.ceil(indent / 2));
     }
-    if (c === '#' && (i === 0 || text[i - 1] === ' ' || text[i - 1] === '\t')) {
+    if (c === '#' && (i === 0 || /[ \t\n]/.test(text[i - 1] ?? ''))) {
       while (i + 1 < text.length && text[i + 1] !== '\n') i += 1;
     } else if ((c === '"' || c === "'") && (i === 0 || /[\s,[{:]/.test(text[i - 1] ?? ''))) {
       quote = c;
