@@ -92,6 +92,12 @@ const here = dirname(fileURLToPath(import.meta.url));
 const repoRoot = resolve(here, '../..');
 const rbacFile = join(repoRoot, 'deploy/base/rbac.yaml');
 const tollgateNamespace = 'tollgate-system';
+/**
+ * kube-apiserver 1.37 stops listening within milliseconds of SIGTERM but then lingers in
+ * its graceful-termination path for more than 5s; waiting that out would add seconds to
+ * every test file, so it gets SIGKILL after this grace. etcd keeps the data consistent.
+ */
+const apiServerGraceMs = 2000;
 
 const log = (message: string): void => {
   process.stderr.write(`[control-plane] ${message}\n`);
@@ -176,14 +182,31 @@ class Component {
   #child: ChildProcess | undefined;
   #exited: Promise<void> = Promise.resolve();
   #stopping = false;
+  readonly #restartOnCrash: boolean;
+  #restartTimer: NodeJS.Timeout | undefined;
+  /** Unexpected exits so far (each followed by a restart when restartOnCrash). */
+  restarts = 0;
   /** Set when the process exited without being asked to: readiness waits fail fast on it. */
   crashed: string | undefined;
 
-  constructor(name: string, binary: string, args: string[], logFile: string) {
+  /**
+   * restartOnCrash: the scheduler and controller manager exit when the apiserver goes
+   * away while they initialize (e.g. restartApiServer() right after start); in a cluster
+   * the kubelet restarts them, so the harness does too. etcd and the apiserver do not
+   * restart: their exit is a failure the test must see.
+   */
+  constructor(
+    name: string,
+    binary: string,
+    args: string[],
+    logFile: string,
+    restartOnCrash = false,
+  ) {
     this.name = name;
     this.#binary = binary;
     this.#args = args;
     this.#logFile = logFile;
+    this.#restartOnCrash = restartOnCrash;
   }
 
   get pid(): number | undefined {
@@ -210,7 +233,24 @@ class Component {
         live.delete(child);
         if (!this.#stopping) {
           this.crashed = `${this.name} exited (code ${code}, signal ${signal})`;
-          log(`${this.crashed}; log ${this.#logFile}:\n${tail(this.#logFile, 15)}`);
+          log(
+            this.restarts === 0
+              ? `${this.crashed}; log ${this.#logFile}:\n${tail(this.#logFile, 15)}`
+              : `${this.crashed} again`,
+          );
+          if (this.#restartOnCrash) {
+            // Backoff like the kubelet's CrashLoopBackOff (shorter): while the apiserver
+            // is down these components exit at once on every start.
+            const delay = Math.min(500 * 2 ** this.restarts, 8000);
+            this.restarts += 1;
+            this.#restartTimer = setTimeout(() => {
+              this.#restartTimer = undefined;
+              if (this.#stopping) return;
+              log(`restarting ${this.name} (restart ${this.restarts})`);
+              this.start();
+            }, delay);
+            this.#restartTimer.unref();
+          }
         }
         resolveExit();
       });
@@ -224,9 +264,13 @@ class Component {
 
   /** SIGTERM, then SIGKILL after graceMs. */
   async stop(graceMs = 5000): Promise<void> {
+    this.#stopping = true;
+    clearTimeout(this.#restartTimer);
     const child = this.#child;
     if (!child || child.exitCode !== null || child.signalCode !== null) return;
-    this.#stopping = true;
+    // Referenced again while stopping: otherwise the event loop may drain before the
+    // exit event arrives and the awaiting caller never resumes.
+    child.ref();
     child.kill('SIGTERM');
     const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
     await this.#exited;
@@ -498,6 +542,7 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       '--v=1',
     ],
     join(logDir, 'kube-scheduler.log'),
+    true,
   );
   const controllerManager = new Component(
     'kube-controller-manager',
@@ -518,12 +563,13 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       ...(options.controllerManagerArgs ?? []),
     ],
     join(logDir, 'kube-controller-manager.log'),
+    true,
   );
   const all = [etcd, apiServer, scheduler, controllerManager];
   const stopAll = async (): Promise<void> => {
     // Reverse order: clients first, so they do not log a storm of connection errors.
     await Promise.all([scheduler.stop(), controllerManager.stop()]);
-    await apiServer.stop();
+    await apiServer.stop(apiServerGraceMs);
     await etcd.stop();
   };
 
@@ -587,9 +633,14 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       },
       async restartApiServer(): Promise<void> {
         if (stopped) throw new Error('control plane: restartApiServer after stop()');
-        await apiServer.stop();
+        const begun = Date.now();
+        await apiServer.stop(apiServerGraceMs);
+        const stoppedAfter = Date.now() - begun;
         apiServer.start();
         await waitFor('kube-apiserver /readyz after restart', [etcd, apiServer], apiReady, 60_000);
+        log(
+          `${name}: kube-apiserver restarted (stopped in ${stoppedAfter}ms, ready again after ${Date.now() - begun}ms)`,
+        );
       },
       pids(): Record<string, number | undefined> {
         return Object.fromEntries(all.map((c) => [c.name, c.pid]));

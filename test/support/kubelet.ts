@@ -50,7 +50,21 @@ export interface SimulatedNodeSpec {
   /** Pod capacity (default 110). */
   pods?: number;
   labels?: Record<string, string>;
+  /**
+   * status.declaredFeatures: the apiserver refuses pod updates that need a feature the
+   * node does not declare (e.g. pod-level resize). Default: what a 1.37 kubelet with
+   * default feature gates declares; pass [] to act as an older kubelet.
+   */
+  declaredFeatures?: string[];
 }
+
+/** Features a v1.37 kubelet declares with default feature gates (component-helpers/nodedeclaredfeatures). */
+export const defaultDeclaredFeatures: readonly string[] = [
+  'ExtendWebSocketsToKubelet',
+  'InPlacePodLevelResourcesVerticalScaling',
+  'InPlacePodVerticalScalingInitContainers',
+  'RestartAllContainersOnContainerExits',
+];
 
 export interface SimulatedKubeletOptions {
   /** Parallel API writes (default 8). */
@@ -493,6 +507,7 @@ export class SimulatedKubelet {
               { type: 'Hostname', address: name },
             ],
             images: imageList(spec.images ?? []),
+            declaredFeatures: [...(spec.declaredFeatures ?? defaultDeclaredFeatures)],
             nodeInfo: {
               machineID: name,
               systemUUID: name,
