@@ -369,18 +369,22 @@ export class GitAuditWriter implements AuditSink {
       : this.#batcher.due(now);
     const waiters = kinds.includes('intents') ? this.#waiters.splice(0) : [];
     let failure: Error | undefined;
+    // Intents that reached a commit: only those get a cancellation when the cycle fails.
+    const committedIntents = new Set<string>();
     for (const batch of kinds) {
       const chunks = this.#batcher.take(batch);
       for (const [index, chunk] of chunks.entries()) {
         if (failure) {
-          // Keep what was not committed, in order, for the next cycle.
-          this.#batcher.add(batch, chunks.slice(index).flat(), now);
+          // Keep what was not committed, in order, for the next cycle. Intents are not
+          // kept: their callers are told to hold the writes, so recording them later would be false.
+          if (batch !== 'intents') this.#batcher.add(batch, chunks.slice(index).flat(), now);
           break;
         }
         this.#inFlight += chunk.length;
         try {
           await this.#commit(batch, chunk);
           this.#unpushed += chunk.length;
+          if (batch === 'intents') for (const decision of chunk) committedIntents.add(decision.id);
         } catch (error) {
           failure = new AuditWriteError(
             `audit commit failed: ${this.#redact((error as Error).message)}`,
@@ -406,7 +410,7 @@ export class GitAuditWriter implements AuditSink {
       }
     }
     if (failure && this.#unpushed > 0) this.#scheduleRetry();
-    if (waiters.length > 0) this.#settle(waiters, failure);
+    if (waiters.length > 0) this.#settle(waiters, failure, committedIntents);
     this.#arm();
     return failure;
   }
@@ -425,23 +429,27 @@ export class GitAuditWriter implements AuditSink {
     auditDecisionsTotal.inc({ batch }, decisions.length);
   }
 
-  #settle(waiters: readonly IntentWaiter[], failure: Error | undefined): void {
+  #settle(
+    waiters: readonly IntentWaiter[],
+    failure: Error | undefined,
+    committedIntents: ReadonlySet<string>,
+  ): void {
     if (!failure) {
       for (const waiter of waiters) waiter.resolve();
       return;
     }
     // The loop will not send these writes; say so in the trail so every intent has an outcome.
-    const message = `audit push failed; write not sent: ${this.#redact(failure.message)}`.slice(
-      0,
-      500,
-    );
+    const message =
+      `audit record not pushed; write not sent: ${this.#redact(failure.message)}`.slice(0, 500);
     const at = this.#clock.now();
     const cancelled = waiters.flatMap((waiter) =>
-      waiter.decisions.map((decision): Decision => ({
-        ...decision,
-        at,
-        outcome: { result: 'cancelled', message },
-      })),
+      waiter.decisions
+        .filter((decision) => committedIntents.has(decision.id))
+        .map((decision): Decision => ({
+          ...decision,
+          at,
+          outcome: { result: 'cancelled', message },
+        })),
     );
     this.#batcher.add('outcomes', cancelled, at);
     const error = new AuditWriteError(

@@ -19,8 +19,13 @@ import { aDecision, outcomeOf } from '../../builders/decision.ts';
 class MemoryStore implements AuditStore {
   commits: { path: string; content: string; message: string; pushed: boolean }[] = [];
   failPushes = 0;
+  failCommits = 0;
   pushCalls = 0;
   async commitFile(path: string, content: string, message: string) {
+    if (this.failCommits > 0) {
+      this.failCommits -= 1;
+      throw new Error('disk full');
+    }
     this.commits.push({ path, content, message, pushed: false });
     return { oid: String(this.commits.length), path };
   }
@@ -231,4 +236,17 @@ test('recordIntents refuses decisions that are not intents, naming the decision'
     writer.recordIntents([aDecision('Release', 'p1').succeeded().obj()]),
     /gate-release:Release:uid-team-a-p1:1 has outcome "succeeded"/,
   );
+});
+
+test('intents that could not even be committed are rejected and never recorded later, with no cancellation', async () => {
+  const { timers, store, writer } = setup();
+  store.failCommits = 1;
+  await assert.rejects(
+    writer.recordIntents([aDecision('Release', 'p1').obj()]),
+    /audit commit failed: disk full/,
+  );
+  assert.equal(writer.backlog, 0);
+  await timers.advance(60_000);
+  await writer.flush();
+  assert.equal(store.commits.length, 0);
 });
