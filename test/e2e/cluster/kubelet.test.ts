@@ -77,7 +77,7 @@ describe('simulated kubelet', () => {
     await kubelet.setImages('k-spare', ['registry.example/app:2', 'registry.example/sidecar:1']);
     const node = await core.readNode({ name: 'k-spare' });
     assert.deepEqual(
-      node.status?.images?.map((i) => i.names[0]),
+      node.status?.images?.map((i) => i.names?.[0]),
       ['registry.example/app:2', 'registry.example/sidecar:1'],
     );
   });
