@@ -25,6 +25,7 @@
  */
 import { join } from 'node:path';
 import type { Decision } from '../decide/decision.ts';
+import type { Settings } from '../policy/model.ts';
 import { systemClock, type Clock } from '../lib/clock.ts';
 import { silentLogger, type Logger } from '../observe/log.ts';
 import { Batcher, RecordDeduper, type BatchLimits } from './batcher.ts';
@@ -480,3 +481,20 @@ const placeholderDecision: Decision = {
   reason: 'validate identities',
   outcome: { result: 'recorded' },
 };
+
+/**
+ * The writer options that come from policy settings: the audit repo (absent = the
+ * policy repo), branch, mode, batch limits and cluster name.
+ */
+export function auditOptionsFromSettings(
+  settings: Settings,
+  policyRepoUrl: string,
+): { url: string; branch: string; mode: AuditMode; batch: BatchLimits; cluster: string } {
+  return {
+    url: settings.audit.repo ?? policyRepoUrl,
+    branch: settings.audit.branch || 'tollgate/audit',
+    mode: settings.audit.mode,
+    batch: settings.audit.batch,
+    cluster: settings.cluster,
+  };
+}
