@@ -94,6 +94,8 @@ export interface PodResizeInput {
   /** Resolution of the samples (range-query step). */
   readonly stepMs: number;
   readonly memo?: PodMemo;
+  /** The API server refused this pod's last resize write (403/422), as the loop saw it. */
+  readonly refused?: { readonly code?: number; readonly message: string };
 }
 
 export interface PlannedWrite {
@@ -385,35 +387,67 @@ function retreat(policy: ResizePolicy, target: PodResources, actual: PodResource
   return pod ? { containers, pod } : { containers };
 }
 
-function handleInfeasible(ctx: Context, cond: V1PodCondition): PodResizePlan {
+/**
+ * A target that cannot fit the node: reported by the kubelet (PodResizePending
+ * Infeasible) or refused by the API server before it reached the kubelet (since 1.36
+ * kube-apiserver rejects a pods/resize beyond the node's allocatable with 403). Either
+ * way: recorded, then a target halfway back toward what runs is tried while attempts
+ * last; after that the workload is marked and scale-up left alone.
+ */
+function handleInfeasible(
+  ctx: Context,
+  refusal: {
+    readonly by: 'kubelet' | 'api';
+    readonly message: string;
+    /** The target that did not fit. */
+    readonly target: PodResources;
+    /** What the pod runs with: where a failed retreat returns to. */
+    readonly running: PodResources;
+  },
+): PodResizePlan {
   const { policy, now } = ctx.input;
   const attempts = ctx.stored.state.attempts + 1;
   const inputs: ConditionInput[] = [
-    {
-      condition: 'PodResizePending',
-      met: false,
-      value: { reason: 'Infeasible', message: cond.message ?? '' },
-    },
+    refusal.by === 'kubelet'
+      ? {
+          condition: 'PodResizePending',
+          met: false,
+          value: { reason: 'Infeasible', message: refusal.message },
+        }
+      : { condition: 'APIRefused', met: false, value: { message: refusal.message } },
     {
       condition: 'attempts',
       met: attempts < policy.maxAttempts,
       value: { attempts, maxAttempts: policy.maxAttempts },
     },
-    resourcesInput('desired', ctx.desired),
+    resourcesInput('refusedTarget', refusal.target),
     resourcesInput('actual', ctx.actual),
   ];
   const infeasible = decision(
     ctx,
     'Infeasible',
-    `the kubelet reports the resize Infeasible: ${cond.message ?? 'no message'}`,
+    refusal.by === 'kubelet'
+      ? `the kubelet reports the resize Infeasible: ${refusal.message}`
+      : `the API server refused the resize: ${refusal.message}`,
     inputs,
     false,
   );
-  const smaller = retreat(policy, ctx.desired, ctx.actual);
+  const smaller = retreat(policy, refusal.target, refusal.running);
   const base = ctx.stored.lastGood
     ? mergeOnto(ctx.actual, fromRecord(ctx.stored.lastGood))
     : ctx.actual;
-  if (attempts < policy.maxAttempts && !sameResources(smaller, ctx.actual)) {
+  const writesTo = (id: string, to: PodResources, state: ResizeState): PlannedWrite[] =>
+    sameResources(to, ctx.desired)
+      ? [
+          {
+            decisionId: id,
+            op: { type: 'annotate', annotations: stateAnnotations({ state }) },
+            priority: resizePriority.revert,
+            deadline: now + 60_000,
+          },
+        ]
+      : requestWrites(ctx, id, to, state, resizePriority.revert);
+  if (attempts < policy.maxAttempts && !sameResources(smaller, refusal.running)) {
     const resize = decision(
       ctx,
       'Resize',
@@ -421,10 +455,9 @@ function handleInfeasible(ctx: Context, cond: V1PodCondition): PodResizePlan {
       [...inputs, resourcesInput('target', smaller)],
       true,
     );
-    const state = newState(ctx, smaller, attempts, base);
     return {
       decisions: [infeasible, resize],
-      writes: requestWrites(ctx, resize.id, smaller, state, resizePriority.revert),
+      writes: writesTo(resize.id, smaller, newState(ctx, smaller, attempts, base)),
       paused: false,
       pending: 'Infeasible',
     };
@@ -436,14 +469,17 @@ function handleInfeasible(ctx: Context, cond: V1PodCondition): PodResizePlan {
   const mark = decision(
     ctx,
     'Infeasible',
-    `${why}: desired resources returned to the actual ones; scale-up left alone until the signal falls`,
-    [...inputs, resourcesInput('target', ctx.actual)],
+    `${why}: desired resources kept at the actual ones; scale-up left alone until the signal falls`,
+    [...inputs, resourcesInput('target', refusal.running)],
     true,
   );
-  const state = newState(ctx, ctx.actual, attempts, base, { at: now, reason: cond.message ?? why });
+  const state = newState(ctx, refusal.running, attempts, base, {
+    at: now,
+    reason: refusal.message || why,
+  });
   return {
     decisions: [infeasible, mark],
-    writes: requestWrites(ctx, mark.id, ctx.actual, state, resizePriority.revert),
+    writes: writesTo(mark.id, refusal.running, state),
     paused: false,
     pending: 'Infeasible',
   };
@@ -837,7 +873,12 @@ export function decidePodResize(input: PodResizeInput): PodResizePlan {
       c !== undefined && (c.observedGeneration === undefined || c.observedGeneration >= generation);
     if (!ours) return nothing('a resize tollgate did not request is in flight');
     if (current(pendingCond) && pendingCond?.reason === 'Infeasible')
-      return handleInfeasible(ctx, pendingCond);
+      return handleInfeasible(ctx, {
+        by: 'kubelet',
+        message: pendingCond.message ?? 'no message',
+        target: desired,
+        running: actual,
+      });
     if (current(pendingCond) && pendingCond?.reason === 'Deferred')
       return handleWaiting(ctx, 'Deferred', pendingCond);
     if (current(progressCond) && progressCond?.reason === 'Error')
@@ -848,6 +889,20 @@ export function decidePodResize(input: PodResizeInput): PodResizePlan {
       );
     }
     return nothing('resize in progress');
+  }
+
+  // The API server refused the last resize (reported by the loop): handled like an
+  // Infeasible answer, with the recorded target as the one that did not fit.
+  if (input.refused && stored.state.target) {
+    const refusedTarget = mergeOnto(desired, fromRecord(stored.state.target));
+    if (!sameResources(refusedTarget, desired)) {
+      return handleInfeasible(ctx, {
+        by: 'api',
+        message: input.refused.message,
+        target: refusedTarget,
+        running: desired,
+      });
+    }
   }
 
   // Cooldown counts only from a request the spec shows was applied.

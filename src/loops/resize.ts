@@ -200,6 +200,8 @@ export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
   const actuating = new Map<ObjectKey, number>();
   const paused = new Set<ObjectKey>();
   const pending = new Map<ObjectKey, 'Deferred' | 'Infeasible'>();
+  /** Pods whose last resize the API server refused (403/422): the next decision handles it as Infeasible. */
+  const refused = new Map<ObjectKey, { code?: number; message: string }>();
   const abort = new AbortController();
   let running: Promise<PassSummary> | undefined;
   let timer: NodeJS.Timeout | undefined;
@@ -212,6 +214,7 @@ export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
       paused.delete(change.key);
       pending.delete(change.key);
       memos.delete(change.key);
+      refused.delete(change.key);
       return;
     }
     const startedAt = actuating.get(change.key);
@@ -290,6 +293,10 @@ export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
           const result = await deps.prometheus.range(query, startMs, endMs, stepMs, {
             signal: abort.signal,
           });
+          log.debug(
+            { query, startMs, endMs, stepMs, series: result.length },
+            'resize: batched signal query',
+          );
           if (result.every((s) => s.labels[batch.podLabel] !== undefined)) {
             const byPod = new Map(result.map((s) => [s.labels[batch.podLabel] as string, s]));
             for (const name of names) out.set(slot(name), { samples: samplesOf(byPod.get(name)) });
@@ -458,7 +465,23 @@ export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
         resourceVersion = result.resourceVersion;
         guard.recordWrite(key, resourceVersion);
         if (write.op.type === 'resize') actuating.set(key, clock.now());
-      } else failed ??= result;
+      } else {
+        failed ??= result;
+        if (
+          write.op.type === 'resize' &&
+          result.result === 'failed' &&
+          (result.code === 403 || result.code === 422)
+        ) {
+          refused.set(key, {
+            ...(result.code === undefined ? {} : { code: result.code }),
+            message: result.message,
+          });
+        }
+        log.warn(
+          { pod: key, op: write.op.type, decision: write.decisionId, result },
+          'resize: write did not succeed',
+        );
+      }
       const previous = outcomes.get(write.decisionId);
       if (!previous || previous.result === 'succeeded') outcomes.set(write.decisionId, result);
     }
@@ -494,6 +517,7 @@ export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
       ? [...deps.view.nodes()].find((n) => n.metadata?.name === pod.spec?.nodeName)
       : undefined;
     const memo = memos.get(key);
+    const refusal = refused.get(key);
     const plan = decidePodResize({
       policy: rp,
       commit: policy.commit,
@@ -506,6 +530,7 @@ export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
       now,
       stepMs: stepOf(rp),
       ...(memo ? { memo } : {}),
+      ...(refusal ? { refused: refusal } : {}),
     });
     if (plan.memo) memos.set(key, plan.memo);
     else memos.delete(key);
@@ -531,7 +556,20 @@ export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
     for (let round = 0; round < 2; round += 1) {
       const plan = decide(rp, policy, current, readings, slo, now);
       if (plan.decisions.length === 0) {
+        refused.delete(key);
         if (plan.skip) skipped.set(key, plan.skip);
+        log.debug(
+          {
+            pod: key,
+            skip: plan.skip,
+            readings: readings.map((r) => ({
+              signal: r.signal,
+              samples: r.samples?.length,
+              error: r.error,
+            })),
+          },
+          'resize: nothing to do',
+        );
         return;
       }
       for (const d of plan.decisions) {
@@ -542,6 +580,7 @@ export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
       }
       all.push(...plan.decisions);
       if (plan.writes.length === 0) {
+        refused.delete(key);
         deps.audit.record(plan.decisions);
         for (const d of plan.decisions) await emit(current, d);
         return;
@@ -561,6 +600,7 @@ export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
         skipped.set(key, 'stale');
         return;
       }
+      refused.delete(key);
       const intents = plan.decisions.filter((d) => d.outcome.result === 'pending');
       const records = plan.decisions.filter((d) => d.outcome.result !== 'pending');
       try {

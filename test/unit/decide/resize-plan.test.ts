@@ -638,3 +638,51 @@ test('an Infeasible target whose halfway point is under a quarter step is marked
     memory: '256Mi',
   });
 });
+
+test('a resize the API server refused is handled like Infeasible: halfway first, then marked', () => {
+  const refusedState = (attempts: number) =>
+    aRunningPod('web-0', 'team-a')
+      .container('app', { cpu: '1', memory: '256Mi' })
+      .annotation(
+        stateAnnotation,
+        stateJson({
+          attempts,
+          requestedAt: now - 1000,
+          target: { containers: { app: { requests: { cpu: '2400m', memory: '256Mi' } } } },
+        }),
+      )
+      .obj();
+  const refused = { code: 403, message: "node didn't have enough allocatable resources: cpu" };
+  const first = plan({ pod: refusedState(1), refused, readings: high });
+  assert.deepEqual(
+    first.decisions.map((d) => [d.kind, d.outcome.result]),
+    [
+      ['Infeasible', 'recorded'],
+      ['Resize', 'pending'],
+    ],
+  );
+  assert.match(first.decisions[0]?.reason ?? '', /API server refused/);
+  assert.deepEqual(resizeOf(first)?.containers[0]?.resources.requests, {
+    cpu: '1700m',
+    memory: '256Mi',
+  });
+
+  const last = plan({ pod: refusedState(2), refused, readings: high });
+  assert.deepEqual(
+    last.decisions.map((d) => d.kind),
+    ['Infeasible', 'Infeasible'],
+  );
+  assert.deepEqual(
+    last.writes.map((w) => w.op.type),
+    ['annotate'],
+    'the spec never changed, so only the mark is written',
+  );
+  assert.ok(JSON.parse(annotationsOf(last)?.[stateAnnotation] ?? '{}').infeasible);
+
+  const without = plan({ pod: refusedState(1), readings: high });
+  assert.deepEqual(
+    without.decisions.map((d) => d.kind),
+    ['Resize'],
+    'without a refusal the unapplied target is simply decided again',
+  );
+});

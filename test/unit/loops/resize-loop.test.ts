@@ -43,7 +43,7 @@ function viewOf(pods: V1Pod[]): ClusterView {
   };
 }
 
-function harness(pods: V1Pod[], answer: (r: WriteRequest, n: number) => WriteResult) {
+function harness(_pods: V1Pod[], answer: (r: WriteRequest, n: number) => WriteResult) {
   const log: string[] = [];
   const requests: WriteRequest[] = [];
   const recorded: Decision[] = [];
@@ -98,7 +98,7 @@ const pods = () =>
   );
 
 test('one batched query per signal per namespace; intents pushed before annotate then resize, chained by resourceVersion', async () => {
-  const h = harness(pods(), (r, n) => ({ result: 'succeeded', resourceVersion: String(200 + n) }));
+  const h = harness(pods(), (_r, n) => ({ result: 'succeeded', resourceVersion: String(200 + n) }));
   const loop = startResizeLoop({
     view: viewOf(pods()),
     policy: policyWith,
@@ -161,7 +161,7 @@ test('when the audit intents cannot be pushed no write is sent', async () => {
 
 test('a 409 reads the pod again and decides again from it', async () => {
   const one = [pods()[0] as V1Pod];
-  const h = harness(one, (r, n) =>
+  const h = harness(one, (_r, n) =>
     n === 1
       ? { result: 'conflict', message: '409' }
       : { result: 'succeeded', resourceVersion: String(300 + n) },
@@ -203,7 +203,7 @@ test('a 409 reads the pod again and decides again from it', async () => {
 
 test('a pod whose own last write the view has not seen is skipped as stale', async () => {
   const one = [pods()[0] as V1Pod];
-  const h = harness(one, (r, n) => ({ result: 'succeeded', resourceVersion: String(500 + n) }));
+  const h = harness(one, (_r, n) => ({ result: 'succeeded', resourceVersion: String(500 + n) }));
   const loop = startResizeLoop({
     view: viewOf(one),
     policy: policyWith,
