@@ -32,7 +32,8 @@ const total = Number(values.decisions);
 const perPass = Number(values.pass);
 const writers = Number(values.writers);
 
-const duKiB = async (dir: string): Promise<number> => Number((await run('du', ['-sk', dir])).stdout.split('\t')[0]);
+const duKiB = async (dir: string): Promise<number> =>
+  Number((await run('du', ['-sk', dir])).stdout.split('\t')[0]);
 
 const server = await startGitServer();
 const url = server.createRepo('bench');
@@ -74,10 +75,19 @@ function intent(writer: number, index: number): Decision {
     loop: 'gate-release',
     kind: 'Release',
     tenant: `team-${index % 4}`,
-    target: { namespace: `team-${index % 4}`, name, uid: `uid-${name}`, resourceVersion: String(1000 + index) },
+    target: {
+      namespace: `team-${index % 4}`,
+      name,
+      uid: `uid-${name}`,
+      resourceVersion: String(1000 + index),
+    },
     policy: { commit: 'f'.repeat(40), file: `tenants/team-${index % 4}.yaml`, name: 'batch-jobs' },
     inputs: [
-      { condition: 'Budget', met: true, value: { cpuUsed: 1000 + index, cpuLimit: 64_000, podsUsed: index % 50, podsLimit: 200 } },
+      {
+        condition: 'Budget',
+        met: true,
+        value: { cpuUsed: 1000 + index, cpuLimit: 64_000, podsUsed: index % 50, podsLimit: 200 },
+      },
       { condition: 'ImagePresent', met: true, value: { nodes: 3, minNodes: 1 } },
     ],
     reason: 'all conditions met',
@@ -103,11 +113,19 @@ async function drive(writerIndex: number, decisions: number): Promise<void> {
     batch: { maxDecisions: 500, maxDelayMs: 200 },
   });
   for (let done = 0; done < decisions / 2; done += perPass) {
-    const intents = Array.from({ length: perPass }, (_, index) => intent(writerIndex, done + index));
+    const intents = Array.from({ length: perPass }, (_, index) =>
+      intent(writerIndex, done + index),
+    );
     const start = performance.now();
     await writer.recordIntents(intents);
     intentMs.push(performance.now() - start);
-    writer.record(intents.map((item) => ({ ...item, at: Date.now(), outcome: { result: 'succeeded', resourceVersion: '2000' } })));
+    writer.record(
+      intents.map((item) => ({
+        ...item,
+        at: Date.now(),
+        outcome: { result: 'succeeded', resourceVersion: '2000' },
+      })),
+    );
   }
   await writer.close();
 }
@@ -116,7 +134,9 @@ const started = performance.now();
 await Promise.all(Array.from({ length: writers }, (_, index) => drive(index, total / writers)));
 const seconds = (performance.now() - started) / 1000;
 const pushedKiB = (await duKiB(bare)) - emptyKiB;
-const commits = Number((await run('git', ['-C', bare, 'rev-list', '--count', 'tollgate/audit'])).stdout.trim());
+const commits = Number(
+  (await run('git', ['-C', bare, 'rev-list', '--count', 'tollgate/audit'])).stdout.trim(),
+);
 await run('git', ['-C', bare, 'gc', '--quiet']);
 const gcKiB = (await duKiB(bare)) - emptyKiB;
 await server.close();
