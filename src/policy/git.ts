@@ -1,0 +1,292 @@
+/**
+ * Reads a policy tree out of a Git repository over HTTP(S) with isomorphic-git: a bare
+ * cache clone per source, fetched on every poll, files read straight from the object
+ * store (no working tree, so nothing on disk can be tampered with between polls).
+ *
+ * Credentials: a token reaches the server only through `onAuth` (Basic auth, the token
+ * as password). User info in the URL is moved into auth and stripped, and every error
+ * message is scrubbed of the token, so neither logs, errors nor printed URLs carry it.
+ * A refused token is not offered twice (`onAuthFailure` cancels): one 401 is the answer.
+ */
+import * as fs from 'node:fs';
+import { mkdirSync } from 'node:fs';
+import git, { Errors, type AuthCallback } from 'isomorphic-git';
+import http from 'isomorphic-git/http/node';
+import { redactUrl } from '../observe/log.ts';
+import type { PolicyError } from './errors.ts';
+import { isPolicyFile, type PolicyFile } from './load.ts';
+import { limits } from './parse.ts';
+
+export type PolicyFetchErrorKind = 'auth' | 'not-found' | 'network' | 'http' | 'other';
+
+/** A fetch that failed for reasons outside the policy's content (I/O, auth, a missing ref). */
+export class PolicyFetchError extends Error {
+  readonly kind: PolicyFetchErrorKind;
+  constructor(kind: PolicyFetchErrorKind, message: string) {
+    super(message);
+    this.name = 'PolicyFetchError';
+    this.kind = kind;
+  }
+}
+
+export interface GitLocation {
+  /** http(s) URL; user info in it is used as credentials and never printed. */
+  readonly url: string;
+  /** Branch or tag (default "main"). */
+  readonly ref?: string;
+  /** Sub-folder holding the policy ("" = the repository root). */
+  readonly path?: string;
+  readonly token?: string;
+  /** Basic-auth user sent with the token (forges accept any; default "x-access-token"). */
+  readonly username?: string;
+}
+
+export interface FetchedTree {
+  readonly commit: string;
+  readonly files: PolicyFile[];
+  /** Problems with the tree itself (sizes, file count, a missing sub-folder). */
+  readonly errors: PolicyError[];
+}
+
+export function isGitUrl(location: string): boolean {
+  return /^https?:\/\//i.test(location);
+}
+
+/** Splits user info out of a URL: the clean URL and the password (or lone user) as token. */
+export function splitCredentials(url: string): { url: string; token?: string; username?: string } {
+  try {
+    const parsed = new URL(url);
+    if (!parsed.username && !parsed.password) return { url };
+    const token = decodeURIComponent(parsed.password || parsed.username);
+    const username = parsed.password ? decodeURIComponent(parsed.username) : undefined;
+    return { url: redactUrl(url), token, ...(username ? { username } : {}) };
+  } catch {
+    return { url: redactUrl(url) };
+  }
+}
+
+export class GitPolicyReader {
+  readonly url: string;
+  readonly ref: string;
+  readonly path: string;
+  readonly #gitdir: string;
+  readonly #token: string | undefined;
+  readonly #username: string;
+  readonly #cache = {};
+
+  constructor(location: GitLocation, cacheDir: string) {
+    const split = splitCredentials(location.url);
+    this.url = split.url;
+    this.ref = location.ref ?? 'main';
+    this.path = (location.path ?? '').replace(/^\/+|\/+$/g, '');
+    this.#token = location.token ?? split.token;
+    this.#username = location.username ?? split.username ?? 'x-access-token';
+    this.#gitdir = cacheDir;
+  }
+
+  #onAuth: AuthCallback = () =>
+    this.#token ? { username: this.#username, password: this.#token } : {};
+  #onAuthFailure: AuthCallback = () => ({ cancel: true });
+
+  /** A message safe to print: no token, no user info. */
+  #scrub(text: string): string {
+    let out = text.split(this.url).join(redactUrl(this.url));
+    if (this.#token) out = out.split(this.#token).join('[redacted]');
+    return out.replace(/\/\/[^@/\s]*@/g, '//');
+  }
+
+  #wrap(error: unknown, what: string): PolicyFetchError {
+    if (error instanceof PolicyFetchError) return error;
+    const where = `${redactUrl(this.url)} (ref ${this.ref})`;
+    if (error instanceof Errors.HttpError) {
+      const status = (error.data as { statusCode?: number }).statusCode ?? 0;
+      if (status === 401 || status === 403) {
+        return new PolicyFetchError(
+          'auth',
+          `${what} ${where}: HTTP ${status}, the server refused the credentials (${this.#token ? 'check the Git token' : 'no token was configured'})`,
+        );
+      }
+      if (status === 404)
+        return new PolicyFetchError('not-found', `${what} ${where}: HTTP 404, no such repository`);
+      return new PolicyFetchError('http', `${what} ${where}: HTTP ${status}`);
+    }
+    if (error instanceof Errors.UserCanceledError) {
+      // onAuthFailure cancelled after a 401/403: one refusal is the answer.
+      return new PolicyFetchError(
+        'auth',
+        `${what} ${where}: the server refused the credentials (${this.#token ? 'check the Git token' : 'no token was configured'})`,
+      );
+    }
+    const code = (error as NodeJS.ErrnoException).code;
+    const message = error instanceof Error ? error.message : String(error);
+    if (code && /^E[A-Z]+$/.test(code)) {
+      return new PolicyFetchError('network', this.#scrub(`${what} ${where}: ${code}`));
+    }
+    return new PolicyFetchError('other', this.#scrub(`${what} ${where}: ${message}`));
+  }
+
+  async #open(): Promise<void> {
+    mkdirSync(this.#gitdir, { recursive: true });
+    if (!fs.existsSync(`${this.#gitdir}/HEAD`)) {
+      await git.init({ fs, gitdir: this.#gitdir, bare: true });
+    }
+    await git.addRemote({ fs, gitdir: this.#gitdir, remote: 'origin', url: this.url, force: true });
+  }
+
+  /** The commit the ref names on the server right now (one cheap ref advertisement). */
+  async remoteCommit(): Promise<{ commit: string; tag: boolean }> {
+    let refs;
+    try {
+      refs = await git.listServerRefs({
+        http,
+        url: this.url,
+        peelTags: true,
+        onAuth: this.#onAuth,
+        onAuthFailure: this.#onAuthFailure,
+      });
+    } catch (error) {
+      throw this.#wrap(error, 'cannot list refs of');
+    }
+    const branch = refs.find((r) => r.ref === `refs/heads/${this.ref}` || r.ref === this.ref);
+    if (branch) return { commit: branch.oid, tag: false };
+    const tag = refs.find((r) => r.ref === `refs/tags/${this.ref}`);
+    if (tag) return { commit: tag.peeled ?? tag.oid, tag: true };
+    throw new PolicyFetchError(
+      'not-found',
+      `${redactUrl(this.url)} has no branch or tag "${this.ref}"`,
+    );
+  }
+
+  async #has(oid: string): Promise<boolean> {
+    return git
+      .readCommit({ fs, gitdir: this.#gitdir, oid, cache: this.#cache })
+      .then(() => true)
+      .catch(() => false);
+  }
+
+  /** Fetches the ref if its commit is not already in the cache, then reads the policy files of that commit. */
+  async fetch(): Promise<FetchedTree> {
+    const { commit, tag: isTag } = await this.remoteCommit();
+    try {
+      await this.#open();
+      if (!(await this.#has(commit))) {
+        await git.fetch({
+          fs,
+          http,
+          gitdir: this.#gitdir,
+          remote: 'origin',
+          ref: isTag ? `refs/tags/${this.ref}` : this.ref,
+          singleBranch: true,
+          tags: isTag,
+          onAuth: this.#onAuth,
+          onAuthFailure: this.#onAuthFailure,
+          cache: this.#cache,
+        });
+      }
+    } catch (error) {
+      throw this.#wrap(error, 'cannot fetch');
+    }
+    if (!(await this.#has(commit))) {
+      throw new PolicyFetchError(
+        'other',
+        `fetched ${redactUrl(this.url)} but commit ${commit} is missing`,
+      );
+    }
+    return this.readTree(commit);
+  }
+
+  /** Reads the policy files under `path` of a commit, with the same caps as a folder. */
+  async readTree(commit: string): Promise<FetchedTree> {
+    const files: PolicyFile[] = [];
+    const errors: PolicyError[] = [];
+    let root;
+    try {
+      root = await git.readTree({
+        fs,
+        gitdir: this.#gitdir,
+        oid: commit,
+        ...(this.path ? { filepath: this.path } : {}),
+        cache: this.#cache,
+      });
+    } catch (error) {
+      if (error instanceof Errors.NotFoundError) {
+        return {
+          commit,
+          files,
+          errors: [
+            {
+              file: this.path || '.',
+              path: '',
+              message: `commit ${commit.slice(0, 12)} has no folder "${this.path}"`,
+            },
+          ],
+        };
+      }
+      throw this.#wrap(error, 'cannot read the tree of');
+    }
+    let total = 0;
+    const pending: { prefix: string; entries: typeof root.tree }[] = [
+      { prefix: '', entries: root.tree },
+    ];
+    while (pending.length > 0) {
+      const { prefix, entries } = pending.pop() as (typeof pending)[number];
+      for (const entry of entries) {
+        const path = `${prefix}${entry.path}`;
+        if (entry.path.startsWith('.')) continue;
+        if (entry.type === 'tree') {
+          const sub = await git.readTree({
+            fs,
+            gitdir: this.#gitdir,
+            oid: entry.oid,
+            cache: this.#cache,
+          });
+          pending.push({ prefix: `${path}/`, entries: sub.tree });
+          continue;
+        }
+        if (entry.type !== 'blob' || !isPolicyFile(path)) continue;
+        if (entry.mode === '120000') {
+          errors.push({
+            file: path,
+            path: '',
+            message: 'symbolic links are not followed in a policy folder',
+          });
+          continue;
+        }
+        if (files.length >= limits.maxFiles) {
+          errors.push({
+            file: path,
+            path: '',
+            message: `more than ${limits.maxFiles} policy files in the repository`,
+          });
+          return { commit, files: [], errors };
+        }
+        const { blob } = await git.readBlob({
+          fs,
+          gitdir: this.#gitdir,
+          oid: entry.oid,
+          cache: this.#cache,
+        });
+        if (blob.byteLength > limits.maxFileBytes) {
+          errors.push({
+            file: path,
+            path: '',
+            message: `file is ${blob.byteLength} bytes, over the ${limits.maxFileBytes} byte limit`,
+          });
+          continue;
+        }
+        total += blob.byteLength;
+        if (total > limits.maxRepoBytes) {
+          errors.push({
+            file: path,
+            path: '',
+            message: `policy files exceed ${limits.maxRepoBytes} bytes in total`,
+          });
+          return { commit, files: [], errors };
+        }
+        files.push({ path, content: Buffer.from(blob).toString('utf8') });
+      }
+    }
+    files.sort((a, b) => (a.path < b.path ? -1 : 1));
+    return { commit, files, errors };
+  }
+}

@@ -1,0 +1,40 @@
+/**
+ * Policy source metrics. `tollgate_policy_commit_info{sha}` is 1 for the commit in
+ * force and absent for every other (one series at a time, so no cardinality growth);
+ * load errors are counted by a closed set of reasons, pre-created at zero.
+ */
+import { Counter, Gauge } from 'prom-client';
+import { registry } from '../observe/metrics.ts';
+
+/** `invalid`: the commit was fetched but failed to parse or validate; `fetch`: it could not be fetched at all. */
+export const policyLoadErrorReasons = ['invalid', 'fetch'] as const;
+export type PolicyLoadErrorReason = (typeof policyLoadErrorReasons)[number];
+
+export const policyLoadErrorsTotal = new Counter({
+  name: 'tollgate_policy_load_errors_total',
+  help: 'Policy loads that failed, by reason; the last good policy stayed in force.',
+  labelNames: ['reason'] as const,
+  registers: [registry],
+});
+for (const reason of policyLoadErrorReasons) policyLoadErrorsTotal.inc({ reason }, 0);
+
+export const policyCommitInfo = new Gauge({
+  name: 'tollgate_policy_commit_info',
+  help: 'The policy commit in force (value 1, commit SHA or content hash in the sha label).',
+  labelNames: ['sha'] as const,
+  registers: [registry],
+});
+
+export const policyLastLoadTimestamp = new Gauge({
+  name: 'tollgate_policy_last_load_timestamp_seconds',
+  help: 'When the policy source last fetched and evaluated its location, successful or not.',
+  registers: [registry],
+});
+
+let inForce: string | undefined;
+/** Moves the commit-info series to `sha`. */
+export function setPolicyCommitInForce(sha: string): void {
+  if (inForce !== undefined && inForce !== sha) policyCommitInfo.remove({ sha: inForce });
+  policyCommitInfo.set({ sha }, 1);
+  inForce = sha;
+}

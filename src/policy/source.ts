@@ -1,0 +1,286 @@
+/**
+ * The policy in force, kept current from a local folder or a Git repository.
+ *
+ * Every poll reads the location; a commit (or folder content hash) seen before is not
+ * evaluated again. A new commit is parsed, validated and compiled: when good it becomes
+ * the policy in force and `onPolicy` listeners hear of it; when bad it is REJECTED with
+ * its errors (logged, counted in `tollgate_policy_load_errors_total{reason="invalid"}`,
+ * `onRejected` listeners told) and the last good policy stays in force. A fetch failure
+ * (server down, token refused) is logged and counted with reason "fetch" and also
+ * leaves the last good policy in force; the next poll tries again. A later good commit
+ * is picked up as usual.
+ *
+ * Polls never overlap: a poll that is still running when the timer fires is awaited,
+ * not duplicated. Time comes from injected timers so tests drive the interval.
+ */
+import { readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createHash } from 'node:crypto';
+import type { Clock } from '../lib/clock.ts';
+import { systemClock } from '../lib/clock.ts';
+import { redactUrl, silentLogger, type Logger } from '../observe/log.ts';
+import { formatPolicyError, type PolicyError } from './errors.ts';
+import { GitPolicyReader, isGitUrl, PolicyFetchError } from './git.ts';
+import { contentHash, loadPolicyFromFiles, readPolicyDirectory, type PolicyFile } from './load.ts';
+import type { Policy } from './model.ts';
+import {
+  policyLastLoadTimestamp,
+  policyLoadErrorsTotal,
+  setPolicyCommitInForce,
+} from './metrics.ts';
+
+export { PolicyFetchError } from './git.ts';
+
+export interface Timers {
+  setTimeout(callback: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+const realTimers: Timers = {
+  setTimeout: (callback, ms) => {
+    const handle = setTimeout(callback, ms);
+    handle.unref();
+    return handle;
+  },
+  clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
+};
+
+export interface PolicySourceOptions {
+  /** A folder path, or an http(s) Git URL. */
+  readonly location: string;
+  /** Branch or tag of a Git location (default "main"). */
+  readonly ref?: string;
+  /** Sub-folder of the repository (or folder) that holds the policy. */
+  readonly path?: string;
+  /** Git token, given directly (tests, the CLI after reading it). */
+  readonly token?: string;
+  /** Name of an environment variable holding the Git token. */
+  readonly tokenEnv?: string;
+  /** File holding the Git token (a mounted Secret); trailing whitespace is ignored. */
+  readonly tokenFile?: string;
+  readonly username?: string;
+  /** Where the bare cache clone lives (default: a folder under the OS temp dir, per URL). */
+  readonly cacheDir?: string;
+  /** Poll interval (default 30 s). */
+  readonly intervalMs?: number;
+  readonly clock?: Clock;
+  readonly timers?: Timers;
+  readonly logger?: Logger;
+}
+
+export type PollOutcome =
+  | { readonly kind: 'applied'; readonly commit: string }
+  | { readonly kind: 'unchanged'; readonly commit: string }
+  | { readonly kind: 'rejected'; readonly commit: string; readonly errors: readonly PolicyError[] }
+  | { readonly kind: 'fetch-failed'; readonly error: PolicyFetchError };
+
+export type PolicyListener = (policy: Policy) => void;
+export type RejectedListener = (commit: string, errors: readonly PolicyError[]) => void;
+
+/** Reads the token from the configured place; a missing variable or unreadable file is a usage error. */
+export function resolveToken(
+  options: Pick<PolicySourceOptions, 'token' | 'tokenEnv' | 'tokenFile'>,
+): string | undefined {
+  if (options.token !== undefined) return options.token;
+  if (options.tokenEnv !== undefined) {
+    const value = process.env[options.tokenEnv];
+    if (value === undefined || value === '') {
+      throw new PolicyFetchError(
+        'auth',
+        `environment variable ${options.tokenEnv} (the Git token) is not set`,
+      );
+    }
+    return value.trim();
+  }
+  if (options.tokenFile !== undefined) {
+    try {
+      return readFileSync(options.tokenFile, 'utf8').trim();
+    } catch (error) {
+      throw new PolicyFetchError(
+        'auth',
+        `cannot read the Git token file ${options.tokenFile}: ${(error as NodeJS.ErrnoException).code ?? 'error'}`,
+      );
+    }
+  }
+  return undefined;
+}
+
+export class PolicySource {
+  readonly location: string;
+  readonly #reader: GitPolicyReader | undefined;
+  readonly #timers: Timers;
+  readonly #clock: Clock;
+  readonly #logger: Logger;
+  readonly #intervalMs: number;
+  #current: Policy | undefined;
+  /** Last commit evaluated (good or bad), so an unchanged location costs no parse. */
+  #lastSeen: string | undefined;
+  #lastOutcome: PollOutcome | undefined;
+  #policyListeners = new Set<PolicyListener>();
+  #rejectedListeners = new Set<RejectedListener>();
+  #inFlight: Promise<PollOutcome> | undefined;
+  #timer: unknown;
+  #running = false;
+
+  constructor(options: PolicySourceOptions) {
+    this.#timers = options.timers ?? realTimers;
+    this.#clock = options.clock ?? systemClock;
+    this.#logger = options.logger ?? silentLogger;
+    this.#intervalMs = options.intervalMs ?? 30_000;
+    if (isGitUrl(options.location)) {
+      const token = resolveToken(options);
+      const cacheDir =
+        options.cacheDir ??
+        join(
+          tmpdir(),
+          'tollgate-policy-cache',
+          createHash('sha256').update(redactUrl(options.location)).digest('hex').slice(0, 16),
+        );
+      this.#reader = new GitPolicyReader(
+        {
+          url: options.location,
+          ...(options.ref ? { ref: options.ref } : {}),
+          ...(options.path ? { path: options.path } : {}),
+          ...(token !== undefined ? { token } : {}),
+          ...(options.username ? { username: options.username } : {}),
+        },
+        cacheDir,
+      );
+      this.location = `${this.#reader.url}@${this.#reader.ref}${this.#reader.path ? `:${this.#reader.path}` : ''}`;
+    } else {
+      this.location = options.path ? join(options.location, options.path) : options.location;
+    }
+  }
+
+  /** The policy in force, or undefined before the first good load. */
+  current(): Policy | undefined {
+    return this.#current;
+  }
+
+  /** The outcome of the last poll. */
+  lastOutcome(): PollOutcome | undefined {
+    return this.#lastOutcome;
+  }
+
+  onPolicy(listener: PolicyListener): () => void {
+    this.#policyListeners.add(listener);
+    return () => this.#policyListeners.delete(listener);
+  }
+
+  onRejected(listener: RejectedListener): () => void {
+    this.#rejectedListeners.add(listener);
+    return () => this.#rejectedListeners.delete(listener);
+  }
+
+  /** Polls once now; concurrent callers share one poll. */
+  poll(): Promise<PollOutcome> {
+    this.#inFlight ??= this.#pollOnce().finally(() => {
+      this.#inFlight = undefined;
+    });
+    return this.#inFlight;
+  }
+
+  /** Polls now, then every interval until `stop()`. Resolves with the first outcome. */
+  async start(): Promise<PollOutcome> {
+    this.#running = true;
+    const first = await this.poll();
+    this.#schedule();
+    return first;
+  }
+
+  stop(): void {
+    this.#running = false;
+    if (this.#timer !== undefined) this.#timers.clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #schedule(): void {
+    if (!this.#running) return;
+    this.#timer = this.#timers.setTimeout(() => {
+      this.#timer = undefined;
+      void this.poll().finally(() => this.#schedule());
+    }, this.#intervalMs);
+  }
+
+  async #read(): Promise<{
+    commit: string;
+    files: PolicyFile[];
+    errors: PolicyError[];
+  }> {
+    if (this.#reader) return this.#reader.fetch();
+    const read = await readPolicyDirectory(this.location);
+    if (read.errors.some((e) => e.file === '.' || /cannot read folder/.test(e.message))) {
+      throw new PolicyFetchError(
+        'not-found',
+        `cannot read policy folder ${this.location}: ${read.errors.map((e) => e.message).join('; ')}`,
+      );
+    }
+    return { commit: contentHash(read.files), files: read.files, errors: read.errors };
+  }
+
+  /** A throwing listener must not stop the others nor the poll loop. */
+  #notify(call: () => void): void {
+    try {
+      call();
+    } catch (error) {
+      this.#logger.error(
+        { err: error instanceof Error ? error.message : String(error) },
+        'policy listener failed',
+      );
+    }
+  }
+
+  async #pollOnce(): Promise<PollOutcome> {
+    let read;
+    try {
+      read = await this.#read();
+    } catch (error) {
+      const fetchError =
+        error instanceof PolicyFetchError
+          ? error
+          : new PolicyFetchError(
+              'other',
+              `cannot read ${this.location}: ${error instanceof Error ? error.message : String(error)}`,
+            );
+      policyLoadErrorsTotal.inc({ reason: 'fetch' });
+      policyLastLoadTimestamp.set(this.#clock.now() / 1000);
+      this.#logger.warn(
+        { location: this.location, kind: fetchError.kind, err: fetchError.message },
+        'policy fetch failed; the last good policy stays in force',
+      );
+      return (this.#lastOutcome = { kind: 'fetch-failed', error: fetchError });
+    }
+    policyLastLoadTimestamp.set(this.#clock.now() / 1000);
+    if (
+      read.commit === this.#lastSeen &&
+      this.#lastOutcome &&
+      this.#lastOutcome.kind !== 'fetch-failed'
+    ) {
+      return (this.#lastOutcome = { kind: 'unchanged', commit: read.commit });
+    }
+    this.#lastSeen = read.commit;
+    const result = loadPolicyFromFiles(read.files, { commit: read.commit });
+    const errors = [...read.errors, ...(result.ok ? [] : result.errors)];
+    if (!result.ok || errors.length > 0) {
+      policyLoadErrorsTotal.inc({ reason: 'invalid' });
+      this.#logger.error(
+        {
+          location: this.location,
+          commit: read.commit,
+          errors: errors.slice(0, 50).map(formatPolicyError),
+          errorCount: errors.length,
+        },
+        'policy commit rejected; the last good policy stays in force',
+      );
+      for (const listener of this.#rejectedListeners)
+        this.#notify(() => listener(read.commit, errors));
+      return (this.#lastOutcome = { kind: 'rejected', commit: read.commit, errors });
+    }
+    this.#current = result.policy;
+    setPolicyCommitInForce(read.commit);
+    this.#logger.info({ location: this.location, commit: read.commit }, 'policy in force');
+    for (const listener of this.#policyListeners) this.#notify(() => listener(result.policy));
+    return (this.#lastOutcome = { kind: 'applied', commit: read.commit });
+  }
+}

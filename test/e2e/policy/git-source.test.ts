@@ -1,0 +1,261 @@
+/**
+ * The policy source against a real Git server (git http-backend behind a token check):
+ * clone, pick up a new commit, reject a broken commit while the last good one stays in
+ * force, branch and sub-path, and a refused token reported without echoing it.
+ * The server runs in this process, so every git CLI call goes through async pushTree.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative, resolve } from 'node:path';
+import { PolicySource } from '../../../src/policy/source.ts';
+import { formatPolicyError } from '../../../src/policy/errors.ts';
+import { registry } from '../../../src/observe/metrics.ts';
+import type { Policy } from '../../../src/policy/model.ts';
+import { pushTree, startGitServer, type GitServer } from '../../support/git-server.ts';
+import { ManualTimers } from '../../support/manual-timers.ts';
+
+const examplesDir = resolve(import.meta.dirname, '../../../policy-examples');
+
+function exampleFiles(prefix = ''): Record<string, string> {
+  const files: Record<string, string> = {};
+  const walk = (dir: string): void => {
+    for (const name of readdirSync(dir)) {
+      const full = join(dir, name);
+      if (statSync(full).isDirectory()) walk(full);
+      else files[`${prefix}${relative(examplesDir, full)}`] = readFileSync(full, 'utf8');
+    }
+  };
+  walk(examplesDir);
+  return files;
+}
+
+async function metric(name: string, labels: Record<string, string>): Promise<number> {
+  const found = (await registry.getMetricsAsJSON()).find((m) => m.name === name);
+  const value = (found?.values ?? []).find((v) =>
+    Object.entries(labels).every(([k, l]) => String(v.labels[k]) === l),
+  );
+  return value?.value ?? 0;
+}
+
+let server: GitServer;
+const caches: string[] = [];
+const cacheDir = (): string => {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-policy-cache-'));
+  caches.push(dir);
+  return dir;
+};
+
+before(async () => {
+  server = await startGitServer();
+});
+after(async () => {
+  await server.close();
+  for (const dir of caches) rmSync(dir, { recursive: true, force: true });
+});
+
+test('clones the policy, picks up a new commit, rejects a broken one and keeps the last good', async () => {
+  const url = server.createRepo('policy');
+  const firstSha = await pushTree(server, url, exampleFiles(), { message: 'initial policy' });
+  const timers = new ManualTimers();
+  const source = new PolicySource({
+    location: url,
+    token: server.token,
+    cacheDir: cacheDir(),
+    intervalMs: 30_000,
+    timers,
+  });
+  const applied: Policy[] = [];
+  const rejections: { commit: string; errors: string[] }[] = [];
+  source.onPolicy((p) => applied.push(p));
+  source.onRejected((commit, errors) =>
+    rejections.push({ commit, errors: errors.map(formatPolicyError) }),
+  );
+
+  const first = await source.start();
+  assert.deepEqual(first, { kind: 'applied', commit: firstSha });
+  assert.equal(source.current()?.commit, firstSha);
+  assert.deepEqual([...(source.current()?.tenants.keys() ?? [])].sort(), [
+    'api',
+    'data-pipeline',
+    'ml-training',
+  ]);
+  assert.equal(await metric('tollgate_policy_commit_info', { sha: firstSha }), 1);
+
+  // Nothing new: no parse, no announcement.
+  timers.fire();
+  assert.deepEqual(await source.poll(), { kind: 'unchanged', commit: firstSha });
+
+  // A new good commit is picked up on the next poll.
+  const tenant =
+    exampleFiles()['tenants/api.yaml']?.replace(
+      'gatePrefixes: [api.tollgate.io/]',
+      'gatePrefixes: [api.tollgate.io/]\n  weight: 3',
+    ) ?? '';
+  const secondSha = await pushTree(
+    server,
+    url,
+    { 'tenants/api.yaml': tenant },
+    { message: 'api weight 3' },
+  );
+  timers.fire();
+  assert.deepEqual(await source.poll(), { kind: 'applied', commit: secondSha });
+  assert.equal(source.current()?.tenants.get('api')?.weight, 3);
+  assert.equal(await metric('tollgate_policy_commit_info', { sha: secondSha }), 1);
+  assert.equal(await metric('tollgate_policy_commit_info', { sha: firstSha }), 0);
+
+  // A broken commit: rejected with its errors, the second commit stays in force.
+  const invalidBefore = await metric('tollgate_policy_load_errors_total', { reason: 'invalid' });
+  const brokenSha = await pushTree(
+    server,
+    url,
+    {
+      'gates/data-pipeline.yaml':
+        exampleFiles()['gates/data-pipeline.yaml']?.replace(
+          'tenant: data-pipeline',
+          'tenant: data-pipelines',
+        ) ?? '',
+    },
+    { message: 'typo in tenant' },
+  );
+  timers.fire();
+  const broken = await source.poll();
+  assert.equal(broken.kind, 'rejected');
+  assert.equal(source.current()?.commit, secondSha, 'the last good policy stays in force');
+  assert.deepEqual(
+    rejections.map((r) => r.commit),
+    [brokenSha],
+  );
+  assert.match(
+    rejections[0]?.errors.join('\n') ?? '',
+    /gates\/data-pipeline\.yaml#0 spec\.tenant: tenant "data-pipelines" is not defined/,
+  );
+  assert.equal(
+    await metric('tollgate_policy_load_errors_total', { reason: 'invalid' }),
+    invalidBefore + 1,
+  );
+  assert.equal(await metric('tollgate_policy_commit_info', { sha: secondSha }), 1);
+
+  // Polling again does not re-announce the same broken commit.
+  timers.fire();
+  assert.equal((await source.poll()).kind, 'unchanged');
+  assert.equal(rejections.length, 1);
+
+  // The fix lands: picked up.
+  const fixedSha = await pushTree(
+    server,
+    url,
+    { 'gates/data-pipeline.yaml': exampleFiles()['gates/data-pipeline.yaml'] ?? '' },
+    { message: 'fix tenant' },
+  );
+  timers.fire();
+  assert.deepEqual(await source.poll(), { kind: 'applied', commit: fixedSha });
+  assert.deepEqual(
+    applied.map((p) => p.commit),
+    [firstSha, secondSha, fixedSha],
+  );
+  source.stop();
+});
+
+test('reads a branch and a sub-folder of the repository', async () => {
+  const url = server.createRepo('monorepo');
+  await pushTree(server, url, { 'README.md': '# infra\n' }, { message: 'main' });
+  const sha = await pushTree(
+    server,
+    url,
+    { ...exampleFiles('clusters/prod/policy/'), 'other/broken.yaml': 'a: [' },
+    { branch: 'release', message: 'policy on release' },
+  );
+  const source = new PolicySource({
+    location: url,
+    ref: 'release',
+    path: 'clusters/prod/policy',
+    token: server.token,
+    cacheDir: cacheDir(),
+    timers: new ManualTimers(),
+  });
+  const outcome = await source.poll();
+  assert.deepEqual(outcome, { kind: 'applied', commit: sha });
+  assert.equal(
+    source.current()?.gatePolicies.find((g) => g.name === 'gpu-gang')?.source.file,
+    'gates/ml-training.yaml',
+  );
+});
+
+test('a missing sub-folder or ref is reported clearly', async () => {
+  const url = server.createRepo('policy-missing');
+  await pushTree(server, url, exampleFiles(), { message: 'policy' });
+  const noFolder = await new PolicySource({
+    location: url,
+    path: 'nope',
+    token: server.token,
+    cacheDir: cacheDir(),
+    timers: new ManualTimers(),
+  }).poll();
+  assert.equal(noFolder.kind, 'rejected');
+  if (noFolder.kind === 'rejected')
+    assert.match(formatPolicyError(noFolder.errors[0]!), /has no folder "nope"/);
+  const noRef = await new PolicySource({
+    location: url,
+    ref: 'v9',
+    token: server.token,
+    cacheDir: cacheDir(),
+    timers: new ManualTimers(),
+  }).poll();
+  assert.equal(noRef.kind, 'fetch-failed');
+  if (noRef.kind === 'fetch-failed') assert.match(noRef.error.message, /has no branch or tag "v9"/);
+});
+
+test('a bad token is refused with a clear error that never echoes the token', async () => {
+  const url = server.createRepo('policy-auth');
+  await pushTree(server, url, exampleFiles(), { message: 'policy' });
+  const badToken = 'tg-wrong-token-5f3a9c';
+  const refusedBefore = server.unauthorized;
+  const fetchBefore = await metric('tollgate_policy_load_errors_total', { reason: 'fetch' });
+  const logged: string[] = [];
+  const logger = (await import('pino')).pino(
+    { level: 'debug' },
+    { write: (line: string) => logged.push(line) },
+  );
+
+  for (const options of [
+    { location: url, token: badToken },
+    { location: url.replace('http://', `http://x:${badToken}@`) },
+  ]) {
+    const source = new PolicySource({
+      ...options,
+      cacheDir: cacheDir(),
+      timers: new ManualTimers(),
+      logger,
+    });
+    assert.ok(!source.location.includes(badToken), source.location);
+    const outcome = await source.poll();
+    assert.equal(outcome.kind, 'fetch-failed');
+    if (outcome.kind !== 'fetch-failed') continue;
+    assert.equal(outcome.error.kind, 'auth');
+    assert.match(
+      outcome.error.message,
+      /the server refused the credentials \(check the Git token\)/,
+    );
+    assert.ok(!outcome.error.message.includes(badToken), outcome.error.message);
+    assert.ok(!(outcome.error.stack ?? '').includes(badToken));
+    assert.equal(source.current(), undefined);
+  }
+  assert.ok(server.unauthorized > refusedBefore, 'the server saw and refused the requests');
+  assert.equal(
+    await metric('tollgate_policy_load_errors_total', { reason: 'fetch' }),
+    fetchBefore + 2,
+  );
+  assert.ok(logged.length >= 2, 'the failures were logged');
+  assert.ok(!logged.join('').includes(badToken), 'no log line carries the token');
+
+  const noToken = await new PolicySource({
+    location: url,
+    cacheDir: cacheDir(),
+    timers: new ManualTimers(),
+  }).poll();
+  assert.equal(noToken.kind, 'fetch-failed');
+  if (noToken.kind === 'fetch-failed')
+    assert.match(noToken.error.message, /no token was configured/);
+});
