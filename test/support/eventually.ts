@@ -4,7 +4,7 @@
  * seen, so a red test says why instead of only "timed out".
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 
 /** Calls `probe` until it returns a value other than undefined/false, or throws after `timeoutMs`. */
 export async function eventually<T>(
@@ -42,4 +42,30 @@ export function creatable(pod: V1Pod): V1Pod {
   }
   delete copy.status;
   return copy;
+}
+
+/**
+ * A namespace name unique to this run, so a test file can run again against a reused
+ * cluster (TOLLGATE_TEST_KUBECONFIG) without colliding with what an earlier run left.
+ */
+export function runNamespace(prefix: string): string {
+  return `${prefix}-${process.pid.toString(36)}${Math.random().toString(36).slice(2, 6)}`;
+}
+
+/**
+ * Force-deletes a test namespace's pods (grace 0: no kubelet may be left to finish a
+ * graceful deletion) and then the namespace, so a reused cluster's simulated nodes start
+ * the next run empty. Errors are reported, not thrown: cleanup must not mask a failure.
+ */
+export async function removeNamespace(core: CoreV1Api, namespace: string): Promise<void> {
+  try {
+    await core.deleteCollectionNamespacedPod({
+      namespace,
+      gracePeriodSeconds: 0,
+      body: { gracePeriodSeconds: 0 },
+    });
+    await core.deleteNamespace({ name: namespace });
+  } catch (error) {
+    process.stderr.write(`cleanup of namespace ${namespace} failed: ${(error as Error).message}\n`);
+  }
 }

@@ -3,7 +3,7 @@
  * `tollgate` user (and the tollgate-system/tollgate service account) get exactly what
  * deploy/base/rbac.yaml grants, and are denied the rest; `intruder` gets nothing.
  */
-import { before, describe, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   CoordinationV1Api,
@@ -13,10 +13,10 @@ import {
   setHeaderOptions,
 } from '@kubernetes/client-node';
 import { sharedControlPlane, type ControlPlane } from '../../support/control-plane.ts';
-import { creatable } from '../../support/eventually.ts';
+import { creatable, removeNamespace, runNamespace } from '../../support/eventually.ts';
 import { aPod } from '../../builders/pod.ts';
 
-const namespace = 'e2e-rbac';
+const namespace = runNamespace('e2e-rbac');
 const jsonPatch = setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);
 const leaseSpec = { holderIdentity: 'x', leaseDurationSeconds: 15 };
 
@@ -43,6 +43,10 @@ describe('RBAC of the tollgate identity', () => {
       namespace,
       body: creatable(aPod('target', namespace).gated('tollgate.io/e2e').obj()),
     });
+  });
+
+  after(async () => {
+    await removeNamespace(admin, namespace);
   });
 
   /** Runs the table for one identity's kubeconfig. */

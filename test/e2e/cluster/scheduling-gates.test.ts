@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { sharedControlPlane, type ControlPlane } from '../../support/control-plane.ts';
 import { SimulatedKubelet } from '../../support/kubelet.ts';
-import { creatable, eventually } from '../../support/eventually.ts';
+import { creatable, eventually, removeNamespace, runNamespace } from '../../support/eventually.ts';
 import { aPod } from '../../builders/pod.ts';
 
 const gate = 'tollgate.io/e2e-ready';
@@ -29,7 +29,7 @@ describe('scheduling gates on the real control plane', () => {
   let cp: ControlPlane;
   let core: CoreV1Api;
   let kubelet: SimulatedKubelet;
-  const namespace = 'e2e-gates';
+  const namespace = runNamespace('e2e-gates');
 
   before(async () => {
     cp = await sharedControlPlane();
@@ -44,6 +44,7 @@ describe('scheduling gates on the real control plane', () => {
 
   after(async () => {
     await kubelet?.stop();
+    await removeNamespace(core, namespace);
   });
 
   test('a gated pod is not scheduled, is counted as gated, and runs once its gate is removed', async (t) => {
@@ -51,6 +52,8 @@ describe('scheduling gates on the real control plane', () => {
       .gated(gate)
       .requests({ cpu: '100m', memory: '64Mi' })
       .obj();
+    // Pinned to this file's node: a shared or external cluster has other (maybe dead) nodes.
+    pod.spec!.nodeSelector = { 'kubernetes.io/hostname': 'gates-node-1' };
     await core.createNamespacedPod({ namespace, body: creatable(pod) });
 
     if (cp.external) {
