@@ -1,0 +1,249 @@
+/**
+ * Rollback and pause end to end, with the policy in a real Git repository read by the
+ * real policy source: tollgate lowers a container's memory, the container is OOMKilled,
+ * tollgate restores the last good memory, pauses the workload (both in the audit trail
+ * on the Git server), leaves it alone while paused, and resumes when an Approval commit
+ * lands in the policy repository.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { V1Pod } from '@kubernetes/client-node';
+import { eventually } from '../../support/eventually.ts';
+import { pushTree } from '../../support/git-server.ts';
+import { PolicySource } from '../../../src/policy/source.ts';
+import { toStoredAmount } from '../../../src/lib/quantity.ts';
+import { registry } from '../../../src/observe/metrics.ts';
+import { lastGoodAnnotation, pausedAnnotation } from '../../../src/decide/resize-state.ts';
+import { startResizeWorld, type ResizeWorld } from './harness.ts';
+
+const queueMetric = 'tollgate_test_queue_length';
+let world: ResizeWorld;
+let source: PolicySource;
+let policyRepo: string;
+
+function memoryOf(pod: V1Pod): number {
+  return toStoredAmount('memory', pod.spec?.containers[0]?.resources?.requests?.memory ?? '0');
+}
+function actualMemoryOf(pod: V1Pod): number {
+  return toStoredAmount(
+    'memory',
+    pod.status?.containerStatuses?.[0]?.resources?.requests?.memory ?? '0',
+  );
+}
+const Mi = 2 ** 20;
+
+function policyFiles(namespace: string): Record<string, string> {
+  return {
+    'tollgate.yaml': [
+      'apiVersion: tollgate.io/v1alpha1',
+      'kind: Settings',
+      'metadata: { name: tollgate }',
+      'spec:',
+      '  cluster: e2e',
+      '',
+    ].join('\n'),
+    'tenants/team-a.yaml': [
+      'apiVersion: tollgate.io/v1alpha1',
+      'kind: Tenant',
+      'metadata: { name: team-a }',
+      'spec:',
+      `  namespaces: [${namespace}]`,
+      '  gatePrefixes: [team-a.tollgate.io/]',
+      '',
+    ].join('\n'),
+    'resize/oomy.yaml': [
+      'apiVersion: tollgate.io/v1alpha1',
+      'kind: ResizePolicy',
+      'metadata: { name: oomy }',
+      'spec:',
+      '  tenant: team-a',
+      '  selector: { matchLabels: { app: oomy } }',
+      '  containers:',
+      '    app:',
+      '      memory: { min: 128Mi, max: 1Gi, step: 128Mi }',
+      '  signals:',
+      '    - name: queue',
+      `      query: ${queueMetric}{namespace="$namespace",pod="$pod"}`,
+      '      scaleUpAbove: 100',
+      '      scaleDownBelow: 20',
+      '  window: 2s',
+      '  hysteresis: 0.1',
+      '  cooldown: 3s',
+      '  deferredTimeout: 30s',
+      '  maxAttempts: 3',
+      '  rollback: { onOOMKilled: true, pauseForReview: true }',
+      '  allowRestart: false',
+      '',
+    ].join('\n'),
+  };
+}
+
+before(async () => {
+  world = await startResizeWorld('rollback', { 'rz-oom-node': { cpu: '4', memory: '8Gi' } });
+  policyRepo = world.git.createRepo('policy-rollback');
+  await pushTree(world.git, policyRepo, policyFiles(world.namespace), {
+    message: 'resize policy for oomy',
+    branch: 'main',
+  });
+  source = new PolicySource({
+    location: policyRepo,
+    ref: 'main',
+    token: world.git.token,
+    cacheDir: mkdtempSync(join(tmpdir(), 'tollgate-policy-rollback-')),
+    intervalMs: 500,
+  });
+  const first = await source.start();
+  assert.equal(first.kind, 'applied', JSON.stringify(first));
+  world.loop(() => source.current());
+});
+
+after(async () => {
+  source?.stop();
+  await world?.stop();
+});
+
+test('an OOMKilled container after a memory decrease is rolled back and paused, visibly in Git, and an approval commit resumes automation', async () => {
+  const setQueue = (value: number) =>
+    world.prom.set(queueMetric, { namespace: world.namespace, pod: 'oomy-0' }, value);
+  setQueue(50);
+  await world.runPod({
+    metadata: { name: 'oomy-0', labels: { app: 'oomy' } },
+    spec: {
+      nodeName: 'rz-oom-node',
+      containers: [
+        {
+          name: 'app',
+          image: 'registry.example/worker:1',
+          resources: { requests: { cpu: '100m', memory: '512Mi' } },
+        },
+      ],
+    },
+  });
+
+  // A quiet queue: tollgate lowers memory one step.
+  setQueue(5);
+  await eventually(
+    'memory lowered to 384Mi and actuated',
+    async () => {
+      const pod = await world.pod('oomy-0');
+      return memoryOf(pod) === 384 * Mi && actualMemoryOf(pod) === 384 * Mi;
+    },
+    { timeoutMs: 30_000 },
+  );
+  setQueue(50);
+  const lowered = await world.pod('oomy-0');
+  assert.deepEqual(
+    JSON.parse(lowered.metadata?.annotations?.[lastGoodAnnotation] ?? '{}').containers.app.requests,
+    {
+      cpu: '100m',
+      memory: '512Mi',
+    },
+  );
+
+  // The container runs out of memory: rollback to 512Mi and pause.
+  await world.kubelet.oomKill(world.namespace, 'oomy-0', 'app');
+  const rolledBack = await eventually(
+    'memory restored to 512Mi and the workload paused',
+    async () => {
+      const pod = await world.pod('oomy-0');
+      return memoryOf(pod) === 512 * Mi &&
+        actualMemoryOf(pod) === 512 * Mi &&
+        pod.metadata?.annotations?.[pausedAnnotation]
+        ? pod
+        : undefined;
+    },
+    { timeoutMs: 30_000 },
+  );
+  assert.match(
+    JSON.parse(rolledBack.metadata?.annotations?.[pausedAnnotation] ?? '{}').reason,
+    /OOMKilled/,
+  );
+
+  const records = (await world.auditRecords()).filter(
+    (r) => (r.target as { name: string }).name === 'oomy-0',
+  );
+  const rollback = records.find(
+    (r) => r.kind === 'Rollback' && (r.outcome as { result: string }).result === 'succeeded',
+  );
+  const pause = records.find(
+    (r) => r.kind === 'Pause' && (r.outcome as { result: string }).result === 'succeeded',
+  );
+  assert.ok(rollback, 'the rollback and its outcome are on the audit branch');
+  assert.ok(pause, 'the pause is on the audit branch');
+  assert.match(String(pause.reason), /OOMKilled.*paused for oomy until an Approval/);
+  assert.equal(
+    (rollback.policy as { commit: string }).commit,
+    source.current()?.commit,
+    'the record names the policy commit',
+  );
+  assert.match(
+    await registry.getSingleMetricAsString('tollgate_resize_rollbacks_total'),
+    /reason="OOMKilled"\} 1/,
+  );
+  assert.match(
+    await registry.getSingleMetricAsString('tollgate_resize_paused_workloads'),
+    /tollgate_resize_paused_workloads 1/,
+  );
+
+  // Paused: a quiet queue for several windows and cooldowns changes nothing.
+  const generation = (await world.pod('oomy-0')).metadata?.generation;
+  setQueue(5);
+  await new Promise((resolve) => setTimeout(resolve, 7000));
+  assert.equal(
+    (await world.pod('oomy-0')).metadata?.generation,
+    generation,
+    'no resize while paused',
+  );
+
+  // A reviewer merges an Approval: automation resumes and the quiet queue lowers memory again.
+  const approvalCommit = await pushTree(
+    world.git,
+    policyRepo,
+    {
+      'approvals/resume-oomy.yaml': [
+        'apiVersion: tollgate.io/v1alpha1',
+        'kind: Approval',
+        'metadata: { name: resume-oomy }',
+        'spec:',
+        '  action: Resume',
+        `  target: { kind: ResizePolicy, name: oomy, namespace: ${world.namespace} }`,
+        '  approvedBy: reviewer@example.com',
+        '  reason: the OOM came from a leak fixed in build 42; lowering memory is safe again',
+        '',
+      ].join('\n'),
+    },
+    { message: 'approve resuming oomy', branch: 'main' },
+  );
+  await eventually(
+    'the approval commit in force',
+    async () => source.current()?.commit === approvalCommit,
+    { timeoutMs: 15_000 },
+  );
+  await eventually(
+    'the pause lifted',
+    async () => !(await world.pod('oomy-0')).metadata?.annotations?.[pausedAnnotation],
+    { timeoutMs: 15_000 },
+  );
+  await eventually(
+    'memory lowered again after the resume',
+    async () => memoryOf(await world.pod('oomy-0')) === 384 * Mi,
+    { timeoutMs: 20_000 },
+  );
+
+  const after = (await world.auditRecords()).filter(
+    (r) => (r.target as { name: string }).name === 'oomy-0',
+  );
+  const resume = after.find(
+    (r) => r.kind === 'Resume' && (r.outcome as { result: string }).result === 'succeeded',
+  );
+  assert.ok(resume, 'the resume is on the audit branch');
+  assert.match(String(resume.reason), /resume-oomy by reviewer@example.com/);
+  assert.equal((resume.policy as { commit: string }).commit, approvalCommit);
+  assert.match(
+    await registry.getSingleMetricAsString('tollgate_resize_paused_workloads'),
+    /tollgate_resize_paused_workloads 0/,
+  );
+});
