@@ -18,6 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import type { Clock } from '../lib/clock.ts';
+import { systemTimers, type Timers } from '../lib/timers.ts';
 import { systemClock } from '../lib/clock.ts';
 import { redactUrl, silentLogger, type Logger } from '../observe/log.ts';
 import { formatPolicyError, type PolicyError } from './errors.ts';
@@ -31,20 +32,6 @@ import {
 } from './metrics.ts';
 
 export { PolicyFetchError } from './git.ts';
-
-export interface Timers {
-  setTimeout(callback: () => void, ms: number): unknown;
-  clearTimeout(handle: unknown): void;
-}
-
-const realTimers: Timers = {
-  setTimeout: (callback, ms) => {
-    const handle = setTimeout(callback, ms);
-    handle.unref();
-    return handle;
-  },
-  clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
-};
 
 export interface PolicySourceOptions {
   /** A folder path, or an http(s) Git URL. */
@@ -124,7 +111,7 @@ export class PolicySource {
   #running = false;
 
   constructor(options: PolicySourceOptions) {
-    this.#timers = options.timers ?? realTimers;
+    this.#timers = options.timers ?? systemTimers;
     this.#clock = options.clock ?? systemClock;
     this.#logger = options.logger ?? silentLogger;
     this.#intervalMs = options.intervalMs ?? 30_000;
@@ -191,13 +178,13 @@ export class PolicySource {
 
   stop(): void {
     this.#running = false;
-    if (this.#timer !== undefined) this.#timers.clearTimeout(this.#timer);
+    if (this.#timer !== undefined) this.#timers.clear(this.#timer);
     this.#timer = undefined;
   }
 
   #schedule(): void {
     if (!this.#running) return;
-    this.#timer = this.#timers.setTimeout(() => {
+    this.#timer = this.#timers.set(() => {
       this.#timer = undefined;
       void this.poll().finally(() => this.#schedule());
     }, this.#intervalMs);

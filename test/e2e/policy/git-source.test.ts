@@ -84,7 +84,7 @@ test('clones the policy, picks up a new commit, rejects a broken one and keeps t
   assert.equal(await metric('tollgate_policy_commit_info', { sha: firstSha }), 1);
 
   // Nothing new: no parse, no announcement.
-  timers.fire();
+  await timers.advance(30_000);
   assert.deepEqual(await source.poll(), { kind: 'unchanged', commit: firstSha });
 
   // A new good commit is picked up on the next poll.
@@ -99,7 +99,7 @@ test('clones the policy, picks up a new commit, rejects a broken one and keeps t
     { 'tenants/api.yaml': tenant },
     { message: 'api weight 3' },
   );
-  timers.fire();
+  await timers.advance(30_000);
   assert.deepEqual(await source.poll(), { kind: 'applied', commit: secondSha });
   assert.equal(source.current()?.tenants.get('api')?.weight, 3);
   assert.equal(await metric('tollgate_policy_commit_info', { sha: secondSha }), 1);
@@ -119,7 +119,7 @@ test('clones the policy, picks up a new commit, rejects a broken one and keeps t
     },
     { message: 'typo in tenant' },
   );
-  timers.fire();
+  await timers.advance(30_000);
   const broken = await source.poll();
   assert.equal(broken.kind, 'rejected');
   assert.equal(source.current()?.commit, secondSha, 'the last good policy stays in force');
@@ -138,7 +138,7 @@ test('clones the policy, picks up a new commit, rejects a broken one and keeps t
   assert.equal(await metric('tollgate_policy_commit_info', { sha: secondSha }), 1);
 
   // Polling again does not re-announce the same broken commit.
-  timers.fire();
+  await timers.advance(30_000);
   assert.equal((await source.poll()).kind, 'unchanged');
   assert.equal(rejections.length, 1);
 
@@ -149,7 +149,7 @@ test('clones the policy, picks up a new commit, rejects a broken one and keeps t
     { 'gates/data-pipeline.yaml': exampleFiles()['gates/data-pipeline.yaml'] ?? '' },
     { message: 'fix tenant' },
   );
-  timers.fire();
+  await timers.advance(30_000);
   assert.deepEqual(await source.poll(), { kind: 'applied', commit: fixedSha });
   assert.deepEqual(
     applied.map((p) => p.commit),

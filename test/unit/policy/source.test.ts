@@ -36,7 +36,7 @@ test('a folder source applies good content, keeps it through a bad edit and pick
     assert.ok(good);
     assert.equal(await metric('tollgate_policy_commit_info', { sha: good.commit }), 1);
 
-    timers.fire();
+    await timers.advance(15_000);
     assert.equal((await source.poll()).kind, 'unchanged');
     assert.equal(applied.length, 1, 'unchanged content is not announced again');
 
@@ -45,7 +45,7 @@ test('a folder source applies good content, keeps it through a bad edit and pick
       join(dir, 'tenants/api.yaml'),
       'apiVersion: tollgate.io/v1alpha1\nkind: Tenant\nmetadata: {name: api}\nspec: {namespaces: [ml-train], gatePrefixes: [api.tollgate.io/]}\n',
     );
-    timers.fire();
+    await timers.advance(15_000);
     const bad = await source.poll();
     assert.equal(bad.kind, 'rejected');
     // Files load in path order: api.yaml claims ml-train first, so ml-training.yaml is the one refused.
@@ -61,7 +61,7 @@ test('a folder source applies good content, keeps it through a bad edit and pick
       join(dir, 'tenants/api.yaml'),
       `# fixed\n${readFileSync(join(examples, 'tenants/api.yaml'), 'utf8')}`,
     );
-    timers.fire();
+    await timers.advance(15_000);
     const fixed = await source.poll();
     assert.equal(fixed.kind, 'applied');
     assert.notEqual(source.current()?.commit, good.commit);
