@@ -292,6 +292,9 @@ function installExitHooks(): void {
     const failed = code !== 0 || (process.exitCode !== undefined && process.exitCode !== 0);
     for (const folder of folders) {
       if (failed || process.env.TOLLGATE_KEEP_CLUSTER_LOGS) {
+        // etcd's preallocated WAL is ~120 MiB per run and says nothing the logs do not.
+        if (!process.env.TOLLGATE_KEEP_CLUSTER_LOGS)
+          rmSync(join(folder, 'etcd'), { recursive: true, force: true });
         process.stderr.write(
           `[control-plane] run failed or logs requested: component logs kept in ${folder}/logs\n`,
         );
