@@ -15,6 +15,7 @@ import { eventually } from '../../support/eventually.ts';
 import { LiveClusterView } from '../../../src/cluster/view.ts';
 import { createWriteExecutor } from '../../../src/cluster/writer.ts';
 import { GitAuditWriter } from '../../../src/audit/writer.ts';
+import { createEventRecorder, type EventRecorder } from '../../../src/cluster/events.ts';
 import type { ClusterView } from '../../../src/cluster/types.ts';
 import type { Dispatcher } from '../../../src/dispatch/types.ts';
 import type { Policy, ResizePolicy } from '../../../src/policy/model.ts';
@@ -41,6 +42,7 @@ export interface ResizeWorld {
   readonly auditRepo: string;
   readonly prom: TestPrometheus;
   readonly namespace: string;
+  readonly events: EventRecorder;
   /** Starts the loop with a policy provider; stopped by `stop()`. */
   loop(policy: () => Policy | undefined, options?: Partial<ResizeLoopDeps>): ResizeLoop;
   pod(name: string): Promise<V1Pod>;
@@ -105,6 +107,11 @@ export async function startResizeWorld(
   });
 
   const prom = await startPrometheusForTest();
+  const events = createEventRecorder(tollgateKc, {
+    ratePerSecond: 50,
+    burst: 100,
+    reportingInstance: 'resize-e2e',
+  });
   const core = tollgateKc.makeApiClient(CoreV1Api);
   const loops: ResizeLoop[] = [];
 
@@ -119,6 +126,7 @@ export async function startResizeWorld(
     auditRepo,
     prom,
     namespace,
+    events,
     loop(policy, options = {}) {
       const loop = startResizeLoop({
         view: view as ClusterView,
@@ -129,6 +137,13 @@ export async function startResizeWorld(
         intervalMs: 500,
         stepMs: () => 1000,
         readPod: async (ns, pod) => core.readNamespacedPod({ namespace: ns, name: pod }),
+        events: (pod, event) => {
+          const meta = pod.metadata ?? {};
+          events.record(
+            { namespace: meta.namespace ?? '', name: meta.name ?? '', uid: meta.uid ?? '' },
+            { type: event.type, reason: event.reason, action: event.reason, note: event.message },
+          );
+        },
         ...options,
       });
       loops.push(loop);
@@ -172,6 +187,7 @@ export async function startResizeWorld(
     async stop() {
       for (const loop of loops) await loop.stop();
       await dispatcher.close({ cancelQueued: true });
+      await events.close();
       await audit.close();
       await view.stop();
       await kubelet.stop();

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { V1Pod } from '@kubernetes/client-node';
+import { EventsV1Api, type V1Pod } from '@kubernetes/client-node';
 import { eventually } from '../../support/eventually.ts';
 import { pushTree } from '../../support/git-server.ts';
 import { PolicySource } from '../../../src/policy/source.ts';
@@ -186,6 +186,21 @@ test('an OOMKilled container after a memory decrease is rolled back and paused, 
   assert.match(
     await registry.getSingleMetricAsString('tollgate_resize_paused_workloads'),
     /tollgate_resize_paused_workloads 1/,
+  );
+
+  await world.events.flush();
+  const podEvents = await world.cp
+    .kubeConfig('admin')
+    .makeApiClient(EventsV1Api)
+    .listNamespacedEvent({ namespace: world.namespace, fieldSelector: 'regarding.name=oomy-0' });
+  const reasons = podEvents.items.map((e) => `${e.type}/${e.reason}`);
+  assert.ok(
+    reasons.includes('Warning/TollgateResizeRollback'),
+    `events on the pod: ${reasons.join(', ')}`,
+  );
+  assert.ok(
+    reasons.includes('Warning/TollgateResizePaused'),
+    `events on the pod: ${reasons.join(', ')}`,
   );
 
   // Paused: a quiet queue for several windows and cooldowns changes nothing.
