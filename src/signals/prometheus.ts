@@ -120,8 +120,9 @@ function segments(query: string): Segment[] {
  * escaped values. Throws when a placeholder is outside a literal or has no value.
  */
 export function substitute(query: string, variables: QueryVariables): string {
-  return segments(query)
-    .map((part) => {
+  const parts = segments(query);
+  return parts
+    .map((part, index) => {
       if (part.quote === null) {
         const stray = part.text.match(placeholder);
         if (stray) {
@@ -133,9 +134,13 @@ export function substitute(query: string, variables: QueryVariables): string {
         return part.text;
       }
       const quote = part.quote;
+      // In a regex matcher (`=~`, `!~`) a value is also regex-escaped, so a pod named
+      // `web.1` matches only itself, not `web-1` too.
+      const regex = /[=!]~\s*["'`]$/.test(parts[index - 1]?.text ?? '');
       return part.text.replace(placeholder, (_match, name: keyof QueryVariables) => {
-        const value = variables[name];
-        if (value === undefined) throw new PrometheusError(query, `no value for $${name}`);
+        const raw = variables[name];
+        if (raw === undefined) throw new PrometheusError(query, `no value for $${name}`);
+        const value = regex ? escapeRegex(raw) : raw;
         if (quote === '`') {
           if (value.includes('`')) {
             throw new PrometheusError(query, `$${name} value contains a backtick`);

@@ -55,6 +55,16 @@ test('placeholder substitution escapes label values for their quotes', () => {
   for (const c of cases) assert.equal(substitute(c.query, c.vars), c.want, c.name);
 });
 
+test('inside a regex matcher a substituted value is regex-escaped too', () => {
+  assert.equal(substitute('q{pod=~"$pod-.*"}', { pod: 'web.1' }), 'q{pod=~"web\\\\.1-.*"}');
+  assert.equal(substitute('q{pod!~ "$pod"}', { pod: 'a+b' }), 'q{pod!~ "a\\\\+b"}');
+  assert.equal(
+    substitute('q{pod="$pod"}', { pod: 'web.1' }),
+    'q{pod="web.1"}',
+    'an equality matcher is not',
+  );
+});
+
 test('a placeholder outside a string literal or without a value is an error naming the query', () => {
   assert.throws(
     () => substitute('q{pod=$pod}', { pod: 'p' }),
