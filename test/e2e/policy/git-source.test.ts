@@ -10,6 +10,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { PolicySource } from '../../../src/policy/source.ts';
+import { runValidate } from '../../../src/cli/validate.ts';
 import { formatPolicyError } from '../../../src/policy/errors.ts';
 import { registry } from '../../../src/observe/metrics.ts';
 import type { Policy } from '../../../src/policy/model.ts';
@@ -258,4 +259,29 @@ test('a bad token is refused with a clear error that never echoes the token', as
   assert.equal(noToken.kind, 'fetch-failed');
   if (noToken.kind === 'fetch-failed')
     assert.match(noToken.error.message, /no token was configured/);
+});
+
+test('tollgate validate reads a URL with the token from the environment and refuses a bad one with exit 2', async () => {
+  const url = server.createRepo('policy-validate');
+  const sha = await pushTree(server, url, exampleFiles(), { message: 'policy' });
+  const run = async (token: string) => {
+    let out = '';
+    const code = await runValidate(
+      url,
+      { output: 'text', gitTokenEnv: 'POLICY_TOKEN' },
+      {
+        stdout: (t) => (out += t),
+        stderr: (t) => (out += t),
+        env: { POLICY_TOKEN: token },
+      },
+    );
+    return { code, out };
+  };
+  const good = await run(server.token);
+  assert.equal(good.code, 0, good.out);
+  assert.match(good.out, new RegExp(`valid at ${sha}`));
+  const bad = await run('tg-not-the-token-77');
+  assert.equal(bad.code, 2);
+  assert.match(bad.out, /the server refused the credentials \(check the Git token\)/);
+  assert.ok(!bad.out.includes('tg-not-the-token-77'), bad.out);
 });
