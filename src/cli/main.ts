@@ -5,6 +5,8 @@
  */
 import { Command, CommanderError } from 'commander';
 import { registerAudit } from './audit.ts';
+import { registerValidate } from './validate.ts';
+import { registerRun } from './run.ts';
 
 const program = new Command()
   .name('tollgate')
@@ -13,7 +15,7 @@ const program = new Command()
   .exitOverride()
   .showHelpAfterError();
 
-const registrations: ((program: Command) => void)[] = [registerAudit];
+const registrations: ((program: Command) => void)[] = [registerRun, registerAudit, registerValidate];
 
 for (const register of registrations) register(program);
 
