@@ -6,7 +6,6 @@
 import { Command, CommanderError } from 'commander';
 import { registerAudit } from './audit.ts';
 import { registerValidate } from './validate.ts';
-import { registerRun } from './run.ts';
 
 const program = new Command()
   .name('tollgate')
@@ -15,7 +14,7 @@ const program = new Command()
   .exitOverride()
   .showHelpAfterError();
 
-const registrations: ((program: Command) => void)[] = [registerRun, registerAudit, registerValidate];
+const registrations: ((program: Command) => void)[] = [registerAudit, registerValidate];
 
 for (const register of registrations) register(program);
 
