@@ -6,6 +6,7 @@
 import { Command, CommanderError } from 'commander';
 import { registerAudit } from './audit.ts';
 import { registerValidate } from './validate.ts';
+import { registerRun } from './run.ts';
 
 const program = new Command()
   .name('tollgate')
@@ -14,7 +15,7 @@ const program = new Command()
   .exitOverride()
   .showHelpAfterError();
 
-const registrations: ((program: Command) => void)[] = [registerAudit, registerValidate];
+const registrations: ((program: Command) => void)[] = [registerRun, registerAudit, registerValidate];
 
 for (const register of registrations) register(program);
 

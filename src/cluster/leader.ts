@@ -305,7 +305,7 @@ export class LeaderElector {
     this.#term = { token, controller: new AbortController() };
     leaderGauge.set(1);
     transitionsCounter.inc({ change: 'acquired' });
-    this.#log.info({ token: formatFencingToken(token) }, 'became leader');
+    this.#log.info({ fencingToken: formatFencingToken(token) }, 'became leader');
     const term = { token, signal: this.#term.controller.signal };
     for (const listener of this.#started) listener(term);
   }
@@ -318,7 +318,7 @@ export class LeaderElector {
     ending.controller.abort(new Error(`leadership ${change}`));
     leaderGauge.set(0);
     transitionsCounter.inc({ change });
-    this.#log.info({ token: formatFencingToken(ending.token), change }, 'leadership ended');
+    this.#log.info({ fencingToken: formatFencingToken(ending.token), change }, 'leadership ended');
     const term = { token: ending.token, signal: ending.controller.signal };
     for (const listener of this.#stopped) listener(term);
   }
