@@ -221,7 +221,14 @@ class Component {
     this.#stopping = false;
     this.crashed = undefined;
     const fd = openSync(this.#logFile, 'a');
-    const child = spawn(this.#binary, this.#args, { stdio: ['ignore', fd, fd] });
+    // With setpriv (util-linux) the kernel SIGKILLs the component when the test process
+    // dies, even by SIGKILL, where no exit hook runs; setpriv execs, so the pid is the
+    // component's own.
+    const child = setpriv
+      ? spawn(setpriv, ['--pdeathsig', 'KILL', '--', this.#binary, ...this.#args], {
+          stdio: ['ignore', fd, fd],
+        })
+      : spawn(this.#binary, this.#args, { stdio: ['ignore', fd, fd] });
     closeSync(fd);
     // Unreferenced: a forgotten stop() must not keep the test process alive forever; the
     // exit hook kills whatever is still running.
@@ -280,6 +287,7 @@ class Component {
 
 /** Every child still running; killed synchronously at process exit whatever happened. */
 const live = new Set<ChildProcess>();
+const setpriv = ['/usr/bin/setpriv', '/bin/setpriv'].find((path) => existsSync(path));
 /** Temp folders to remove at exit if the run passed (kept for diagnosis if it failed). */
 const folders = new Set<string>();
 let exitHooksInstalled = false;
