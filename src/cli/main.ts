@@ -15,7 +15,11 @@ const program = new Command()
   .exitOverride()
   .showHelpAfterError();
 
-const registrations: ((program: Command) => void)[] = [registerRun, registerAudit, registerValidate];
+const registrations: ((program: Command) => void)[] = [
+  registerRun,
+  registerAudit,
+  registerValidate,
+];
 
 for (const register of registrations) register(program);
 
