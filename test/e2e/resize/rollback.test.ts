@@ -20,6 +20,7 @@ import { lastGoodAnnotation, pausedAnnotation } from '../../../src/decide/resize
 import { startResizeWorld, type ResizeWorld } from './harness.ts';
 
 const queueMetric = 'tollgate_test_queue_length';
+const errorMetric = 'tollgate_test_error_ratio';
 let world: ResizeWorld;
 let source: PolicySource;
 let policyRepo: string;
@@ -72,6 +73,34 @@ function policyFiles(namespace: string): Record<string, string> {
       '  window: 2s',
       '  hysteresis: 0.1',
       '  cooldown: 3s',
+      '  deferredTimeout: 30s',
+      '  maxAttempts: 3',
+      '  rollback: { onOOMKilled: true, pauseForReview: true }',
+      '  allowRestart: false',
+      '',
+    ].join('\n'),
+    'resize/slo.yaml': [
+      'apiVersion: tollgate.io/v1alpha1',
+      'kind: ResizePolicy',
+      'metadata: { name: slo }',
+      'spec:',
+      '  tenant: team-a',
+      '  selector: { matchLabels: { app: slo } }',
+      '  containers:',
+      '    app:',
+      '      cpu: { min: 250m, max: 2, step: 250m }',
+      '  signals:',
+      '    - name: queue',
+      `      query: ${queueMetric}{namespace="$namespace",pod="$pod"}`,
+      '      scaleUpAbove: 100',
+      '      scaleDownBelow: 20',
+      '  slo:',
+      `    query: max(${errorMetric}{namespace="$namespace",pod="$pod"})`,
+      '    above: 0.05',
+      '    for: 3s',
+      '  window: 2s',
+      '  hysteresis: 0.1',
+      '  cooldown: 60s',
       '  deferredTimeout: 30s',
       '  maxAttempts: 3',
       '  rollback: { onOOMKilled: true, pauseForReview: true }',
@@ -260,5 +289,67 @@ test('an OOMKilled container after a memory decrease is rolled back and paused, 
   assert.match(
     await registry.getSingleMetricAsString('tollgate_resize_paused_workloads'),
     /tollgate_resize_paused_workloads 0/,
+  );
+});
+
+test('an SLO breached for longer than the policy allows after a resize rolls it back and pauses the workload', async () => {
+  const labels = { namespace: world.namespace, pod: 'slo-0' };
+  world.prom.set(queueMetric, labels, 50);
+  world.prom.set(errorMetric, labels, 0.01);
+  await world.runPod({
+    metadata: { name: 'slo-0', labels: { app: 'slo' } },
+    spec: {
+      nodeName: 'rz-oom-node',
+      containers: [
+        {
+          name: 'app',
+          image: 'registry.example/worker:1',
+          resources: { requests: { cpu: '1', memory: '128Mi' } },
+        },
+      ],
+    },
+  });
+  const cpu = (pod: V1Pod) =>
+    toStoredAmount('cpu', pod.spec?.containers[0]?.resources?.requests?.cpu ?? '0');
+  world.prom.set(queueMetric, labels, 5);
+  await eventually(
+    'cpu lowered one step to 750m',
+    async () => cpu(await world.pod('slo-0')) === 750,
+    { timeoutMs: 20_000 },
+  );
+  world.prom.set(queueMetric, labels, 50);
+
+  // A short blip does not count; a breach lasting longer than `for` (3s) does.
+  world.prom.set(errorMetric, labels, 0.5);
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  world.prom.set(errorMetric, labels, 0.01);
+  await new Promise((resolve) => setTimeout(resolve, 4000));
+  assert.equal(cpu(await world.pod('slo-0')), 750, 'a one-second blip is not a breach');
+
+  world.prom.set(errorMetric, labels, 0.5);
+  const pod = await eventually(
+    'cpu restored to 1 and the workload paused',
+    async () => {
+      const current = await world.pod('slo-0');
+      return cpu(current) === 1000 && current.metadata?.annotations?.[pausedAnnotation]
+        ? current
+        : undefined;
+    },
+    { timeoutMs: 20_000 },
+  );
+  assert.match(
+    JSON.parse(pod.metadata?.annotations?.[pausedAnnotation] ?? '{}').reason,
+    /SLO breached/,
+  );
+  const records = (await world.auditRecords()).filter(
+    (r) => (r.target as { name: string }).name === 'slo-0',
+  );
+  assert.ok(
+    records.some((r) => r.kind === 'Rollback' && /SLO breached/.test(String(r.reason))),
+    'the SLO rollback is in Git',
+  );
+  assert.match(
+    await registry.getSingleMetricAsString('tollgate_resize_rollbacks_total'),
+    /reason="SLO"\} 1/,
   );
 });
