@@ -259,6 +259,8 @@ export class SimulatedKubelet {
   /** (uid, generation, reason) for which an event was already emitted. */
   readonly #emitted = new Set<string>();
   readonly #podsByNode = new Map<string, Set<string>>();
+  /** Pods whose next resize actuations fail (failResize hook), by namespace/name. */
+  readonly #actuationFailures = new Map<string, { message: string; remaining: number }>();
   /** Pods whose last seen status holds PodResizePending reason Deferred. */
   readonly #deferred = new Set<string>();
   readonly #timers = new Set<NodeJS.Timeout>();
@@ -387,6 +389,22 @@ export class SimulatedKubelet {
         if (errorCode(error) !== 409 || attempt >= 5) throw error;
       }
     }
+  }
+
+  /**
+   * Makes the next `times` resize actuations of a pod fail the way a runtime error does:
+   * PodResizeInProgress stays True with reason Error and `message`; actual resources stay
+   * as they were; each failure is retried after the actuation delay.
+   */
+  failResize(
+    namespace: string,
+    name: string,
+    options: { message?: string; times?: number } = {},
+  ): void {
+    this.#actuationFailures.set(keyOf(namespace, name), {
+      message: options.message ?? 'simulated runtime error: failed to update container resources',
+      remaining: options.times ?? 1,
+    });
   }
 
   /**
@@ -759,6 +777,33 @@ export class SimulatedKubelet {
           () => this.#queue.add(keyOf(pod.metadata!.namespace!, pod.metadata!.name!)),
           true,
         );
+        return;
+      }
+      const key = keyOf(pod.metadata!.namespace!, pod.metadata!.name!);
+      const failure = this.#actuationFailures.get(key);
+      if (failure && failure.remaining > 0) {
+        // The runtime refused the update: PodResizeInProgress with reason Error, actual
+        // resources unchanged, retried after another delay as the kubelet retries.
+        failure.remaining -= 1;
+        if (failure.remaining === 0) this.#actuationFailures.delete(key);
+        await this.#writeStatus(pod, {
+          observedGeneration: generation,
+          conditions: [
+            ...conditions,
+            ...(pending ? [pending] : []),
+            {
+              type: 'PodResizeInProgress',
+              status: 'True',
+              reason: 'Error',
+              message: failure.message,
+              lastTransitionTime: inProgress.lastTransitionTime,
+              observedGeneration: inProgress.observedGeneration,
+            },
+          ],
+        });
+        accepted.due = Date.now() + this.#actuationDelayMs;
+        this.#every(this.#actuationDelayMs, () => this.#queue.add(key), true);
+        this.#log(`${key}: resize actuation failed (${failure.message})`);
         return;
       }
       const statuses = (pod.status?.containerStatuses ?? []).map((s) => ({

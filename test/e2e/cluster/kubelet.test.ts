@@ -127,6 +127,54 @@ describe('simulated kubelet', () => {
     assert.equal(done.status?.observedGeneration, patched.metadata?.generation);
   });
 
+  test('failResize reports PodResizeInProgress reason Error until the actuation succeeds on retry', async () => {
+    await runOn(
+      aPod('flaky', namespace)
+        .requests({ cpu: '200m', memory: '64Mi' }, { cpu: '400m', memory: '128Mi' })
+        .obj(),
+      'k-spare',
+    );
+    kubelet.failResize(namespace, 'flaky', { message: 'runtime said no', times: 3 });
+    await core.patchNamespacedPodResize(
+      {
+        name: 'flaky',
+        namespace,
+        body: {
+          spec: {
+            containers: [
+              { name: 'app', resources: { requests: { cpu: '300m' }, limits: { cpu: '400m' } } },
+            ],
+          },
+        },
+      },
+      strategic,
+    );
+    const failing = await eventually('PodResizeInProgress reason Error', async () => {
+      const current = await core.readNamespacedPod({ name: 'flaky', namespace });
+      const inProgress = current.status?.conditions?.find((c) => c.type === 'PodResizeInProgress');
+      return inProgress?.reason === 'Error' ? current : undefined;
+    });
+    assert.equal(
+      failing.status?.conditions?.find((c) => c.type === 'PodResizeInProgress')?.message,
+      'runtime said no',
+    );
+    assert.equal(
+      failing.status?.containerStatuses?.[0]?.resources?.requests?.cpu,
+      '200m',
+      'actual unchanged while failing',
+    );
+    assert.equal(
+      failing.status?.containerStatuses?.[0]?.allocatedResources?.cpu,
+      '300m',
+      'allocation already made',
+    );
+    await eventually('the resize to complete after the failures', async () => {
+      const current = await core.readNamespacedPod({ name: 'flaky', namespace });
+      const settled = !current.status?.conditions?.some((c) => c.type.startsWith('PodResize'));
+      return current.status?.containerStatuses?.[0]?.resources?.requests?.cpu === '300m' && settled;
+    });
+  });
+
   test('a deleted pod is removed by the kubelet instead of hanging in Terminating', async () => {
     await runOn(aPod('short-lived', namespace).obj(), 'k-spare');
     await core.deleteNamespacedPod({ name: 'short-lived', namespace });
