@@ -43,7 +43,7 @@ import { collectProcessMetrics, registry } from './observe/metrics.ts';
 import { systemClock } from './lib/clock.ts';
 import type { Policy } from './policy/model.ts';
 import { createPrometheusClient } from './signals/prometheus.ts';
-import { loadPolicyFromDirectory } from './policy/load.ts';
+import { PolicySource } from './policy/source.ts';
 import { formatPolicyError } from './policy/errors.ts';
 
 /**
@@ -170,7 +170,7 @@ async function start(
   const token = readToken(config);
 
   // 2. Policy: the first valid snapshot, or nothing starts.
-  const policies = await openPolicySource(config, token, log, shutdown);
+  const policies = await openPolicySource(config, token, log);
   parts.policies = policies;
   started('policy', () => policies.stop());
   const first = policies.current();
@@ -512,42 +512,35 @@ interface PolicyFeed {
   stop(): Promise<void>;
 }
 
+/**
+ * The policy source (src/policy/source.ts) for a folder or a Git repository, polled by
+ * the policy-resync sweep rather than its own timer. The first poll must yield a valid
+ * policy: its errors are logged one per line and start-up stops.
+ */
 async function openPolicySource(
   config: RunConfig,
-  _token: string | undefined,
+  token: string | undefined,
   log: Logger,
-  _shutdown: AbortSignal,
 ): Promise<PolicyFeed> {
-  if (config.policy.source === 'dir')
-    return openPolicyDirectory(join(config.policy.dir, config.policy.path), log);
-  throw new Error('a Git policy source is not wired yet');
-}
-
-/** A plain folder: compiled on start and on every resync; an invalid edit keeps the last good snapshot. */
-async function openPolicyDirectory(dir: string, log: Logger): Promise<PolicyFeed> {
-  let current: Policy | undefined;
-  const listeners: ((policy: Policy) => void)[] = [];
-  const refresh = async (): Promise<void> => {
-    const result = await loadPolicyFromDirectory(dir);
-    if (!result.ok) {
-      for (const error of result.errors)
-        log.error({ policyError: formatPolicyError(error) }, 'invalid policy');
-      log.error(
-        { dir, errors: result.errors.length, inForce: current?.commit },
-        'policy rejected; the last good snapshot stays in force',
-      );
-      return;
-    }
-    if (result.policy.commit === current?.commit) return;
-    current = result.policy;
-    log.info({ dir, commit: current.commit }, 'new policy snapshot');
-    for (const listener of listeners) listener(current);
-  };
-  await refresh();
+  const source = new PolicySource({
+    location: config.policy.source === 'git' ? config.policy.url : config.policy.dir,
+    ...(config.policy.source === 'git' ? { ref: config.policy.ref } : {}),
+    ...(config.policy.path ? { path: config.policy.path } : {}),
+    ...(token === undefined ? {} : { token }),
+    cacheDir: join(config.git.cacheDir, 'policy'),
+    logger: log,
+  });
+  const first = await source.poll();
+  if (first.kind === 'rejected') {
+    for (const error of first.errors)
+      log.error({ commit: first.commit, policyError: formatPolicyError(error) }, 'invalid policy');
+  } else if (first.kind === 'fetch-failed') {
+    log.error({ err: first.error.message, kind: first.error.kind }, 'policy could not be fetched');
+  }
   return {
-    current: () => current,
-    onPolicy: (listener) => void listeners.push(listener),
-    refresh,
-    stop: async () => undefined,
+    current: () => source.current(),
+    onPolicy: (listener) => void source.onPolicy(listener),
+    refresh: async () => void (await source.poll()),
+    stop: async () => source.stop(),
   };
 }

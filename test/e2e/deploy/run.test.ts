@@ -37,7 +37,7 @@ const gate = 'run.tollgate.io/ready';
 const PODS = Number(process.env.TOLLGATE_E2E_RUN_PODS ?? 400);
 const timings = { lease: 3_000, renew: 2_000, retry: 500 };
 const leaseName = 'tollgate-run-e2e';
-const policyFromGit = process.env.TOLLGATE_E2E_RUN_POLICY === 'git';
+const policyFromGit = process.env.TOLLGATE_E2E_RUN_POLICY !== 'dir';
 
 /** Environment without any TOLLGATE_* or in-cluster variables from the outer shell. */
 function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
@@ -163,7 +163,7 @@ describe('tollgate run: two replicas on the real control plane', () => {
     ].join('\n'),
   });
 
-  /** The policy as a Git repository when the Git source is wired, else as a folder. */
+  /** The policy as a Git repository (default), or as a folder with TOLLGATE_E2E_RUN_POLICY=dir. */
   const policyDir = join(work, 'policy');
   const policyArgs = (): string[] =>
     policyFromGit
