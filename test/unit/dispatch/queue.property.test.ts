@@ -432,7 +432,13 @@ test('a low-priority write is sent within the aging bound under sustained high-p
       async (difference, agingMs, serviceMs, capacity) => {
         const timers = new ManualTimers();
         const clock = timers.clock;
-        let current: (() => void) | undefined;
+        // A holder object: TypeScript does not track assignments made inside the executor closure.
+        const flight = {} as { current?: () => void };
+        const finishCurrent = (): void => {
+          const finish = flight.current;
+          flight.current = undefined;
+          finish?.();
+        };
         let lowSentAt: number | undefined;
         const dispatcher = new PriorityDispatcher({
           capacity,
@@ -445,7 +451,7 @@ test('a low-priority write is sent within the aging bound under sustained high-p
           executor: (req) =>
             new Promise((resolve) => {
               if (req.key === 'low/x') lowSentAt = clock.now();
-              current = () => resolve({ resourceVersion: '1' });
+              flight.current = () => resolve({ resourceVersion: '1' });
             }),
         });
         let next = 0;
@@ -463,8 +469,7 @@ test('a low-priority write is sent within the aging bound under sustained high-p
         };
         high();
         // Make room for the low one by finishing the first high write.
-        current?.();
-        current = undefined;
+        finishCurrent();
         await settle();
         const low = dispatcher.enqueue(
           request('low/x', {
@@ -483,9 +488,7 @@ test('a low-priority write is sent within the aging bound under sustained high-p
         while (lowSentAt === undefined && clock.now() - start <= bound + serviceMs) {
           high();
           await timers.advance(serviceMs);
-          const finish = current;
-          current = undefined;
-          finish?.();
+          finishCurrent();
           await settle();
         }
         assert.ok(lowSentAt !== undefined, `low-priority write not sent within ${bound} ms`);
@@ -493,7 +496,7 @@ test('a low-priority write is sent within the aging bound under sustained high-p
           lowSentAt - start <= bound,
           `sent after ${lowSentAt - start} ms, bound ${bound} ms`,
         );
-        current?.();
+        finishCurrent();
         await dispatcher.close({ cancelQueued: true });
       },
     ),
