@@ -271,6 +271,46 @@ describe('tollgate run: two replicas on the real control plane', () => {
     await git?.close();
   });
 
+  it('a policy repository without a valid policy: exit 1, the errors named, no lease taken', async () => {
+    const badUrl = git.createRepo('bad-policy');
+    const files = policyFiles();
+    files['gates/ready.yaml'] = files['gates/ready.yaml']!.replace('tenant: run', 'tenant: nobody');
+    await pushTree(git, badUrl, files, { message: 'a gate policy of an unknown tenant' });
+    const port = await freePort();
+    const result = await runCli(
+      [
+        'run',
+        '--kubeconfig',
+        cp.tollgateKubeconfig,
+        '--policy-repo',
+        badUrl,
+        '--git-token-env',
+        'E2E_GIT_TOKEN',
+        '--git-cache-dir',
+        join(work, 'bad'),
+        '--audit-repo',
+        auditUrl,
+        '--identity',
+        'replica-bad',
+        '--metrics-address',
+        `127.0.0.1:${port}`,
+        '--lease-namespace',
+        'tollgate-system',
+        '--lease-name',
+        'tollgate-run-e2e-bad',
+      ],
+      cleanEnv({ E2E_GIT_TOKEN: git.token }),
+    );
+    assert.equal(result.code, 1, result.stdout + result.stderr);
+    assert.match(result.stdout, /"msg":"invalid policy"/);
+    assert.match(result.stdout, /gates\/ready\.yaml/);
+    const leases = cp.kubeConfig('admin').makeApiClient(CoordinationV1Api);
+    await assert.rejects(
+      leases.readNamespacedLease({ namespace: 'tollgate-system', name: 'tollgate-run-e2e-bad' }),
+      (error: { code?: number }) => error.code === 404,
+    );
+  });
+
   it('the leader is SIGKILLed mid-release: the standby takes over within lease + retry, no pod is released twice', async () => {
     const a = await startReplica('replica-a');
     await eventually('replica-a leads', async () => (await holder()) === 'replica-a', {
