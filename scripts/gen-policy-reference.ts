@@ -211,6 +211,7 @@ export async function renderPolicyReference(): Promise<string> {
       '',
       `- one file at most ${limits.maxFileBytes} bytes; all policy files together at most ${limits.maxRepoBytes} bytes; at most ${limits.maxFiles} files; at most ${limits.maxDocumentsPerFile} documents per file;`,
       `- nesting at most ${limits.maxNestingDepth} levels (checked before parsing);`,
+      `- a Git fetch may download at most ${limits.maxFetchBytes} bytes;`,
       `- aliases may expand to at most ${limits.maxAliasCount} nodes per document (no "billion laughs");`,
       '- duplicate keys, merge keys (`<<`) and tags outside the YAML 1.2 core schema (`!!js/function`, custom `!Tags`) are errors;',
       '- symbolic links are not followed.',

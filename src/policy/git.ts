@@ -10,7 +10,7 @@
  */
 import * as fs from 'node:fs';
 import { mkdirSync } from 'node:fs';
-import git, { Errors, type AuthCallback } from 'isomorphic-git';
+import git, { Errors, type AuthCallback, type HttpClient } from 'isomorphic-git';
 import http from 'isomorphic-git/http/node';
 import { redactUrl } from '../observe/log.ts';
 import type { PolicyError } from './errors.ts';
@@ -48,6 +48,37 @@ export interface FetchedTree {
   readonly errors: PolicyError[];
 }
 
+/**
+ * The isomorphic-git HTTP client with a cap on response bytes: a repository stuffed
+ * with history or huge blobs is refused while downloading, before it fills the disk
+ * or memory, since per-file limits can only apply once the pack has arrived.
+ */
+export function cappedHttp(maxBytes: number): HttpClient {
+  return {
+    async request(request) {
+      const response = await http.request(request);
+      const body = response.body;
+      if (!body) return response;
+      return {
+        ...response,
+        body: (async function* () {
+          let total = 0;
+          for await (const chunk of body) {
+            total += chunk.byteLength;
+            if (total > maxBytes) {
+              throw new PolicyFetchError(
+                'other',
+                `the repository sent more than ${maxBytes} bytes; refused`,
+              );
+            }
+            yield chunk;
+          }
+        })(),
+      };
+    },
+  };
+}
+
 export function isGitUrl(location: string): boolean {
   return /^https?:\/\//i.test(location);
 }
@@ -74,7 +105,10 @@ export class GitPolicyReader {
   readonly #username: string;
   readonly #cache = {};
 
-  constructor(location: GitLocation, cacheDir: string) {
+  readonly #maxFetchBytes: number;
+
+  constructor(location: GitLocation, cacheDir: string, options: { maxFetchBytes?: number } = {}) {
+    this.#maxFetchBytes = options.maxFetchBytes ?? limits.maxFetchBytes;
     const split = splitCredentials(location.url);
     this.url = split.url;
     this.ref = location.ref ?? 'main';
@@ -172,7 +206,7 @@ export class GitPolicyReader {
       if (!(await this.#has(commit))) {
         await git.fetch({
           fs,
-          http,
+          http: cappedHttp(this.#maxFetchBytes),
           gitdir: this.#gitdir,
           remote: 'origin',
           ref: isTag ? `refs/tags/${this.ref}` : this.ref,

@@ -21,6 +21,8 @@ export const limits = {
   maxFileBytes: 1024 * 1024,
   /** Bytes of all policy files of a repository. */
   maxRepoBytes: 8 * 1024 * 1024,
+  /** Bytes one Git fetch may download (the pack arrives before any file can be measured). */
+  maxFetchBytes: 64 * 1024 * 1024,
   /** Policy files (*.yaml, *.yml) in a repository. */
   maxFiles: 1000,
   /** YAML documents in one file. */

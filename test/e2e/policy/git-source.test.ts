@@ -10,6 +10,8 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { PolicySource } from '../../../src/policy/source.ts';
+import { GitPolicyReader } from '../../../src/policy/git.ts';
+import { randomBytes } from 'node:crypto';
 import { runValidate } from '../../../src/cli/validate.ts';
 import { formatPolicyError } from '../../../src/policy/errors.ts';
 import { registry } from '../../../src/observe/metrics.ts';
@@ -284,4 +286,34 @@ test('tollgate validate reads a URL with the token from the environment and refu
   assert.equal(bad.code, 2);
   assert.match(bad.out, /the server refused the credentials \(check the Git token\)/);
   assert.ok(!bad.out.includes('tg-not-the-token-77'), bad.out);
+});
+
+test('a token in the URL is used for auth and stored nowhere in the cache clone', async () => {
+  const url = server.createRepo('policy-url-token');
+  const sha = await pushTree(server, url, exampleFiles(), { message: 'policy' });
+  const cache = cacheDir();
+  const source = new PolicySource({
+    location: url.replace('http://', `http://x:${server.token}@`),
+    cacheDir: cache,
+    timers: new ManualTimers(),
+  });
+  assert.ok(!source.location.includes(server.token));
+  assert.deepEqual(await source.poll(), { kind: 'applied', commit: sha });
+  const config = readFileSync(join(cache, 'config'), 'utf8');
+  assert.match(config, /url = http:\/\/127\.0\.0\.1:\d+\/policy-url-token\.git/);
+  assert.ok(!config.includes(server.token), config);
+});
+
+test('a repository larger than the fetch cap is refused while downloading', async () => {
+  const url = server.createRepo('policy-huge');
+  await pushTree(
+    server,
+    url,
+    { ...exampleFiles(), 'blobs/noise.bin': randomBytes(300_000).toString('base64') },
+    { message: 'noise' },
+  );
+  const reader = new GitPolicyReader({ url, token: server.token }, cacheDir(), {
+    maxFetchBytes: 100_000,
+  });
+  await assert.rejects(reader.fetch(), /the repository sent more than 100000 bytes; refused/);
 });
