@@ -82,6 +82,7 @@ before(async () => {
     'rz-small-c': { cpu: '2', memory: '4Gi' },
     'rz-small-d': { cpu: '2', memory: '4Gi' },
     'rz-small-e': { cpu: '2', memory: '4Gi' },
+    'rz-small-f': { cpu: '4', memory: '4Gi' },
   });
 });
 
@@ -309,4 +310,64 @@ test('a Deferred resize that finds no room before deferredTimeout is withdrawn t
     defers.some((r) => /past deferredTimeout/.test(r.reason) && r.outcome.result === 'succeeded'),
     JSON.stringify(defers),
   );
+});
+
+test('an actuation Error (PodResizeInProgress reason Error) is recorded and waited for while the kubelet retries, and withdrawn past deferredTimeout when it never succeeds', async () => {
+  const loop = world.loop(() =>
+    policyFor(world.namespace, [
+      policyNamed('err', {
+        deferredTimeoutMs: 6000,
+        containers: { app: { cpu: { min: 500, max: 2000, step: 500 } } },
+      }),
+    ]),
+  );
+  try {
+    for (const name of ['err-0', 'err-1']) setQueue(name, 50);
+    await world.runPod(appPod('err-0', 'err', 'rz-small-f', '1'));
+    await world.runPod(appPod('err-1', 'err', 'rz-small-f', '1'));
+    world.kubelet.failResize(world.namespace, 'err-0', { times: 2, message: 'runtime busy' });
+    world.kubelet.failResize(world.namespace, 'err-1', {
+      times: 1000,
+      message: 'cgroup write failed',
+    });
+    for (const name of ['err-0', 'err-1']) setQueue(name, 500);
+
+    // err-0: two failures, then the kubelet's retry succeeds; tollgate only waits.
+    const recovered = await eventually(
+      'err-0 actuated after the kubelet retried',
+      async () => {
+        const current = await world.pod('err-0');
+        return actualCpuOf(current) === 1500 ? current : undefined;
+      },
+      { timeoutMs: 20_000 },
+    );
+    assert.equal(cpuOf(recovered), 1500);
+    for (const name of ['err-0', 'err-1']) setQueue(name, 50);
+
+    // err-1: never succeeds; past deferredTimeout the desired resources return to the actual ones.
+    const withdrawn = await eventually(
+      'err-1 withdrawn to 1000m',
+      async () => {
+        const current = await world.pod('err-1');
+        return cpuOf(current) === 1000 ? current : undefined;
+      },
+      { timeoutMs: 20_000 },
+    );
+    assert.equal(actualCpuOf(withdrawn), 1000);
+    const defers = (await recordsFor('err-1')).filter((r) => r.kind === 'Defer');
+    assert.ok(
+      defers.some((r) => /failed to actuate the resize: cgroup write failed/.test(r.reason)),
+      JSON.stringify(defers),
+    );
+    assert.ok(
+      defers.some(
+        (r) =>
+          /Error for \d+ ms, past deferredTimeout/.test(r.reason) &&
+          r.outcome.result === 'succeeded',
+      ),
+      JSON.stringify(defers),
+    );
+  } finally {
+    await loop.stop();
+  }
 });
