@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { PolicySource } from '../../../src/policy/source.ts';
+import { PolicySource, resolveToken } from '../../../src/policy/source.ts';
 import { registry } from '../../../src/observe/metrics.ts';
 import type { Policy } from '../../../src/policy/model.ts';
 import { ManualTimers } from '../../support/manual-timers.ts';
@@ -99,4 +99,22 @@ test('a token variable that is not set is refused at construction, naming the va
       }),
     /environment variable TOLLGATE_TEST_UNSET_TOKEN_VAR \(the Git token\) is not set/,
   );
+});
+
+test('the Git token is read from a file (trimmed) or a variable, and a missing file is named without content', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-token-'));
+  try {
+    writeFileSync(join(dir, 'token'), 'tg-secret-from-file\n');
+    assert.equal(resolveToken({ tokenFile: join(dir, 'token') }), 'tg-secret-from-file');
+    process.env.TOLLGATE_TEST_TOKEN_VAR = ' tg-secret-from-env ';
+    assert.equal(resolveToken({ tokenEnv: 'TOLLGATE_TEST_TOKEN_VAR' }), 'tg-secret-from-env');
+    assert.equal(resolveToken({}), undefined);
+    assert.throws(
+      () => resolveToken({ tokenFile: join(dir, 'absent') }),
+      (error: Error) => /cannot read the Git token file .*absent: ENOENT/.test(error.message),
+    );
+  } finally {
+    delete process.env.TOLLGATE_TEST_TOKEN_VAR;
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
