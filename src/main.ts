@@ -35,7 +35,7 @@ import { createWriteExecutor } from './cluster/writer.ts';
 import { createDispatcher } from './dispatch/queue.ts';
 import type { Dispatcher } from './dispatch/types.ts';
 import { startGateReleaseLoop, type GateReleaseLoop } from './loops/gate-release.ts';
-import { WhileLeader, type Generation } from './loops/leadership.ts';
+import { TermWrites, WhileLeader, type Generation } from './loops/leadership.ts';
 import { ownWriteGuard, startResizeLoop, type ResizeLoop } from './loops/resize.ts';
 import { startObserveServer, type ObserveServer } from './observe/http.ts';
 import { createLogger, redactUrl, type Logger } from './observe/log.ts';
@@ -242,8 +242,9 @@ async function start(
     timings: config.lease.timings,
     logger: log,
   });
+  const termWrites = new TermWrites();
   const dispatcher: Dispatcher = createDispatcher({
-    executor: createWriteExecutor(kubeConfig),
+    executor: termWrites.executor(createWriteExecutor(kubeConfig)),
     fence: elector.fence,
     qps: config.api.qps,
     burst: config.api.qps * 2,
@@ -287,8 +288,10 @@ async function start(
   const auditBranch = config.audit.branch ?? first.settings.audit.branch;
   const supervisor = new WhileLeader(
     elector,
-    async () => {
+    async (leaderTerm) => {
       const term = elector.term();
+      // The loops' queued writes are cancelled when this term ends, even if another begins.
+      const termDispatcher = termWrites.bind(dispatcher, leaderTerm.signal);
       log.info(
         { fencingToken: term ? formatFencingToken(term.token) : undefined },
         'leading: recovering audit outcomes, then starting loops',
@@ -306,8 +309,8 @@ async function start(
       const staleGuard = ownWriteGuard();
       gateLoop = startGateReleaseLoop({
         view: liveView,
-        dispatcher,
-        audit: audit as AuditSink,
+        dispatcher: termDispatcher,
+        audit,
         policy: () => policies.current(),
         staleGuard,
         events: toEvent,
@@ -319,7 +322,7 @@ async function start(
         resizeLoop = startResizeLoop({
           view: liveView,
           policy: () => policies.current(),
-          dispatcher,
+          dispatcher: termDispatcher,
           audit,
           prometheus: createPrometheusClient({ url: prometheusUrl }),
           intervalMs: 30_000,

@@ -9,6 +9,7 @@
  * replica stays a standby in the meantime, still fenced); a stop that throws is logged
  * and the generation is dropped anyway.
  */
+import type { Dispatcher, WriteExecutor } from '../dispatch/types.ts';
 import type { Logger } from '../observe/log.ts';
 
 export interface LeaderTermLike {
@@ -82,5 +83,64 @@ export class WhileLeader {
   async close(): Promise<void> {
     this.#closed = true;
     await this.#end();
+  }
+}
+
+/**
+ * Binds each write to the leader term it was DECIDED under. The dispatcher's fence only
+ * asks "is some term open right now?"; with this, a write queued during a term that has
+ * ended is cancelled and never sent, even if a new term has begun meanwhile.
+ *
+ * A write already IN FLIGHT when its term ends is left to finish: it was sent while the
+ * fence was open, aborting the HTTP request would not unsend it, and its real result
+ * (applied or not) is what the audit trail must record. Aborting it would record
+ * "cancelled" for a gate that may well be gone.
+ */
+export class TermWrites {
+  readonly #sending = new Set<string>();
+
+  /** Wraps the executor so the binding knows which writes have been sent. */
+  executor(inner: WriteExecutor): WriteExecutor {
+    return async (request, signal) => {
+      this.#sending.add(request.decisionId);
+      try {
+        return await inner(request, signal);
+      } finally {
+        this.#sending.delete(request.decisionId);
+      }
+    };
+  }
+
+  /** The dispatcher as the loops of one term see it. */
+  bind(dispatcher: Dispatcher, term: AbortSignal): Dispatcher {
+    const queued = new Map<string, AbortController>();
+    const onTermEnd = (): void => {
+      for (const [decisionId, controller] of queued) {
+        if (!this.#sending.has(decisionId)) controller.abort(term.reason);
+      }
+      queued.clear();
+    };
+    term.addEventListener('abort', onTermEnd, { once: true });
+    return {
+      enqueue: (request) => {
+        const controller = new AbortController();
+        if (term.aborted) controller.abort(term.reason);
+        else queued.set(request.decisionId, controller);
+        const signal = request.signal
+          ? AbortSignal.any([request.signal, controller.signal])
+          : controller.signal;
+        const result = dispatcher.enqueue({ ...request, signal });
+        if (result.accepted) void result.done.finally(() => queued.delete(request.decisionId));
+        else queued.delete(request.decisionId);
+        return result;
+      },
+      whenNotFull: (signal) =>
+        dispatcher.whenNotFull(signal ? AbortSignal.any([signal, term]) : term),
+      cancel: (key, reason) => dispatcher.cancel(key, reason),
+      get depth() {
+        return dispatcher.depth;
+      },
+      close: (options) => dispatcher.close(options),
+    };
   }
 }

@@ -2,10 +2,13 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
+  TermWrites,
   WhileLeader,
   type ElectorLike,
   type LeaderTermLike,
 } from '../../../src/loops/leadership.ts';
+import { createDispatcher } from '../../../src/dispatch/queue.ts';
+import type { WriteRequest } from '../../../src/dispatch/types.ts';
 import { silentLogger } from '../../../src/observe/log.ts';
 
 /** An elector driven by hand: begin() and end() a term. */
@@ -133,5 +136,74 @@ describe('work that runs only while leading', () => {
     elector.begin();
     await sleep(5);
     assert.equal(starts, 0);
+  });
+});
+
+describe('writes bound to the term they were decided under', () => {
+  const request = (name: string): WriteRequest => ({
+    key: `ns/${name}`,
+    target: { namespace: 'ns', name, uid: `uid-${name}`, resourceVersion: '1' },
+    op: { type: 'removeGate', gate: 't.io/ready', gateIndex: 0 },
+    priority: 0,
+    tenant: 't',
+    deadline: Date.now() + 60_000,
+    decisionId: `d-${name}`,
+  });
+
+  it('when the term ends, its queued write is cancelled unsent, its in-flight write finishes with its real result, and a new term writes again', async () => {
+    const started: string[] = [];
+    let finishA: () => void = () => undefined;
+    const terms = new TermWrites();
+    // One write at a time; `a` hangs until the test lets it finish, so `b` stays queued.
+    const dispatcher = createDispatcher({
+      concurrency: 1,
+      qps: 1000,
+      executor: terms.executor(
+        (req) =>
+          new Promise((resolve) => {
+            started.push(req.target.name);
+            if (req.target.name === 'a') finishA = () => resolve({ resourceVersion: '2' });
+            else resolve({ resourceVersion: '2' });
+          }),
+      ),
+    });
+    const term1 = new AbortController();
+    const loops1 = terms.bind(dispatcher, term1.signal);
+    const a = loops1.enqueue(request('a'));
+    const b = loops1.enqueue(request('b'));
+    assert.ok(a.accepted && b.accepted);
+    await sleep(20);
+    assert.deepEqual(started, ['a'], 'a in flight, b queued');
+
+    term1.abort(new Error('leadership lost'));
+    assert.equal((await b.done).result, 'cancelled');
+    finishA();
+    assert.equal(
+      (await a.done).result,
+      'succeeded',
+      'the in-flight write reports what really happened',
+    );
+    assert.deepEqual(started, ['a'], 'the queued write of the lost term was never sent');
+
+    const loops2 = terms.bind(dispatcher, new AbortController().signal);
+    const c = loops2.enqueue(request('c'));
+    assert.ok(c.accepted);
+    assert.equal((await c.done).result, 'succeeded');
+    await dispatcher.close();
+  });
+
+  it('a write enqueued after its term ended is never sent', async () => {
+    let sent = 0;
+    const terms = new TermWrites();
+    const dispatcher = createDispatcher({
+      executor: terms.executor(async () => (sent++, { resourceVersion: '2' })),
+    });
+    const term = new AbortController();
+    term.abort(new Error('leadership lost'));
+    const late = terms.bind(dispatcher, term.signal).enqueue(request('late'));
+    assert.ok(late.accepted);
+    assert.equal((await late.done).result, 'cancelled');
+    assert.equal(sent, 0);
+    await dispatcher.close();
   });
 });
