@@ -173,11 +173,12 @@ export function planReleases(
     gatePolicy: GatePolicy | undefined,
     inputs: readonly ConditionInput[],
     reason: string,
-    suffix = '',
   ): Decision => {
     const target = targetOf(pod);
     const decision: Decision = {
-      id: `${LOOP}:${kind}:${target.uid}:${target.resourceVersion}${suffix}`,
+      // Unique per act: a pod decided again at the same resourceVersion (after a restart,
+      // or a cancelled intent) gets a new id, so recovery never confuses two acts.
+      id: `${LOOP}:${kind}:${target.uid}:${target.resourceVersion}:${now}`,
       at: now,
       loop: LOOP,
       kind,
@@ -286,7 +287,7 @@ export function planReleases(
     const { hold: next, changed } = nextHold(state.holds[uid], reasonKey, recheck, now);
     holds[uid] = next;
     if (next.nextCheckAt !== undefined) wakeups.push(next.nextCheckAt);
-    if (changed) decide('Hold', pod, tenant, gatePolicy, inputs, reason, `:${now}`);
+    if (changed) decide('Hold', pod, tenant, gatePolicy, inputs, reason);
   };
 
   for (const pod of pods) {

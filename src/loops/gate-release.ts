@@ -53,7 +53,7 @@ export interface GateReleaseStaleGuard {
 /** A Kubernetes Event on a pod (src/cluster/events.ts implements it). */
 export type GateReleaseEventSink = (
   pod: V1Pod,
-  event: { type: 'Normal' | 'Warning'; reason: string; message: string },
+  event: { type: 'Normal' | 'Warning'; reason: string; action: string; message: string },
 ) => void | Promise<void>;
 
 export interface GateReleaseDeps {
@@ -80,7 +80,7 @@ export interface GateReleaseDeps {
 
 export interface PassReport {
   readonly decisions: readonly Decision[];
-  /** Writes handed to the dispatcher. */
+  /** Writes decided; each is sent once the intents of its pass are recorded. */
   readonly sent: number;
   readonly skipped: ReadonlyMap<ObjectKey, string>;
   /** Resolves when every write of this pass has ended and its outcome is recorded. */
@@ -153,12 +153,14 @@ export function startGateReleaseLoop(deps: GateReleaseDeps): GateReleaseLoop {
     pod: V1Pod | undefined,
     type: 'Normal' | 'Warning',
     reason: string,
+    action: string,
     message: string,
   ): void => {
     if (!deps.events || !pod) return;
-    Promise.resolve(deps.events(pod, { type, reason, message: message.slice(0, 1000) })).catch(
-      (error: unknown) =>
-        log.warn({ err: error, pod: pod.metadata?.name }, 'could not record event'),
+    Promise.resolve(
+      deps.events(pod, { type, reason, action, message: message.slice(0, 1000) }),
+    ).catch((error: unknown) =>
+      log.warn({ err: error, pod: pod.metadata?.name }, 'could not record event'),
     );
   };
 
@@ -185,9 +187,20 @@ export function startGateReleaseLoop(deps: GateReleaseDeps): GateReleaseLoop {
         emit(
           pod,
           'Normal',
-          'Released',
-          `tollgate removed gate ${write.op.gate}: ${decision.reason}`,
+          'GateReleased',
+          'Release',
+          `removed gate ${write.op.gate}: ${decision.reason}`,
         );
+      } else if (write.op.type === 'annotate') {
+        emit(
+          pod,
+          'Warning',
+          'GateReview',
+          'Review',
+          `awaiting a human decision: ${decision.reason}`,
+        );
+      } else if (write.op.type === 'delete') {
+        emit(pod, 'Warning', 'GateCancelled', 'Delete', decision.reason);
       }
       return;
     }
@@ -262,6 +275,7 @@ export function startGateReleaseLoop(deps: GateReleaseDeps): GateReleaseLoop {
     }
     dirty.clear();
     const now = clock.now();
+    const startedAt = performance.now();
     const plan: Plan = planReleases(policy, deps.view, state, now, {
       ...(deps.budgetRampMs !== undefined ? { budgetRampMs: deps.budgetRampMs } : {}),
     });
@@ -294,7 +308,7 @@ export function startGateReleaseLoop(deps: GateReleaseDeps): GateReleaseLoop {
         nextState = withoutActing(nextState, write.target.uid);
         skipDecisions.push({
           ...decision,
-          id: `gate-release:SkipStale:${decision.target.uid}:${decision.target.resourceVersion}`,
+          id: `gate-release:SkipStale:${decision.target.uid}:${decision.target.resourceVersion}:${now}`,
           kind: 'SkipStale',
           reason: `${decision.kind} skipped: ${why}`,
           outcome: { result: 'recorded' },
@@ -322,41 +336,75 @@ export function startGateReleaseLoop(deps: GateReleaseDeps): GateReleaseLoop {
           (g) => g.name === d.policy.name && g.tenant === d.tenant,
         )?.expiry?.action;
         if (action) expiredTotal.inc({ action });
-        emit(deps.view.pod(d.target.namespace, d.target.name), 'Warning', 'GateExpired', d.reason);
+        emit(
+          deps.view.pod(d.target.namespace, d.target.name),
+          'Warning',
+          'GateExpired',
+          'Expire',
+          d.reason,
+        );
       } else if (d.kind === 'Hold') {
-        emit(deps.view.pod(d.target.namespace, d.target.name), 'Normal', 'Held', d.reason);
+        emit(
+          deps.view.pod(d.target.namespace, d.target.name),
+          'Normal',
+          'GateHeld',
+          'Hold',
+          d.reason,
+        );
       }
     }
     if (records.length > 0) deps.audit.record(records);
 
     if (toSend.length === 0)
       return { decisions: plan.decisions, sent: 0, skipped, settled: Promise.resolve() };
-    try {
-      await deps.audit.recordIntents(toSend.map((s) => s.decision));
-    } catch (error) {
-      // Strict audit: no record, no write. Every pod of this pass is decided again later.
-      log.error({ err: error, writes: toSend.length }, 'audit intents not recorded; no write sent');
-      for (const s of toSend) {
-        state = withoutActing(state, s.write.target.uid);
-        if (s.write.op.type === 'removeGate')
-          releasesTotal.inc({ tenant: s.write.tenant, result: 'unrecorded' });
+    const planMs = Math.round(performance.now() - startedAt);
+    // Strict audit: the intents are pushed before any write is sent. The push runs beside
+    // the next passes, which see these pods as acting (released, charged to the budget),
+    // so a slow push costs latency, not throughput: the audit writer folds the intents
+    // of passes that arrive meanwhile into its next commit.
+    const carryOut = async (): Promise<void> => {
+      const before = performance.now();
+      try {
+        await deps.audit.recordIntents(toSend.map((s) => s.decision));
+      } catch (error) {
+        // No record, no write. Every pod of this pass is decided again later.
+        log.error(
+          { err: error, writes: toSend.length },
+          'audit intents not recorded; no write sent',
+        );
+        for (const s of toSend) {
+          state = withoutActing(state, s.write.target.uid);
+          if (s.write.op.type === 'removeGate')
+            releasesTotal.inc({ tenant: s.write.tenant, result: 'unrecorded' });
+        }
+        schedule(policy.staleness.requeue.maxMs);
+        return;
       }
-      schedule(policy.staleness.requeue.maxMs);
-      return { decisions: plan.decisions, sent: 0, skipped, settled: Promise.resolve() };
-    }
-    const settled = Promise.all(
-      toSend.map((s) => {
-        const p = send(s.decision, s.write, s.pod).catch((error: unknown) => {
-          settle(s.decision, s.write, s.pod, {
-            result: 'failed',
-            message: error instanceof Error ? error.message : String(error),
-          });
-        });
-        pending.add(p);
-        void p.finally(() => pending.delete(p));
-        return p;
-      }),
-    ).then(() => undefined);
+      log.info(
+        {
+          writes: toSend.length,
+          decisions: plan.decisions.length,
+          skipped: skipped.size,
+          planMs,
+          intentsMs: Math.round(performance.now() - before),
+          queue: deps.dispatcher.depth,
+        },
+        'gate-release pass',
+      );
+      await Promise.all(
+        toSend.map((s) =>
+          send(s.decision, s.write, s.pod).catch((error: unknown) => {
+            settle(s.decision, s.write, s.pod, {
+              result: 'failed',
+              message: error instanceof Error ? error.message : String(error),
+            });
+          }),
+        ),
+      );
+    };
+    const settled = carryOut();
+    pending.add(settled);
+    void settled.finally(() => pending.delete(settled));
     return { decisions: plan.decisions, sent: toSend.length, skipped, settled };
   };
 

@@ -19,7 +19,13 @@ import { startGateReleaseLoop } from '../../../src/loops/gate-release.ts';
 import { ownWriteGuard } from '../../../src/loops/resize.ts';
 import { createLogger } from '../../../src/observe/log.ts';
 import type { Policy } from '../../../src/policy/model.ts';
-import { ApiEventSink, GitPolicySource, SimpleDispatcher } from './stand-ins.ts';
+import { createEventRecorder } from '../../../src/cluster/events.ts';
+import { PolicySource } from '../../../src/policy/source.ts';
+import type { Dispatcher } from '../../../src/dispatch/types.ts';
+import { openAuditSource } from '../../../src/audit/reader.ts';
+import { recoverGateReleaseIntents } from '../../../src/loops/gate-release-recovery.ts';
+import { systemClock } from '../../../src/lib/clock.ts';
+import { SimpleDispatcher } from './stand-ins.ts';
 
 interface Config {
   kubeconfig: string;
@@ -41,11 +47,16 @@ const log = createLogger({
 const kc = new KubeConfig();
 kc.loadFromFile(config.kubeconfig);
 
-const policies = new GitPolicySource(config.policyUrl, config.token, (error) =>
-  log.error({ err: error.message }, 'policy'),
-);
-if (!(await policies.refresh())) throw new Error(`no policy.json at ${config.policyUrl}`);
-policies.start(300);
+const policies = new PolicySource({
+  location: config.policyUrl,
+  token: config.token,
+  cacheDir: `${config.cacheDir}/policy`,
+  intervalMs: 300,
+  logger: log,
+});
+const first = await policies.start();
+if (first.kind !== 'applied')
+  throw new Error(`policy at ${config.policyUrl}: ${JSON.stringify(first)}`);
 
 function objectRefs(policy: Policy): ObjectReference[] {
   const refs: ObjectReference[] = [];
@@ -63,7 +74,7 @@ function objectRefs(policy: Policy): ObjectReference[] {
 const view = createClusterView({ kubeConfig: kc, logger: log });
 let watchedCommit = '';
 const currentPolicy = (): Policy | undefined => {
-  const policy = policies.current;
+  const policy = policies.current();
   if (policy && policy.commit !== watchedCommit) {
     watchedCommit = policy.commit;
     view.watchObjects(objectRefs(policy));
@@ -74,7 +85,17 @@ currentPolicy();
 view.start();
 await view.whenSynced();
 
-const dispatcher = new SimpleDispatcher(createWriteExecutor(kc), { workers: 16, capacity: 2000 });
+// The real dispatcher when it is in the tree; the stand-in otherwise (reported on the ready line).
+const executor = createWriteExecutor(kc);
+let dispatcherKind = 'src/dispatch/queue.ts';
+const dispatcher: Dispatcher = await import('../../../src/dispatch/queue.ts')
+  .then((m) =>
+    m.createDispatcher({ executor, capacity: 3000, concurrency: 16, qps: 300, burst: 300 }),
+  )
+  .catch((error: unknown) => {
+    dispatcherKind = `stand-in (${(error as Error).message.split('\n')[0]})`;
+    return new SimpleDispatcher(executor, { workers: 16, capacity: 3000 });
+  });
 const { writer: audit } = await GitAuditWriter.open({
   url: config.auditUrl,
   token: config.token,
@@ -85,7 +106,27 @@ const { writer: audit } = await GitAuditWriter.open({
   batch: { maxDecisions: 1000, maxDelayMs: 200 },
   logger: log,
 });
-const events = new ApiEventSink(kc);
+const recorder = createEventRecorder(kc, {
+  ratePerSecond: 50,
+  burst: 100,
+  logger: log,
+  reportingInstance: config.controller,
+});
+
+// Intents a killed predecessor left without outcomes get the outcome the cluster shows.
+const auditSource = await openAuditSource(config.auditUrl, 'tollgate/audit', {
+  token: config.token,
+});
+const recovered = await recoverGateReleaseIntents({
+  source: auditSource,
+  cluster: 'e2e',
+  view,
+  policy: policies.current()!,
+  audit,
+  clock: systemClock,
+  log,
+});
+auditSource.close();
 
 const loop = startGateReleaseLoop({
   view,
@@ -93,12 +134,22 @@ const loop = startGateReleaseLoop({
   audit,
   policy: currentPolicy,
   staleGuard: ownWriteGuard(),
-  events: events.emit,
+  events: (pod, e) =>
+    recorder.record(
+      {
+        namespace: pod.metadata?.namespace ?? '',
+        name: pod.metadata?.name ?? '',
+        uid: pod.metadata?.uid ?? '',
+      },
+      { type: e.type, reason: e.reason, action: e.action, note: e.message },
+    ),
   log,
   ...(config.debounceMs !== undefined ? { debounceMs: config.debounceMs } : {}),
   ...(config.budgetRampMs !== undefined ? { budgetRampMs: config.budgetRampMs } : {}),
 });
-process.stdout.write(`${JSON.stringify({ ready: true, pid: process.pid })}\n`);
+process.stdout.write(
+  `${JSON.stringify({ ready: true, pid: process.pid, dispatcher: dispatcherKind, recovered: recovered.length })}\n`,
+);
 
 process.on('SIGTERM', () => {
   void (async () => {
@@ -106,11 +157,10 @@ process.on('SIGTERM', () => {
     await dispatcher.close({ cancelQueued: false });
     await audit.flush();
     await audit.close();
+    await recorder.close();
     policies.stop();
     await view.stop();
-    process.stdout.write(
-      `${JSON.stringify({ stopped: true, events: { created: events.created, dropped: events.dropped } })}\n`,
-    );
+    process.stdout.write(`${JSON.stringify({ stopped: true })}\n`);
     process.exit(0);
   })();
 });

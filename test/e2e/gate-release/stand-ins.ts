@@ -1,27 +1,14 @@
 /**
- * The smallest honest adapters for pieces the gate-release e2e needs that had not
- * landed when it was written. Each is real I/O against the real parts (the API server
- * through the real write executor, the real Git server), only simpler than the
- * production module it stands in for. Replace each with the real module once it lands.
+ * The smallest honest adapter for a piece the gate-release e2e needs that had not
+ * landed (is not committed) when it was written; controller.ts uses it only when
+ * src/dispatch/queue.ts cannot be imported. It is real I/O against the real API server
+ * (through the real write executor), only simpler than the module it stands in for.
  *
  * - `SimpleDispatcher` for src/dispatch/queue.ts: bounded, one write in flight per key,
  *   a fixed number of workers, 409/failed-patch-test -> conflict, 403/404/422 -> failed,
  *   anything else retried with backoff (3 attempts), deadline -> expired. No priorities,
  *   no tenant round-robin, no aging.
- * - `GitPolicySource` for the src/policy/ loader: the compiled `Policy` serialised as
- *   `policy.json` in a real Git repo, fetched with isomorphic-git every `intervalMs`; a
- *   new commit becomes a new snapshot, a broken one keeps the last good snapshot.
- * - `ApiEventSink` for src/cluster/events.ts: core/v1 Events created as the tollgate
- *   identity, at most 4 at once; beyond a backlog of 500 new events are dropped and
- *   counted (a recorder that blocks the loop would be worse).
  */
-import { mkdtempSync } from 'node:fs';
-import * as fs from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import git from 'isomorphic-git';
-import http from 'isomorphic-git/http/node';
-import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import type {
   Dispatcher,
   EnqueueResult,
@@ -29,7 +16,6 @@ import type {
   WriteRequest,
   WriteResult,
 } from '../../../src/dispatch/types.ts';
-import type { Policy, Tenant } from '../../../src/policy/model.ts';
 
 export class SimpleDispatcher implements Dispatcher {
   readonly #execute: WriteExecutor;
@@ -134,155 +120,6 @@ export class SimpleDispatcher implements Dispatcher {
       } finally {
         this.#controllers.delete(request.key);
       }
-    }
-  }
-}
-
-/** A Policy as JSON: the tenants map becomes an array. */
-export function policyToJson(policy: Policy): string {
-  return JSON.stringify({ ...policy, tenants: [...policy.tenants.values()] }, null, 2);
-}
-
-export function policyFromJson(text: string, commit: string): Policy {
-  const raw = JSON.parse(text) as Omit<Policy, 'tenants' | 'commit'> & { tenants: Tenant[] };
-  return { ...raw, commit, tenants: new Map(raw.tenants.map((t) => [t.name, t])) };
-}
-
-export class GitPolicySource {
-  readonly #url: string;
-  readonly #token: string;
-  readonly #gitdir = mkdtempSync(join(tmpdir(), 'tollgate-policy-'));
-  #policy: Policy | undefined;
-  #initialised = false;
-  #timer: NodeJS.Timeout | undefined;
-  #onError: (error: Error) => void;
-
-  constructor(url: string, token: string, onError: (error: Error) => void = () => undefined) {
-    this.#url = url;
-    this.#token = token;
-    this.#onError = onError;
-  }
-
-  get current(): Policy | undefined {
-    return this.#policy;
-  }
-
-  async refresh(): Promise<Policy | undefined> {
-    if (!this.#initialised) {
-      await git.init({ fs, gitdir: this.#gitdir, bare: true, defaultBranch: 'main' });
-      await git.addRemote({
-        fs,
-        gitdir: this.#gitdir,
-        remote: 'origin',
-        url: this.#url,
-        force: true,
-      });
-      this.#initialised = true;
-    }
-    const fetched = await git.fetch({
-      fs,
-      http,
-      gitdir: this.#gitdir,
-      remote: 'origin',
-      ref: 'main',
-      singleBranch: true,
-      depth: 1,
-      onAuth: () => ({ username: 'x', password: this.#token }),
-    });
-    const oid = fetched.fetchHead;
-    if (!oid) throw new Error(`${this.#url}: branch main not found`);
-    if (this.#policy?.commit === oid) return this.#policy;
-    try {
-      const { blob } = await git.readBlob({
-        fs,
-        gitdir: this.#gitdir,
-        oid,
-        filepath: 'policy.json',
-      });
-      this.#policy = policyFromJson(new TextDecoder().decode(blob), oid);
-    } catch (error) {
-      this.#onError(
-        new Error(
-          `policy.json at ${oid}: ${(error as Error).message}; keeping the last good policy`,
-        ),
-      );
-    }
-    return this.#policy;
-  }
-
-  start(intervalMs: number): void {
-    const tick = () =>
-      void this.refresh()
-        .catch((error: Error) => this.#onError(error))
-        .finally(() => {
-          this.#timer = setTimeout(tick, intervalMs);
-          this.#timer.unref();
-        });
-    tick();
-  }
-
-  stop(): void {
-    if (this.#timer) clearTimeout(this.#timer);
-  }
-}
-
-export class ApiEventSink {
-  readonly #core: CoreV1Api;
-  #running = 0;
-  #backlog: (() => Promise<unknown>)[] = [];
-  dropped = 0;
-  created = 0;
-
-  constructor(kubeConfig: KubeConfig) {
-    this.#core = kubeConfig.makeApiClient(CoreV1Api);
-  }
-
-  readonly emit = (
-    pod: V1Pod,
-    event: { type: 'Normal' | 'Warning'; reason: string; message: string },
-  ): void => {
-    if (this.#backlog.length > 500) {
-      this.dropped += 1;
-      return;
-    }
-    const namespace = pod.metadata?.namespace ?? 'default';
-    const now = new Date();
-    this.#backlog.push(() =>
-      this.#core.createNamespacedEvent({
-        namespace,
-        body: {
-          metadata: { generateName: `${pod.metadata?.name}.`, namespace },
-          involvedObject: {
-            kind: 'Pod',
-            apiVersion: 'v1',
-            namespace,
-            name: pod.metadata?.name,
-            uid: pod.metadata?.uid,
-          },
-          reason: event.reason,
-          message: event.message,
-          type: event.type,
-          source: { component: 'tollgate' },
-          firstTimestamp: now,
-          lastTimestamp: now,
-          count: 1,
-        },
-      }),
-    );
-    this.#pump();
-  };
-
-  #pump(): void {
-    while (this.#running < 4 && this.#backlog.length > 0) {
-      const job = this.#backlog.shift() as () => Promise<unknown>;
-      this.#running += 1;
-      void job()
-        .then(() => (this.created += 1))
-        .catch(() => (this.dropped += 1))
-        .finally(() => {
-          this.#running -= 1;
-          this.#pump();
-        });
     }
   }
 }

@@ -124,7 +124,7 @@ test('the write removes only our gate, tested at its index, on the resourceVersi
     result.writes.map((w) => [w.op, w.target.resourceVersion, w.key]),
     [[{ type: 'removeGate', gate: gateA, gateIndex: 1 }, '42', 'team-a/p']],
   );
-  assert.equal(result.decisions[0]?.id, `gate-release:Release:uid-team-a-p:42`);
+  assert.equal(result.decisions[0]?.id, `gate-release:Release:uid-team-a-p:42:${now}`);
 });
 
 test('a pod carrying only a foreign gate gets no decision at all', () => {
