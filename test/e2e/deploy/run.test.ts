@@ -320,6 +320,25 @@ describe('tollgate run: two replicas on the real control plane', () => {
     assert.equal(await leaderGauge(a), 1);
     assert.equal(await leaderGauge(b), 0, 'the standby is ready but does not lead');
 
+    // /readyz says why it is ready; /metrics serves every series the shipped dashboard
+    // and alerts query (so none of them watches a name tollgate never exports).
+    const readyz = await (await fetch(`${a.url}/readyz?verbose`)).text();
+    assert.match(readyz, /\[\+\] policy ok\n\[\+\] cluster-view ok\nok/);
+    const exported = new Set(
+      [
+        ...(await (await fetch(`${a.url}/metrics`)).text()).matchAll(/^# TYPE (\S+) (\S+)$/gm),
+      ].flatMap(([, name, type]) =>
+        type === 'histogram' ? [`${name}_bucket`, `${name}_sum`, `${name}_count`] : [name!],
+      ),
+    );
+    const base = renderKustomization(`${deployDir}/base`);
+    const queried = JSON.stringify([
+      base.find((o) => o.kind === 'PrometheusRule'),
+      base.find((o) => o.metadata?.name === 'tollgate-dashboard'),
+    ]).match(/tollgate_[a-z0-9_]+/g)!;
+    const missing = [...new Set(queried)].filter((name) => !exported.has(name));
+    assert.deepEqual(missing, [], 'series queried by deploy/ that tollgate run does not export');
+
     const pods: V1Pod[] = Array.from({ length: PODS }, (_, i) =>
       aPod(`p-${String(i).padStart(4, '0')}`, namespace)
         .gated(gate)
