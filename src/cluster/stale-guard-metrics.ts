@@ -1,0 +1,71 @@
+/**
+ * Metrics of the stale-guard and live reads. Label sets are closed (loop names, read
+ * results) and pre-created at zero; no per-pod labels.
+ */
+import { Counter, Gauge } from 'prom-client';
+import { registry } from '../observe/metrics.ts';
+
+export const liveReadResults = ['ok', 'not_found', 'error', 'throttled', 'breaker_open'] as const;
+export type LiveReadResult = (typeof liveReadResults)[number];
+
+function getOrCreate<T>(name: string, make: () => T): T {
+  return (registry.getSingleMetric(name) as T | undefined) ?? make();
+}
+
+export const staleSkipsTotal = getOrCreate(
+  'tollgate_stale_skips_total',
+  () =>
+    new Counter({
+      name: 'tollgate_stale_skips_total',
+      help: "Decisions skipped and requeued because the cache had not caught up with tollgate's own write (or its freshness was unknown), by loop.",
+      labelNames: ['loop'],
+      registers: [registry],
+    }),
+);
+
+export const cacheLagSeconds = getOrCreate(
+  'tollgate_cache_lag_seconds',
+  () =>
+    new Gauge({
+      name: 'tollgate_cache_lag_seconds',
+      help: 'Last measured lag of the informer cache behind the API server.',
+      registers: [registry],
+    }),
+);
+
+export const liveReadsTotal = getOrCreate(
+  'tollgate_live_reads_total',
+  () =>
+    new Counter({
+      name: 'tollgate_live_reads_total',
+      help: 'Live reads before destructive decisions by result (ok, not_found, error, throttled = budget spent, breaker_open = refused).',
+      labelNames: ['result'],
+      registers: [registry],
+    }),
+);
+
+export const breakerState = getOrCreate(
+  'tollgate_live_read_breaker_state',
+  () =>
+    new Gauge({
+      name: 'tollgate_live_read_breaker_state',
+      help: 'Circuit breaker of live reads: 0 closed, 1 half-open, 2 open.',
+      registers: [registry],
+    }),
+);
+
+const loops = new Set<string>();
+let precreated = false;
+export function precreateStaleGuardSeries(loop?: string): void {
+  if (loop !== undefined && !loops.has(loop)) {
+    loops.add(loop);
+    staleSkipsTotal.inc({ loop }, 0);
+  }
+  if (precreated) return;
+  precreated = true;
+  for (const loop of ['gate-release', 'resize']) {
+    loops.add(loop);
+    staleSkipsTotal.inc({ loop }, 0);
+  }
+  for (const result of liveReadResults) liveReadsTotal.inc({ result }, 0);
+}

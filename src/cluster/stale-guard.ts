@@ -1,0 +1,337 @@
+/**
+ * The stale-guard (ideas from Kubernetes KEP-5647): tollgate never decides on an object
+ * from a cache that has not yet seen tollgate's own last write to it, and takes one
+ * bounded live read before a destructive act when the cache's freshness is unknown.
+ *
+ * - `recordWrite(key, rv)` remembers the resourceVersion the API answered a write with.
+ *   `check(key, cachedRv)` compares it with the cache's as etcd revisions (BigInt). Behind
+ *   means stale: that key alone waits, with capped exponential backoff per key. A
+ *   resourceVersion that is not a decimal number is treated as unknown, never as fresh
+ *   (the API documents resourceVersions as opaque; tollgate relies on etcd's decimal
+ *   revisions and refuses to guess when they are not). Entries are forgotten once the
+ *   cache has caught up or the object is deleted, and capped in number (oldest evicted).
+ * - `requireLive(key, kind, cacheLagMs)` says whether a destructive decision may go on
+ *   from the cache, must first take a live read, or must wait: after a restart
+ *   (`restored`), nothing is fresh until the view has synced (`markSynced`).
+ * - `LiveReader` spends live reads from a token bucket behind a circuit breaker, so a
+ *   struggling API server is not hammered by reads: an open breaker makes the key wait
+ *   and says why.
+ */
+import type { DecisionKindName, StalenessPolicy } from '../policy/model.ts';
+import { systemClock, type Clock } from '../lib/clock.ts';
+import { TokenBucket } from '../lib/token-bucket.ts';
+import type { ObjectKey, V1Pod } from './types.ts';
+import {
+  breakerState,
+  cacheLagSeconds,
+  liveReadsTotal,
+  precreateStaleGuardSeries,
+  staleSkipsTotal,
+  type LiveReadResult,
+} from './stale-guard-metrics.ts';
+
+/** The parts of the StalenessPolicy the guard uses. */
+export type StaleGuardPolicy = Pick<
+  StalenessPolicy,
+  'maxCacheLagMs' | 'destructive' | 'requeue' | 'liveReads'
+>;
+
+export type Freshness =
+  | { readonly fresh: true }
+  | {
+      readonly fresh: false;
+      /** behind: the cache has not seen tollgate's write; unknown: a resourceVersion is not numeric; restored: the view has not synced since start. */
+      readonly reason: 'behind' | 'unknown' | 'restored';
+      readonly detail: string;
+      /** When to decide on this key again. */
+      readonly retryAfterMs: number;
+    };
+
+export type LiveDecision =
+  | { readonly action: 'proceed' }
+  | { readonly action: 'liveRead'; readonly reason: string }
+  | { readonly action: 'hold'; readonly reason: string; readonly retryAfterMs: number };
+
+interface Entry {
+  resourceVersion: string;
+  /** Consecutive stale checks: the exponent of this key's backoff. */
+  misses: number;
+}
+
+/** Parses an etcd revision; undefined when the string is not a plain decimal number. */
+export function parseRevision(resourceVersion: string | undefined): bigint | undefined {
+  if (resourceVersion === undefined || !/^\d{1,40}$/.test(resourceVersion)) return undefined;
+  return BigInt(resourceVersion);
+}
+
+export interface StaleGuardOptions {
+  readonly policy: StaleGuardPolicy;
+  /** Which loop's skips this guard counts (tollgate_stale_skips_total{loop}). */
+  readonly loop: string;
+  /** True after a process start: nothing is fresh until `markSynced()`. Default true. */
+  readonly restored?: boolean;
+  /** Remembered writes at most; the oldest is forgotten first. Default 50 000. */
+  readonly maxEntries?: number;
+}
+
+export class StaleGuard {
+  readonly loop: string;
+  #policy: StaleGuardPolicy;
+  #entries = new Map<ObjectKey, Entry>();
+  #restored: boolean;
+  #maxEntries: number;
+  /** Keys whose freshness is unknown (a non-numeric resourceVersion): a destructive act needs a live read. */
+  #unknown = new Set<ObjectKey>();
+
+  constructor(options: StaleGuardOptions) {
+    this.loop = options.loop;
+    this.#policy = options.policy;
+    this.#restored = options.restored ?? true;
+    this.#maxEntries = options.maxEntries ?? 50_000;
+    precreateStaleGuardSeries(this.loop);
+  }
+
+  /** A new policy snapshot takes effect for the next check. */
+  setPolicy(policy: StaleGuardPolicy): void {
+    this.#policy = policy;
+  }
+
+  get restored(): boolean {
+    return this.#restored;
+  }
+
+  /** Entries held (for tests and the memory bound). */
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  /** The view has finished its initial lists since start: versions are known again. */
+  markSynced(): void {
+    this.#restored = false;
+  }
+
+  recordWrite(key: ObjectKey, resourceVersion: string): void {
+    this.#entries.delete(key);
+    this.#entries.set(key, { resourceVersion, misses: 0 });
+    while (this.#entries.size > this.#maxEntries) {
+      const oldest = this.#entries.keys().next().value as ObjectKey;
+      this.#entries.delete(oldest);
+      this.#unknown.delete(oldest);
+    }
+  }
+
+  /** The object is gone: nothing to wait for. */
+  forget(key: ObjectKey): void {
+    this.#entries.delete(key);
+    this.#unknown.delete(key);
+  }
+
+  #backoff(entry: Entry | undefined): number {
+    const misses = entry ? entry.misses : 0;
+    const { baseMs, maxMs } = this.#policy.requeue;
+    return Math.min(maxMs, baseMs * 2 ** Math.min(misses, 40));
+  }
+
+  #skip(
+    key: ObjectKey,
+    entry: Entry | undefined,
+    reason: 'behind' | 'unknown' | 'restored',
+    detail: string,
+  ): Freshness {
+    const retryAfterMs = this.#backoff(entry);
+    if (entry) entry.misses += 1;
+    staleSkipsTotal.inc({ loop: this.loop });
+    if (reason === 'unknown') this.#unknown.add(key);
+    return { fresh: false, reason, detail, retryAfterMs };
+  }
+
+  /**
+   * May the loop decide on `key` from the cache, which holds `cachedResourceVersion`?
+   * `_now` is accepted for symmetry with the pure decide/ functions; backoff is per miss.
+   */
+  check(key: ObjectKey, cachedResourceVersion: string | undefined, _now?: number): Freshness {
+    const entry = this.#entries.get(key);
+    if (this.#restored) {
+      return this.#skip(key, entry, 'restored', 'the view has not synced since tollgate started');
+    }
+    if (!entry) return { fresh: true };
+    const written = parseRevision(entry.resourceVersion);
+    const cached = parseRevision(cachedResourceVersion);
+    if (written === undefined || cached === undefined) {
+      const which =
+        written === undefined
+          ? `written "${entry.resourceVersion}"`
+          : `cached "${cachedResourceVersion ?? ''}"`;
+      return this.#skip(key, entry, 'unknown', `resourceVersion ${which} is not an etcd revision`);
+    }
+    if (cached >= written) {
+      // Caught up: the entry has done its job, and forgetting it keeps memory bounded.
+      this.#entries.delete(key);
+      this.#unknown.delete(key);
+      return { fresh: true };
+    }
+    return this.#skip(key, entry, 'behind', `cache holds ${cached}, tollgate wrote ${written}`);
+  }
+
+  /** The loops' interface (GateReleaseStaleGuard, ResizeStaleGuard). */
+  isFresh(key: ObjectKey, pod: V1Pod): boolean {
+    return this.check(key, pod.metadata?.resourceVersion).fresh;
+  }
+
+  /** The cache's lag behind the API server, when the view can measure it. */
+  observeCacheLag(ms: number): void {
+    cacheLagSeconds.set(Math.max(0, ms) / 1000);
+  }
+
+  /**
+   * Before a decision of `kind` on `key`: may it act on the cache alone? Destructive
+   * kinds need a live read when the cache lag is unknown or beyond the policy's
+   * threshold, or when the key's freshness is unknown; after a restart they wait for
+   * the view to sync.
+   */
+  requireLive(
+    key: ObjectKey,
+    kind: DecisionKindName,
+    cacheLagMs: number | undefined,
+  ): LiveDecision {
+    if (!this.#policy.destructive.includes(kind)) return { action: 'proceed' };
+    if (this.#restored) {
+      return {
+        action: 'hold',
+        reason: `${kind} held: the view has not synced since tollgate started, so versions are unknown`,
+        retryAfterMs: this.#policy.requeue.baseMs,
+      };
+    }
+    if (cacheLagMs === undefined) {
+      return { action: 'liveRead', reason: `${kind}: cache lag unknown` };
+    }
+    this.observeCacheLag(cacheLagMs);
+    if (cacheLagMs > this.#policy.maxCacheLagMs) {
+      return {
+        action: 'liveRead',
+        reason: `${kind}: cache lag ${cacheLagMs} ms is beyond ${this.#policy.maxCacheLagMs} ms`,
+      };
+    }
+    if (this.#unknown.has(key)) {
+      return {
+        action: 'liveRead',
+        reason: `${kind}: freshness of ${key} unknown (non-numeric resourceVersion)`,
+      };
+    }
+    return { action: 'proceed' };
+  }
+}
+
+export type BreakerState = 'closed' | 'half-open' | 'open';
+
+export type LiveReadOutcome<T> =
+  | { readonly ok: true; readonly object: T | undefined }
+  | { readonly ok: false; readonly reason: string; readonly retryAfterMs: number };
+
+export interface LiveReaderOptions<T> {
+  /** One GET of the object; resolves undefined when it does not exist (404). */
+  readonly read: (namespace: string, name: string) => Promise<T | undefined>;
+  readonly policy: StaleGuardPolicy['liveReads'];
+  readonly clock?: Clock;
+}
+
+/**
+ * Live reads with a budget and a circuit breaker. Closed: reads pass while the token
+ * bucket has tokens. `failureThreshold` consecutive failures open it: for `openMs` every
+ * read is refused with the reason and the time left. Then one probe is let through
+ * (half-open): success closes the breaker, failure opens it again.
+ */
+export class LiveReader<T> {
+  #read: LiveReaderOptions<T>['read'];
+  #policy: StaleGuardPolicy['liveReads'];
+  #clock: Clock;
+  #bucket: TokenBucket;
+  #failures = 0;
+  #state: BreakerState = 'closed';
+  #openedAt = 0;
+  #probing = false;
+
+  constructor(options: LiveReaderOptions<T>) {
+    this.#read = options.read;
+    this.#policy = options.policy;
+    this.#clock = options.clock ?? systemClock;
+    this.#bucket = new TokenBucket(options.policy.qps, options.policy.burst, this.#clock);
+    precreateStaleGuardSeries();
+    breakerState.set(0);
+  }
+
+  get state(): BreakerState {
+    this.#maybeHalfOpen();
+    return this.#state;
+  }
+
+  #setState(state: BreakerState): void {
+    this.#state = state;
+    breakerState.set(state === 'closed' ? 0 : state === 'half-open' ? 1 : 2);
+  }
+
+  #maybeHalfOpen(): void {
+    if (
+      this.#state === 'open' &&
+      this.#clock.now() - this.#openedAt >= this.#policy.breaker.openMs
+    ) {
+      this.#setState('half-open');
+    }
+  }
+
+  #refuse(result: LiveReadResult, reason: string, retryAfterMs: number): LiveReadOutcome<T> {
+    liveReadsTotal.inc({ result });
+    return { ok: false, reason, retryAfterMs: Math.max(1, retryAfterMs) };
+  }
+
+  async read(namespace: string, name: string): Promise<LiveReadOutcome<T>> {
+    this.#maybeHalfOpen();
+    const now = this.#clock.now();
+    if (this.#state === 'open') {
+      const left = this.#openedAt + this.#policy.breaker.openMs - now;
+      return this.#refuse(
+        'breaker_open',
+        `live-read breaker open after ${this.#failures} failures; ${left} ms left`,
+        left,
+      );
+    }
+    if (this.#state === 'half-open' && this.#probing) {
+      return this.#refuse(
+        'breaker_open',
+        'live-read breaker half-open: one probe in flight',
+        this.#policy.breaker.openMs,
+      );
+    }
+    if (!this.#bucket.take()) {
+      return this.#refuse(
+        'throttled',
+        `live-read budget of ${this.#policy.qps}/s spent`,
+        this.#bucket.waitMs(),
+      );
+    }
+    const probe = this.#state === 'half-open';
+    if (probe) this.#probing = true;
+    try {
+      const object = await this.#read(namespace, name);
+      this.#failures = 0;
+      this.#setState('closed');
+      liveReadsTotal.inc({ result: object === undefined ? 'not_found' : 'ok' });
+      return { ok: true, object };
+    } catch (error) {
+      this.#failures += 1;
+      if (probe || this.#failures >= this.#policy.breaker.failureThreshold) {
+        this.#openedAt = this.#clock.now();
+        this.#setState('open');
+      }
+      liveReadsTotal.inc({ result: 'error' });
+      const message = error instanceof Error ? error.message : String(error);
+      return {
+        ok: false,
+        reason: `live read of ${namespace}/${name} failed: ${message}`,
+        retryAfterMs: this.#policy.breaker.openMs,
+      };
+    } finally {
+      if (probe) this.#probing = false;
+    }
+  }
+}
