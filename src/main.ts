@@ -22,19 +22,19 @@ import { join } from 'node:path';
 import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { CronJob } from 'cron';
 import { openAuditSource } from './audit/reader.ts';
-import { podStateLookup, recover } from './audit/recover.ts';
 import { GitAuditWriter } from './audit/writer.ts';
 import type { AuditSink } from './audit/types.ts';
 import type { RunConfig } from './cli/run-config.ts';
 import { loadKubeConfig } from './cluster/client.ts';
 import { createEventRecorder, type EventRecorder } from './cluster/events.ts';
 import { formatFencingToken, LeaderElector, leaseClientFromKubeConfig } from './cluster/leader.ts';
-import type { ObjectReference } from './cluster/types.ts';
+import type { ClusterView, ObjectReference } from './cluster/types.ts';
 import { createClusterView, type LiveClusterView } from './cluster/view.ts';
 import { createWriteExecutor } from './cluster/writer.ts';
 import { createDispatcher } from './dispatch/queue.ts';
 import type { Dispatcher } from './dispatch/types.ts';
 import { startGateReleaseLoop, type GateReleaseLoop } from './loops/gate-release.ts';
+import { recoverGateReleaseIntents } from './loops/gate-release-recovery.ts';
 import { TermWrites, WhileLeader, type Generation } from './loops/leadership.ts';
 import { ownWriteGuard, startResizeLoop, type ResizeLoop } from './loops/resize.ts';
 import { startObserveServer, type ObserveServer } from './observe/http.ts';
@@ -301,9 +301,9 @@ async function start(
         branch: auditBranch,
         token,
         cluster: first.settings.cluster,
-        sink: audit,
-        readPod,
-        policy: () => policies.current(),
+        audit,
+        view: liveView,
+        policy: policies.current() ?? first,
         log,
       });
       const staleGuard = ownWriteGuard();
@@ -395,19 +395,19 @@ async function start(
 
 /**
  * A new term first records the outcomes a crashed predecessor (or this replica before a
- * restart) left open: intents whose write may or may not have happened. The pod's live
- * state decides (src/audit/recover.ts). Intents older than a day are left to
- * `tollgate audit verify`. A failure is logged and does not block the loops: missing
- * outcomes are a gap in the record, not a safety problem (every write re-checks state).
+ * restart) left open: gate-release intents whose write may or may not have happened,
+ * decided from the pod's state (src/loops/gate-release-recovery.ts). A failure is logged
+ * and does not block the loops: missing outcomes are a gap in the record, not a safety
+ * problem (every write re-checks state). Resize intents are left to `tollgate audit verify`.
  */
 async function recoverOutcomes(options: {
   auditUrl: string;
   branch: string;
   token: string | undefined;
   cluster: string;
-  sink: AuditSink;
-  readPod: (namespace: string, name: string) => Promise<V1Pod | undefined>;
-  policy: () => Policy | undefined;
+  audit: AuditSink;
+  view: ClusterView;
+  policy: Policy;
   log: Logger;
 }): Promise<void> {
   const started = Date.now();
@@ -418,21 +418,18 @@ async function recoverOutcomes(options: {
       options.token === undefined ? {} : { token: options.token },
     );
     try {
-      const ownsGate = (gate: string): boolean =>
-        [...(options.policy()?.tenants.values() ?? [])].some((tenant) =>
-          tenant.gatePrefixes.some((prefix) => gate.startsWith(prefix)),
-        );
-      const recovered = await recover({
+      const recovered = await recoverGateReleaseIntents({
         source,
         cluster: options.cluster,
-        lookup: podStateLookup(options.readPod, ownsGate),
-        sink: options.sink,
+        view: options.view,
+        policy: options.policy,
+        audit: options.audit,
         clock: systemClock,
-        since: Date.now() - 24 * 3_600_000,
+        log: options.log,
       });
       options.log.info(
         { recovered: recovered.length, ms: Date.now() - started },
-        'audit outcomes recovered for open intents',
+        'audit: open intents checked at the start of the term',
       );
     } finally {
       source.close();
