@@ -13,6 +13,7 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   ApiextensionsV1Api,
+  AuthorizationV1Api,
   CoreV1Api,
   KubeConfig,
   KubernetesObjectApi,
@@ -243,6 +244,33 @@ describe('deploy/ on the real API server', () => {
       apply(admin, noExpr, true),
       (error: { code?: number }) => error.code === 422,
     );
+  });
+});
+
+describe('the cancel component', () => {
+  it('grants pod deletion to tollgate only once applied', async () => {
+    const canDelete = async (): Promise<boolean> => {
+      const review = await cp
+        .kubeConfig('tollgate')
+        .makeApiClient(AuthorizationV1Api)
+        .createSelfSubjectAccessReview({
+          body: {
+            spec: {
+              resourceAttributes: { verb: 'delete', resource: 'pods', namespace: 'anywhere' },
+            },
+          },
+        });
+      return review.status?.allowed === true;
+    };
+    assert.equal(await canDelete(), false, 'deploy/base alone grants no pod deletion');
+    const withCancel = renderKustomization(`${deployDir}/base`, [`${deployDir}/components/cancel`]);
+    for (const object of withCancel.filter((o) => o.metadata?.name === 'tollgate-cancel')) {
+      await apply(admin, object, false);
+    }
+    for (let i = 0; !(await canDelete()); i++) {
+      if (i > 50) assert.fail('the cancel component never granted pod deletion');
+      await sleep(100);
+    }
   });
 });
 
