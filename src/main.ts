@@ -367,7 +367,7 @@ async function start(
     CronJob.from({
       cronTime: config.schedules.policyResync,
       onTick: () =>
-        policies!
+        policies
           .refresh()
           .catch((error: unknown) => log.warn({ err: error }, 'policy resync failed')),
       start: true,
