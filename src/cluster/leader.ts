@@ -181,10 +181,12 @@ export class LeaderElector {
   /** Stops campaigning and releases the lease if this replica holds it. */
   async stop(): Promise<void> {
     this.#stop.abort();
-    await this.#running;
+    // An attempt hung on an unreachable API server must not hold the shutdown: after the
+    // renew deadline the term is over anyway, and the lease then simply expires.
+    await settleWithin(this.#running, this.timings.renewDeadlineMs);
     const wasLeading = this.#term !== undefined;
     this.#endTerm('released');
-    if (wasLeading) await this.#release();
+    if (wasLeading) await settleWithin(this.#release(), this.timings.renewDeadlineMs);
   }
 
   async #loop(): Promise<void> {
@@ -366,6 +368,17 @@ function statusOf(error: unknown): number | undefined {
 function errorSummary(error: unknown): { message: string; code?: number } {
   const message = error instanceof Error ? error.message.split('\n')[0]! : String(error);
   return { message: message.slice(0, 300), code: statusOf(error) };
+}
+
+async function settleWithin(work: Promise<unknown> | undefined, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    work?.catch(() => undefined),
+    new Promise((resolve) => {
+      timer = setTimeout(resolve, ms);
+    }),
+  ]);
+  clearTimeout(timer);
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
