@@ -1,22 +1,23 @@
 /**
  * The gate-release controller as its own process, so the e2e can SIGKILL it mid-release
- * and start another. Wires the real parts: the live ClusterView (tollgate identity, so
- * RBAC from deploy/ applies), the real write executor, the Git audit writer in strict
- * mode against the real Git server, the gate-release loop; plus the stand-ins from
- * stand-ins.ts for pieces not yet landed.
+ * and start another. Wires the real parts: the policy source (Git), the live ClusterView
+ * (tollgate identity, so RBAC from deploy/ applies), the write executor, the dispatcher
+ * (src/dispatch/queue.ts; the stand-in in stand-ins.ts only if it cannot be imported),
+ * the stale-guard, the event recorder, the Git audit writer in strict mode with start-up
+ * recovery of open intents, and the gate-release loop.
  *
  * Config: env TOLLGATE_E2E_CONTROLLER, JSON
  *   { kubeconfig, policyUrl, auditUrl, token, cacheDir, controller, debounceMs?, budgetRampMs? }
  * Prints one JSON line `{"ready":true}` to stdout once the view is synced and the loop runs;
  * exits 0 after SIGTERM once writes and the audit are flushed.
  */
-import { KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { createClusterView } from '../../../src/cluster/view.ts';
 import { createWriteExecutor } from '../../../src/cluster/writer.ts';
 import type { ObjectReference } from '../../../src/cluster/types.ts';
 import { GitAuditWriter } from '../../../src/audit/writer.ts';
 import { startGateReleaseLoop } from '../../../src/loops/gate-release.ts';
-import { ownWriteGuard } from '../../../src/loops/resize.ts';
+import { StaleGuard } from '../../../src/cluster/stale-guard.ts';
 import { createLogger } from '../../../src/observe/log.ts';
 import type { Policy } from '../../../src/policy/model.ts';
 import { createEventRecorder } from '../../../src/cluster/events.ts';
@@ -128,12 +129,25 @@ const recovered = await recoverGateReleaseIntents({
 });
 auditSource.close();
 
+const staleGuard = new StaleGuard({ policy: policies.current()!.staleness, loop: 'gate-release' });
+staleGuard.markSynced();
+const core = kc.makeApiClient(CoreV1Api);
+const readPod = async (namespace: string, name: string): Promise<V1Pod | undefined> => {
+  try {
+    return await core.readNamespacedPod({ namespace, name });
+  } catch (error) {
+    if ((error as { code?: number }).code === 404) return undefined;
+    throw error;
+  }
+};
+
 const loop = startGateReleaseLoop({
   view,
   dispatcher,
   audit,
   policy: currentPolicy,
-  staleGuard: ownWriteGuard(),
+  staleGuard,
+  readPod,
   events: (pod, e) =>
     recorder.record(
       {

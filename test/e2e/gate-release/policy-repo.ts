@@ -24,7 +24,7 @@ export const gates = {
 export const limitsInForce = {
   globalMaxInFlight: 150,
   alpha: { maxInFlight: 100, releasesPerSecond: 100, batchSize: 80 },
-  beta: { maxInFlight: 60, releasesPerSecond: 60, batchSize: 50, pods: 60 },
+  beta: { maxInFlight: 10, releasesPerSecond: 60, batchSize: 50, pods: 60 },
 };
 
 const doc = (kind: string, name: string, spec: unknown): string =>
