@@ -19,6 +19,7 @@ import { GitAuditWriter } from '../../../src/audit/writer.ts';
 import { startGateReleaseLoop } from '../../../src/loops/gate-release.ts';
 import { StaleGuard } from '../../../src/cluster/stale-guard.ts';
 import { createLogger } from '../../../src/observe/log.ts';
+import { registry } from '../../../src/observe/metrics.ts';
 import type { Policy } from '../../../src/policy/model.ts';
 import { createEventRecorder } from '../../../src/cluster/events.ts';
 import { PolicySource } from '../../../src/policy/source.ts';
@@ -174,7 +175,10 @@ process.on('SIGTERM', () => {
     await recorder.close();
     policies.stop();
     await view.stop();
-    process.stdout.write(`${JSON.stringify({ stopped: true })}\n`);
+    // The loop's own metrics, for the test to compare with the audit trail and the cluster.
+    process.stdout.write(
+      `${JSON.stringify({ stopped: true, metrics: await registry.metrics() })}\n`,
+    );
     process.exit(0);
   })();
 });

@@ -27,6 +27,7 @@ import { gates, limitsInForce, ns, policyFiles, type RepoState } from './policy-
 import {
   BudgetWatcher,
   Finisher,
+  metricValue,
   percentile,
   startController,
   type ControllerProcess,
@@ -273,8 +274,10 @@ describe('gate release on the real control plane', () => {
     const finished = Date.now();
 
     // Stop the second controller cleanly: it flushes its last outcomes to Git.
-    assert.equal(await controller!.stop(), 0, 'the controller exits 0 on SIGTERM');
+    const last = controller!;
+    assert.equal(await last.stop(), 0, 'the controller exits 0 on SIGTERM');
     controller = undefined;
+    const metrics = String(last.messages.find((m) => m.stopped)?.metrics ?? '');
 
     // The audit trail in Git, read back independently.
     const source = await openAuditSource(auditUrl, 'tollgate/audit', { token: git.token });
@@ -364,6 +367,36 @@ describe('gate release on the real control plane', () => {
       assert.ok(entry && entry.intents >= 1, `${key}: no Release intent in the audit trail`);
       assert.ok(entry.succeeded <= 1, `${key}: ${entry.succeeded} successful releases recorded`);
     }
+    // The restarted controller's metrics agree with its audit records and the cluster.
+    const loopSucceeded = records.filter(
+      (r) =>
+        r.file.includes('-ctl-2-') &&
+        r.outcome.result === 'succeeded' &&
+        !r.reason.startsWith('recovered:'),
+    ).length;
+    const metricSucceeded =
+      (metricValue(metrics, 'tollgate_releases_total{tenant="alpha",result="succeeded"}') ?? NaN) +
+      (metricValue(metrics, 'tollgate_releases_total{tenant="beta",result="succeeded"}') ?? NaN);
+    assert.equal(
+      metricSucceeded,
+      loopSucceeded,
+      'tollgate_releases_total{result="succeeded"} = successful releases in the audit',
+    );
+    assert.equal(
+      metricValue(metrics, `tollgate_gated_pods{tenant="beta",gate="${gates.gang}"}`),
+      3,
+      'the incomplete gang is gated',
+    );
+    assert.equal(
+      metricValue(metrics, 'tollgate_pods{tenant="alpha",state="waiting"}'),
+      5,
+      'pods left with a foreign gate are waiting',
+    );
+    assert.ok(
+      (metricValue(metrics, 'tollgate_gate_dwell_seconds_count{tenant="alpha"}') ?? 0) > 0,
+      'dwell observed',
+    );
+
     // The restarted controller recorded the outcomes its killed predecessor could not.
     assert.equal(
       withoutOutcome,

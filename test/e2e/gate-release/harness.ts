@@ -30,6 +30,8 @@ export interface ControllerProcess {
   readonly pid: number;
   /** SIGTERM and wait for a clean exit. */
   stop(): Promise<number | null>;
+  /** JSON lines the controller printed on stdout (ready, stopped with its metrics). */
+  readonly messages: Record<string, unknown>[];
   /** SIGKILL: no cleanup at all. */
   kill(): Promise<void>;
 }
@@ -47,6 +49,7 @@ export async function startController(
     child.once('exit', (code) => resolve(code)),
   );
   const lines = createInterface({ input: child.stdout! });
+  const messages: Record<string, unknown>[] = [];
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(
       () => reject(new Error(`controller not ready in 60s; see ${logFile}`)),
@@ -54,6 +57,8 @@ export async function startController(
     );
     lines.on('line', (line) => {
       appendFileSync(logFile, `${line}\n`);
+      if (line.startsWith('{"ready"') || line.startsWith('{"stopped"'))
+        messages.push(JSON.parse(line) as Record<string, unknown>);
       if (line.includes('"ready":true')) {
         clearTimeout(timer);
         resolve();
@@ -67,6 +72,7 @@ export async function startController(
   return {
     child,
     pid: child.pid as number,
+    messages,
     async stop() {
       child.kill('SIGTERM');
       return exited;
@@ -318,6 +324,12 @@ export class Finisher {
     for (const t of this.#timers) clearTimeout(t);
     await this.#informer.stop();
   }
+}
+
+/** The value of one series in Prometheus text format, or undefined. */
+export function metricValue(text: string, series: string): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
 }
 
 export function percentile(sorted: readonly number[], p: number): number {
