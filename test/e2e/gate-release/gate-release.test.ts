@@ -200,6 +200,35 @@ describe('gate release on the real control plane', () => {
     );
   });
 
+  test('an object condition releases a pod once the referenced ConfigMap says ready', async () => {
+    await create([
+      aPod('waits-for-data', ns.gamma).gated(gates.review).requests({ cpu: '100m' }).obj(),
+    ]);
+    await sleep(1500);
+    const held = await live(ns.gamma, 'waits-for-data');
+    assert.deepEqual(
+      held.spec?.schedulingGates?.map((g) => g.name),
+      [gates.review],
+      'held while the ConfigMap is absent',
+    );
+    await core.createNamespacedConfigMap({
+      namespace: ns.gamma,
+      body: { metadata: { name: 'dataset-ready' }, data: { ready: 'true' } },
+    });
+    await eventually(
+      'the pod released by the ConfigMap',
+      async () =>
+        ((await live(ns.gamma, 'waits-for-data')).spec?.schedulingGates ?? []).length === 0,
+      { timeoutMs: 30_000 },
+    );
+    const pod = await live(ns.gamma, 'waits-for-data');
+    assert.equal(
+      pod.metadata?.annotations?.['tollgate.io/review'],
+      undefined,
+      'released before its expiry, never in review',
+    );
+  });
+
   test(`${2 * PODS_PER_TENANT} gated pods, two tenants, budgets below demand: limits hold, each pod released once, through a SIGKILL and a budget raise`, async () => {
     const alphaPods = Array.from({ length: PODS_PER_TENANT }, (_, i) => {
       const b = aPod(`a-${String(i).padStart(4, '0')}`, ns.alpha).requests({
