@@ -22,7 +22,10 @@ export default tseslint.config(
   {
     languageOptions: { parserOptions: { projectService: false } },
     rules: {
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_' },
+      ],
       '@typescript-eslint/consistent-type-imports': 'error',
       eqeqeq: ['error', 'always', { null: 'ignore' }],
     },
@@ -32,7 +35,11 @@ export default tseslint.config(
     rules: {
       'no-restricted-imports': [
         'error',
-        { patterns: [{ group: ['**/test/**', '../../test/*'], message: 'src/ never imports test/.' }] },
+        {
+          patterns: [
+            { group: ['**/test/**', '../../test/*'], message: 'src/ never imports test/.' },
+          ],
+        },
       ],
     },
   },
@@ -43,7 +50,13 @@ export default tseslint.config(
       'no-restricted-imports': [
         'error',
         {
-          paths: [{ name: '@kubernetes/client-node', message: 'Only src/cluster/ talks to the API (type-only imports are fine).', allowTypeImports: true }],
+          paths: [
+            {
+              name: '@kubernetes/client-node',
+              message: 'Only src/cluster/ talks to the API (type-only imports are fine).',
+              allowTypeImports: true,
+            },
+          ],
           patterns: [{ group: ['**/test/**'], message: 'src/ never imports test/.' }],
         },
       ],
@@ -60,7 +73,10 @@ export default tseslint.config(
             message: 'decide/ is pure: no I/O, no client. Pass data in.',
           })),
           patterns: [
-            { group: ['**/cluster/*', '**/dispatch/*', '**/audit/*', '**/observe/*', '**/loops/*'], message: 'decide/ imports only pure modules.' },
+            {
+              group: ['**/cluster/*', '**/dispatch/*', '**/audit/*', '**/observe/*', '**/loops/*'],
+              message: 'decide/ imports only pure modules.',
+            },
           ],
         },
       ],
@@ -69,7 +85,13 @@ export default tseslint.config(
         { object: 'Date', property: 'now', message: 'decide/ takes time as an argument.' },
         { object: 'Math', property: 'random', message: 'decide/ is deterministic.' },
       ],
-      'no-restricted-syntax': ['error', { selector: "NewExpression[callee.name='Date'][arguments.length=0]", message: 'decide/ takes time as an argument.' }],
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: "NewExpression[callee.name='Date'][arguments.length=0]",
+          message: 'decide/ takes time as an argument.',
+        },
+      ],
     },
   },
 );

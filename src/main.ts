@@ -36,7 +36,8 @@ import type { Dispatcher } from './dispatch/types.ts';
 import { startGateReleaseLoop, type GateReleaseLoop } from './loops/gate-release.ts';
 import { recoverGateReleaseIntents } from './loops/gate-release-recovery.ts';
 import { TermWrites, WhileLeader, type Generation } from './loops/leadership.ts';
-import { ownWriteGuard, startResizeLoop, type ResizeLoop } from './loops/resize.ts';
+import { startResizeLoop, type ResizeLoop } from './loops/resize.ts';
+import { StaleGuard } from './cluster/stale-guard.ts';
 import { startObserveServer, type ObserveServer } from './observe/http.ts';
 import { createLogger, redactUrl, type Logger } from './observe/log.ts';
 import { collectProcessMetrics, registry } from './observe/metrics.ts';
@@ -202,6 +203,17 @@ async function start(
   started('cluster view', () => liveView.stop());
   await liveView.whenSynced(shutdown);
   log.info('cluster view synced');
+  // One stale-guard per loop, for the life of the process: a write made in one leader
+  // term is still guarded in the next. Until the view has synced after a start, nothing
+  // counts as fresh (restored = true), then versions are known again.
+  const guards = {
+    gate: new StaleGuard({ policy: first.staleness, loop: 'gate-release' }),
+    resize: new StaleGuard({ policy: first.staleness, loop: 'resize' }),
+  };
+  for (const guard of Object.values(guards)) guard.markSynced();
+  policies.onPolicy((policy) => {
+    for (const guard of Object.values(guards)) guard.setPolicy(policy.staleness);
+  });
 
   // 4. The audit trail.
   const auditUrl =
@@ -306,13 +318,12 @@ async function start(
         policy: policies.current() ?? first,
         log,
       });
-      const staleGuard = ownWriteGuard();
       gateLoop = startGateReleaseLoop({
         view: liveView,
         dispatcher: termDispatcher,
         audit,
         policy: () => policies.current(),
-        staleGuard,
+        staleGuard: guards.gate,
         events: toEvent,
         readPod,
         log,
@@ -326,7 +337,7 @@ async function start(
           audit,
           prometheus: createPrometheusClient({ url: prometheusUrl }),
           intervalMs: 30_000,
-          staleGuard,
+          staleGuard: guards.resize,
           events: toEvent,
           readPod,
           logger: log,

@@ -7,6 +7,8 @@ import {
   evaluateImagePresent,
   evaluateObjectCondition,
   tenantUsage,
+  type BudgetLimits,
+  type Usage,
 } from '../../../src/decide/conditions.ts';
 import { normaliseImage } from '../../../src/decide/images.ts';
 import { snapshotOf } from '../../../src/decide/objects.ts';
@@ -212,7 +214,7 @@ test('Approved', async (t) => {
 });
 
 test('Budget', async (t) => {
-  const cases = [
+  const cases: { name: string; used: Usage; limits: BudgetLimits; met: boolean }[] = [
     {
       name: 'fits when used plus adding stays within every limit',
       used: { pods: 3, resources: { cpu: 3000 } },
