@@ -2,7 +2,7 @@
  * The gate-release controller as its own process, so the e2e can SIGKILL it mid-release
  * and start another. Wires the real parts: the policy source (Git), the live ClusterView
  * (tollgate identity, so RBAC from deploy/ applies), the write executor, the dispatcher
- * (src/dispatch/queue.ts; the stand-in in stand-ins.ts only if it cannot be imported),
+ * (src/dispatch/queue.ts),
  * the stale-guard, the event recorder, the Git audit writer in strict mode with start-up
  * recovery of open intents, and the gate-release loop.
  *
@@ -27,7 +27,7 @@ import type { Dispatcher } from '../../../src/dispatch/types.ts';
 import { openAuditSource } from '../../../src/audit/reader.ts';
 import { recoverGateReleaseIntents } from '../../../src/loops/gate-release-recovery.ts';
 import { systemClock } from '../../../src/lib/clock.ts';
-import { SimpleDispatcher } from './stand-ins.ts';
+import { createDispatcher } from '../../../src/dispatch/queue.ts';
 
 interface Config {
   kubeconfig: string;
@@ -87,17 +87,15 @@ currentPolicy();
 view.start();
 await view.whenSynced();
 
-// The real dispatcher when it is in the tree; the stand-in otherwise (reported on the ready line).
 const executor = createWriteExecutor(kc);
-let dispatcherKind = 'src/dispatch/queue.ts';
-const dispatcher: Dispatcher = await import('../../../src/dispatch/queue.ts')
-  .then((m) =>
-    m.createDispatcher({ executor, capacity: 3000, concurrency: 16, qps: 300, burst: 300 }),
-  )
-  .catch((error: unknown) => {
-    dispatcherKind = `stand-in (${(error as Error).message.split('\n')[0]})`;
-    return new SimpleDispatcher(executor, { workers: 16, capacity: 3000 });
-  });
+const dispatcherKind = 'src/dispatch/queue.ts';
+const dispatcher: Dispatcher = createDispatcher({
+  executor,
+  capacity: 3000,
+  concurrency: 16,
+  qps: 300,
+  burst: 300,
+});
 const { writer: audit } = await GitAuditWriter.open({
   url: config.auditUrl,
   token: config.token,
