@@ -7,6 +7,7 @@ import { Command, CommanderError } from 'commander';
 import { registerAudit } from './audit.ts';
 import { registerValidate } from './validate.ts';
 import { registerRun } from './run.ts';
+import { registerPlan } from './plan.ts';
 
 const program = new Command()
   .name('tollgate')
@@ -19,6 +20,7 @@ const registrations: ((program: Command) => void)[] = [
   registerRun,
   registerAudit,
   registerValidate,
+  registerPlan,
 ];
 
 for (const register of registrations) register(program);

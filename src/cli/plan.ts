@@ -1,0 +1,229 @@
+/**
+ * `tollgate plan --policy DIR|URL [--ref R] [--base REF|DIR] [--kubeconfig K]
+ *  [--output text|json|markdown] [--now ISO]`: what a policy change would do to the live
+ * cluster before it is merged. Read-only: one list of pods and nodes, and one read of
+ * each object an ObjectCondition names; no watch, no write, no lease.
+ *
+ * Both policies are judged by `planReleases` (the gate-release loop's own pure pass) on
+ * the same snapshot at the same instant; `src/decide/plan-diff.ts` computes the
+ * difference.
+ *
+ * Exit codes: 0 no difference, 1 the proposed policy is invalid (every error listed),
+ * 2 usage or I/O error (including an invalid base), 3 differences found.
+ */
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Command } from 'commander';
+import { CoreV1Api, KubernetesObjectApi, type KubernetesObject } from '@kubernetes/client-node';
+import { loadKubeConfig } from '../cluster/client.ts';
+import { diffPlans, formatMarkdown, formatText, hasDifferences } from '../decide/plan-diff.ts';
+import { snapshotOf, type ObjectRefLike, type PodLike } from '../decide/objects.ts';
+import { formatPolicyError } from '../policy/errors.ts';
+import { isGitUrl } from '../policy/git.ts';
+import type { Policy } from '../policy/model.ts';
+import { PolicyFetchError, PolicySource } from '../policy/source.ts';
+
+export interface PlanOptions {
+  readonly policy?: string;
+  readonly ref?: string;
+  readonly base?: string;
+  readonly path?: string;
+  readonly kubeconfig?: string;
+  readonly output: string;
+  readonly now?: string;
+  readonly gitTokenEnv: string;
+}
+
+export interface PlanIo {
+  readonly stdout: (text: string) => void;
+  readonly stderr: (text: string) => void;
+  readonly env: NodeJS.ProcessEnv;
+  readonly now: () => number;
+}
+
+class UsageError extends Error {}
+
+type Loaded =
+  { kind: 'ok'; policy: Policy } | { kind: 'invalid'; location: string; errors: string[] };
+
+async function loadPolicy(
+  location: string,
+  ref: string | undefined,
+  path: string | undefined,
+  token: string | undefined,
+): Promise<Loaded> {
+  const remote = isGitUrl(location);
+  if (!remote) {
+    if (/^[a-z][a-z0-9+.-]*:\/\//i.test(location))
+      throw new UsageError(`only http(s) Git URLs are supported, got ${location}`);
+    if (!existsSync(location) || !statSync(location).isDirectory())
+      throw new UsageError(`policy folder ${location} does not exist`);
+  }
+  const cacheDir = remote ? mkdtempSync(join(tmpdir(), 'tollgate-plan-')) : undefined;
+  try {
+    const source = new PolicySource({
+      location,
+      ...(remote && ref ? { ref } : {}),
+      ...(path ? { path } : {}),
+      ...(remote && token ? { token } : {}),
+      ...(cacheDir ? { cacheDir } : {}),
+    });
+    const outcome = await source.poll();
+    switch (outcome.kind) {
+      case 'fetch-failed':
+        throw new UsageError(outcome.error.message);
+      case 'rejected':
+        return {
+          kind: 'invalid',
+          location: source.location,
+          errors: outcome.errors.map(formatPolicyError),
+        };
+      default:
+        return { kind: 'ok', policy: source.current() as Policy };
+    }
+  } catch (error) {
+    if (error instanceof PolicyFetchError) throw new UsageError(error.message);
+    throw error;
+  } finally {
+    if (cacheDir) rmSync(cacheDir, { recursive: true, force: true });
+  }
+}
+
+/** Every object an ObjectCondition of either policy could read, resolved per tenant namespace. */
+function referencedObjects(policies: readonly Policy[]): ObjectRefLike[] {
+  const refs = new Map<string, ObjectRefLike>();
+  for (const policy of policies) {
+    for (const gp of policy.gatePolicies) {
+      const namespaces = policy.tenants.get(gp.tenant)?.namespaces ?? [];
+      for (const c of gp.conditions) {
+        if (c.type !== 'ObjectCondition') continue;
+        for (const namespace of c.object.namespace ? [c.object.namespace] : namespaces) {
+          const ref = { ...c.object, namespace };
+          refs.set(`${ref.apiVersion}/${ref.kind}/${namespace}/${ref.name}`, ref);
+        }
+      }
+    }
+  }
+  return [...refs.values()];
+}
+
+function statusOf(error: unknown): number | undefined {
+  const e = error as { code?: number; statusCode?: number; response?: { statusCode?: number } };
+  return e.code ?? e.statusCode ?? e.response?.statusCode;
+}
+
+export async function runPlan(options: PlanOptions, io: PlanIo): Promise<number> {
+  const output = options.output;
+  try {
+    if (!options.policy) throw new UsageError('--policy DIR|URL is required');
+    if (!['text', 'json', 'markdown'].includes(output))
+      throw new UsageError(`--output must be text, json or markdown, got "${output}"`);
+    const now = options.now === undefined ? io.now() : Date.parse(options.now);
+    if (Number.isNaN(now)) throw new UsageError(`--now must be an ISO time, got "${options.now}"`);
+    const remote = isGitUrl(options.policy);
+    if (!remote && options.ref !== undefined)
+      throw new UsageError('--ref applies to a Git URL, not a folder');
+    // The base: a folder if one exists at that path, else a ref of the proposed repository.
+    const baseIsDir = options.base !== undefined && existsSync(options.base);
+    if (!remote && !baseIsDir)
+      throw new UsageError('a policy folder needs --base DIR (the policy currently in force)');
+    const token = remote ? io.env[options.gitTokenEnv]?.trim() || undefined : undefined;
+
+    const proposed = await loadPolicy(options.policy, options.ref, options.path, token);
+    if (proposed.kind === 'invalid') {
+      if (output === 'json') {
+        io.stdout(
+          `${JSON.stringify({ valid: false, location: proposed.location, errors: proposed.errors })}\n`,
+        );
+      } else {
+        for (const e of proposed.errors) io.stdout(`${e}\n`);
+        io.stdout(
+          `${proposed.location}: proposed policy invalid, ${proposed.errors.length} error(s)\n`,
+        );
+      }
+      return 1;
+    }
+    const base = baseIsDir
+      ? await loadPolicy(options.base as string, undefined, options.path, undefined)
+      : await loadPolicy(options.policy, options.base ?? 'main', options.path, token);
+    if (base.kind === 'invalid') {
+      throw new UsageError(
+        `base policy ${base.location} is invalid (${base.errors.length} error(s)): ${base.errors[0]}`,
+      );
+    }
+
+    const kc = loadKubeConfig(
+      options.kubeconfig ? { kind: 'file', path: options.kubeconfig } : { kind: 'default' },
+    );
+    const core = kc.makeApiClient(CoreV1Api);
+    const objectsApi = KubernetesObjectApi.makeApiClient(kc);
+    let pods: PodLike[];
+    let nodes;
+    try {
+      pods = (await core.listPodForAllNamespaces()).items as PodLike[];
+      nodes = (await core.listNode()).items;
+    } catch (error) {
+      throw new UsageError(`cannot list pods and nodes: ${(error as Error).message}`);
+    }
+    const objects: (ObjectRefLike & { object: unknown })[] = [];
+    for (const ref of referencedObjects([base.policy, proposed.policy])) {
+      try {
+        const object = await objectsApi.read({
+          apiVersion: ref.apiVersion,
+          kind: ref.kind,
+          metadata: { name: ref.name, ...(ref.namespace ? { namespace: ref.namespace } : {}) },
+        } as KubernetesObject & { metadata: { name: string } });
+        objects.push({ ...ref, object });
+      } catch (error) {
+        // Absent is a legitimate state an ObjectCondition judges (not met); anything else is I/O.
+        if (statusOf(error) !== 404)
+          throw new UsageError(
+            `cannot read ${ref.kind} ${ref.namespace ?? ''}/${ref.name}: ${(error as Error).message}`,
+          );
+      }
+    }
+
+    const diff = diffPlans(base.policy, proposed.policy, snapshotOf(pods, nodes, objects), now);
+    if (output === 'json') io.stdout(`${JSON.stringify(diff, null, 2)}\n`);
+    else if (output === 'markdown') io.stdout(formatMarkdown(diff));
+    else io.stdout(formatText(diff));
+    return hasDifferences(diff) ? 3 : 0;
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    if (output === 'json') io.stdout(`${JSON.stringify({ error: message })}\n`);
+    else io.stderr(`tollgate plan: ${message}\n`);
+    return 2;
+  }
+}
+
+export function registerPlan(program: Command): void {
+  program
+    .command('plan')
+    .description(
+      'show what a proposed policy would change on the live cluster (exit 0 no change, 1 invalid, 2 usage/I/O, 3 changes)',
+    )
+    .option('--policy <location>', 'proposed policy: folder or http(s) Git URL')
+    .option('--ref <ref>', 'branch, tag or commit of the proposed policy in a Git URL')
+    .option(
+      '--base <ref|dir>',
+      'policy in force: a folder, or a ref of the same repository (default main)',
+    )
+    .option('--path <path>', 'sub-folder that holds the policy')
+    .option('--kubeconfig <path>', 'kubeconfig (default: KUBECONFIG or ~/.kube/config)')
+    .option('--output <format>', 'text, json or markdown', 'text')
+    .option('--now <iso>', 'judge expiries at this instant instead of the current time')
+    .option(
+      '--git-token-env <name>',
+      'environment variable holding the Git token',
+      'TOLLGATE_GIT_TOKEN',
+    )
+    .action(async (options: PlanOptions) => {
+      process.exitCode = await runPlan(options, {
+        stdout: (text) => process.stdout.write(text),
+        stderr: (text) => process.stderr.write(text),
+        env: process.env,
+        now: () => Date.now(),
+      });
+    });
+}
