@@ -1,0 +1,474 @@
+/**
+ * Release throughput, writes per release and release latency of the real gate-release
+ * loop against the API server's own ceiling, side by side on one real control plane.
+ *
+ *   node bench/run.ts [--pods 10000] [--repeat 3] [--mode strict|async|both] [--smoke]
+ *
+ * Per repeat:
+ * - ceiling: N gated pods in a fresh namespace; `rawRelease` (bench/lib.ts) removes the
+ *   gates with the same JSON patch, concurrency 16, no policy, audit, guard or queue.
+ * - tollgate (per audit mode): N gated pods in another fresh namespace of a tenant with no
+ *   budget and pacing far above N; the real loop in this process (policy from a real Git
+ *   server, live ClusterView as the `tollgate` identity, the priority dispatcher with
+ *   concurrency 16, stale-guard, event recorder, GitAuditWriter pushing to a real Git
+ *   server). Timed from loop start to the last gate removal seen by an independent
+ *   watcher (admin identity, its own informer).
+ *
+ * Release latency: every pod's conditions hold from creation, so "last condition became
+ * true" is taken as the loop's start; latency = watcher's observation of the gate gone
+ * minus loop start. This includes watch delivery to the watcher.
+ *
+ * --smoke: 200 pods, 1 repeat, both modes; exits 1 unless writes per release is exactly
+ * 1.00 and no pod is left gated.
+ */
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { stringify } from 'yaml';
+import { CoreV1Api, makeInformer, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { startControlPlane } from '../test/support/control-plane.ts';
+import { SimulatedKubelet } from '../test/support/kubelet.ts';
+import { pushTree, startGitServer, type GitServer } from '../test/support/git-server.ts';
+import { createClusterView } from '../src/cluster/view.ts';
+import { createWriteExecutor } from '../src/cluster/writer.ts';
+import { StaleGuard } from '../src/cluster/stale-guard.ts';
+import { createEventRecorder } from '../src/cluster/events.ts';
+import { GitAuditWriter, type AuditMode } from '../src/audit/writer.ts';
+import { startGateReleaseLoop } from '../src/loops/gate-release.ts';
+import { PolicySource } from '../src/policy/source.ts';
+import { createDispatcher } from '../src/dispatch/queue.ts';
+import { createLogger } from '../src/observe/log.ts';
+import type { Dispatcher, WriteExecutor, WriteResult } from '../src/dispatch/types.ts';
+import { createGatedPods, ensureNamespace, median, percentile, rawRelease } from './lib.ts';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const { values } = parseArgs({
+  options: {
+    pods: { type: 'string', default: '10000' },
+    repeat: { type: 'string', default: '3' },
+    mode: { type: 'string', default: 'both' },
+    smoke: { type: 'boolean', default: false },
+    timeout: { type: 'string', default: '300' },
+  },
+});
+const pods = values.smoke ? 200 : Number(values.pods);
+const repeats = values.smoke ? 1 : Number(values.repeat);
+const modeArg = values.smoke ? 'both' : values.mode;
+if (!Number.isInteger(pods) || pods < 1) throw new Error(`--pods: not a positive integer`);
+if (!Number.isInteger(repeats) || repeats < 1) throw new Error(`--repeat: not a positive integer`);
+if (!['strict', 'async', 'both'].includes(modeArg ?? ''))
+  throw new Error(`--mode: must be strict, async or both, got ${modeArg}`);
+const modes: AuditMode[] = modeArg === 'both' ? ['strict', 'async'] : [modeArg as AuditMode];
+const timeoutMs = Number(values.timeout) * 1000;
+
+const CONCURRENCY = 16;
+const gate = 'bench.tollgate.io/ready';
+const runId = Date.now().toString(36);
+const log = createLogger({ name: 'bench', level: process.env.TOLLGATE_LOG_LEVEL ?? 'warn' });
+const say = (line: string): void => void process.stderr.write(`# bench: ${line}\n`);
+const nsOf = (repeat: number, what: string): string => `bench-${runId}-r${repeat}-${what}`;
+
+interface CeilingRun {
+  pods: number;
+  millis: number;
+  podsPerSecond: number;
+}
+interface TollgateRun {
+  mode: AuditMode;
+  pods: number;
+  released: number;
+  millis: number;
+  podsPerSecond: number;
+  ratioToCeiling: number;
+  successfulWrites: number;
+  writesPerRelease: number;
+  sends: number;
+  conflictsPer1000: number;
+  retriesPer1000: number;
+  results: Record<WriteResult['result'], number>;
+  latencyMs: { p50: number; p99: number; max: number };
+  leftGated: number;
+}
+
+function policyFiles(namespaces: string[]): Record<string, string> {
+  const doc = (kind: string, name: string, spec: unknown): string =>
+    stringify({ apiVersion: 'tollgate.io/v1alpha1', kind, metadata: { name }, spec });
+  const pacing = { maxInFlight: pods * 2, releasesPerSecond: 1_000_000, batchSize: pods * 2 };
+  return {
+    'tollgate.yaml': doc('Settings', 'tollgate', {
+      cluster: 'bench',
+      audit: {
+        branch: 'tollgate/audit',
+        mode: 'strict',
+        batch: { maxDecisions: 1000, maxDelay: '200ms' },
+      },
+      pacing,
+    }),
+    'staleness.yaml': doc('StalenessPolicy', 'default', {
+      maxCacheLag: '5s',
+      destructive: ['Cancel'],
+      requeue: { base: '200ms', max: '5s' },
+      liveReads: { qps: 20, burst: 40, breaker: { failureThreshold: 5, open: '10s' } },
+    }),
+    // No budget: the Budget condition always holds.
+    'tenants/bench.yaml': doc('Tenant', 'bench', {
+      namespaces,
+      gatePrefixes: ['bench.tollgate.io/'],
+      pacing,
+    }),
+    'gates/bench.yaml': doc('GatePolicy', 'bench-ready', {
+      tenant: 'bench',
+      gate,
+      conditions: [{ type: 'Budget' }],
+    }),
+  };
+}
+
+/** Own informer on one namespace: when each pod was first seen without the gate. */
+async function watchReleases(
+  kc: KubeConfig,
+  namespace: string,
+): Promise<{ released: Map<string, number>; stop: () => Promise<void> }> {
+  const core = kc.makeApiClient(CoreV1Api);
+  const released = new Map<string, number>();
+  const informer = makeInformer<V1Pod>(kc, `/api/v1/namespaces/${namespace}/pods`, () =>
+    core.listNamespacedPod({ namespace }),
+  );
+  const seen = (pod: V1Pod): void => {
+    const name = pod.metadata?.name ?? '';
+    if (released.has(name)) return;
+    if (!(pod.spec?.schedulingGates ?? []).some((g) => g.name === gate))
+      released.set(name, performance.now());
+  };
+  informer.on('add', seen);
+  informer.on('update', seen);
+  let stopped = false;
+  // An error ends the informer's watch; restart it, or releases after it go unseen.
+  informer.on('error', (error: unknown) => {
+    if (stopped) return;
+    say(`watcher error ${String(error)}; restarting`);
+    setTimeout(() => void informer.start(), 200);
+  });
+  await informer.start();
+  return {
+    released,
+    stop: async () => {
+      stopped = true;
+      await informer.stop();
+    },
+  };
+}
+
+async function countGated(kc: KubeConfig, namespace: string): Promise<number> {
+  const list = await kc.makeApiClient(CoreV1Api).listNamespacedPod({ namespace });
+  return list.items.filter((p) => (p.spec?.schedulingGates ?? []).some((g) => g.name === gate))
+    .length;
+}
+
+async function runTollgate(
+  mode: AuditMode,
+  namespace: string,
+  tollgateKc: KubeConfig,
+  adminKc: KubeConfig,
+  git: GitServer,
+  policyUrl: string,
+  ceilingPodsPerSecond: number,
+): Promise<TollgateRun> {
+  const cacheDir = mkdtempSync(join(tmpdir(), `tollgate-bench-${mode}-`));
+  const policies = new PolicySource({
+    location: policyUrl,
+    token: git.token,
+    cacheDir: join(cacheDir, 'policy'),
+    intervalMs: 5000,
+    logger: log,
+  });
+  const first = await policies.start();
+  if (first.kind !== 'applied') throw new Error(`bench policy: ${JSON.stringify(first)}`);
+  const policy = policies.current()!;
+
+  const view = createClusterView({ kubeConfig: tollgateKc, logger: log });
+  view.start();
+  await view.whenSynced();
+
+  // Counted at the executor (every send, retries included) and at the dispatcher (one result per write).
+  let sends = 0;
+  let succeeded = 0;
+  const executor = createWriteExecutor(tollgateKc);
+  const counting: WriteExecutor = async (request, signal) => {
+    sends += 1;
+    const out = await executor(request, signal);
+    succeeded += 1;
+    return out;
+  };
+  const results: Record<WriteResult['result'], number> = {
+    succeeded: 0,
+    conflict: 0,
+    failed: 0,
+    expired: 0,
+    cancelled: 0,
+  };
+  const real = createDispatcher({
+    executor: counting,
+    capacity: pods * 2,
+    concurrency: CONCURRENCY,
+    qps: 100_000,
+    burst: 100_000,
+  });
+  let accepted = 0;
+  const dispatcher: Dispatcher = {
+    enqueue(request) {
+      const out = real.enqueue(request);
+      if (out.accepted && !out.coalesced) {
+        accepted += 1;
+        void out.done.then((r) => {
+          results[r.result] += 1;
+        });
+      }
+      return out;
+    },
+    whenNotFull: (signal) => real.whenNotFull(signal),
+    cancel: (key, reason) => real.cancel(key, reason),
+    get depth() {
+      return real.depth;
+    },
+    close: (options) => real.close(options),
+  };
+
+  const auditUrl = git.createRepo(`audit-${namespace}`);
+  const { writer: audit } = await GitAuditWriter.open({
+    url: auditUrl,
+    token: git.token,
+    cacheDir,
+    cluster: 'bench',
+    controller: `bench-${mode}`,
+    mode,
+    batch: { maxDecisions: 1000, maxDelayMs: 200 },
+    logger: log,
+  });
+  const recorder = createEventRecorder(tollgateKc, {
+    ratePerSecond: 50,
+    burst: 100,
+    logger: log,
+    reportingInstance: `bench-${mode}`,
+  });
+  const staleGuard = new StaleGuard({ policy: policy.staleness, loop: 'gate-release' });
+  staleGuard.markSynced();
+
+  const watcher = await watchReleases(adminKc, namespace);
+  const started = performance.now();
+  const loop = startGateReleaseLoop({
+    view,
+    dispatcher,
+    audit,
+    policy: () => policies.current(),
+    staleGuard,
+    events: (pod, e) =>
+      recorder.record(
+        {
+          namespace: pod.metadata?.namespace ?? '',
+          name: pod.metadata?.name ?? '',
+          uid: pod.metadata?.uid ?? '',
+        },
+        { type: e.type, reason: e.reason, action: e.action, note: e.message },
+      ),
+    log,
+  });
+  const deadline = started + timeoutMs;
+  while (watcher.released.size < pods && performance.now() < deadline)
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  const times = [...watcher.released.values()].map((t) => t - started);
+  const millis = times.length === pods ? Math.max(...times) : performance.now() - started;
+  if (times.length < pods) say(`${mode}: only ${times.length}/${pods} released in ${timeoutMs} ms`);
+
+  await loop.stop();
+  await dispatcher.close({ cancelQueued: false });
+  await audit.flush();
+  await audit.close();
+  await recorder.close();
+  policies.stop();
+  await view.stop();
+  await watcher.stop();
+  const leftGated = await countGated(adminKc, namespace);
+
+  const released = times.length;
+  const podsPerSecond = (released / millis) * 1000;
+  return {
+    mode,
+    pods,
+    released,
+    millis,
+    podsPerSecond,
+    ratioToCeiling: podsPerSecond / ceilingPodsPerSecond,
+    successfulWrites: succeeded,
+    writesPerRelease: released > 0 ? succeeded / released : Number.NaN,
+    sends,
+    conflictsPer1000: released > 0 ? (results.conflict / released) * 1000 : Number.NaN,
+    retriesPer1000: released > 0 ? ((sends - accepted) / released) * 1000 : Number.NaN,
+    results,
+    latencyMs: { p50: percentile(times, 50), p99: percentile(times, 99), max: Math.max(...times) },
+    leftGated,
+  };
+}
+
+// ---- the run
+
+const machine = {
+  cores: (await import('node:os')).cpus().length,
+  memGiB: (await import('node:os')).totalmem() / 2 ** 30,
+};
+say(`pods ${pods}, repeats ${repeats}, modes ${modes.join('+')}, ${machine.cores} cores`);
+const cp = await startControlPlane({ name: 'bench' });
+const adminKc = cp.kubeConfig('admin');
+const tollgateKc = cp.kubeConfig('tollgate');
+const git = await startGitServer();
+const kubelet = new SimulatedKubelet(adminKc, { concurrency: 16 });
+// Every released pod is scheduled and "run"; room for all of them across all repeats.
+const totalPods = pods * repeats * (1 + modes.length);
+const perNode = 1000;
+const nodes = Math.ceil(totalPods / perNode) + 1;
+for (let i = 1; i <= nodes; i++)
+  await kubelet.addNode(`bench-node-${i}`, { cpu: '64', memory: '256Gi', pods: perNode });
+await kubelet.start();
+
+const tollgateNamespaces: string[] = [];
+for (let r = 1; r <= repeats; r++) for (const m of modes) tollgateNamespaces.push(nsOf(r, m));
+const policyUrl = git.createRepo('policy');
+await pushTree(git, policyUrl, policyFiles(tollgateNamespaces), { message: 'bench policy' });
+
+const ceilings: CeilingRun[] = [];
+const tollgates: TollgateRun[] = [];
+let ceilingLeftGated = 0;
+try {
+  for (let r = 1; r <= repeats; r++) {
+    const ceilingNs = nsOf(r, 'ceiling');
+    await ensureNamespace(adminKc, ceilingNs);
+    const createMs = await createGatedPods(adminKc, ceilingNs, pods, gate, { concurrency: 32 });
+    const raw = await rawRelease(adminKc, ceilingNs, gate, CONCURRENCY);
+    const ceiling = {
+      pods: raw.pods,
+      millis: raw.millis,
+      podsPerSecond: (raw.pods / raw.millis) * 1000,
+    };
+    ceilingLeftGated += await countGated(adminKc, ceilingNs);
+    ceilings.push(ceiling);
+    say(
+      `repeat ${r} ceiling: ${ceiling.podsPerSecond.toFixed(0)} pods/s (created in ${createMs.toFixed(0)} ms)`,
+    );
+    for (const mode of modes) {
+      const namespace = nsOf(r, mode);
+      await ensureNamespace(adminKc, namespace);
+      await createGatedPods(adminKc, namespace, pods, gate, { concurrency: 32 });
+      const run = await runTollgate(
+        mode,
+        namespace,
+        tollgateKc,
+        adminKc,
+        git,
+        policyUrl,
+        ceiling.podsPerSecond,
+      );
+      tollgates.push(run);
+      say(
+        `repeat ${r} ${mode}: ${run.podsPerSecond.toFixed(0)} pods/s (${run.ratioToCeiling.toFixed(2)} of ceiling), ` +
+          `writes/release ${run.writesPerRelease.toFixed(2)}, p50 ${run.latencyMs.p50.toFixed(0)} ms, p99 ${run.latencyMs.p99.toFixed(0)} ms`,
+      );
+    }
+  }
+} finally {
+  await kubelet.stop();
+  await git.close();
+  await cp.stop();
+}
+
+// ---- report
+
+const range = (xs: number[], digits = 0): string =>
+  `${median(xs).toFixed(digits)} [${Math.min(...xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)}]`;
+const rows: string[][] = [
+  ['figure (median [min–max])', 'ceiling', ...modes.map((m) => `tollgate ${m}`)],
+  [
+    'pods/s',
+    range(ceilings.map((c) => c.podsPerSecond)),
+    ...modes.map((m) => range(tollgates.filter((t) => t.mode === m).map((t) => t.podsPerSecond))),
+  ],
+  [
+    'ratio to ceiling',
+    '1.00',
+    ...modes.map((m) =>
+      range(
+        tollgates.filter((t) => t.mode === m).map((t) => t.ratioToCeiling),
+        2,
+      ),
+    ),
+  ],
+  [
+    'wall ms',
+    range(ceilings.map((c) => c.millis)),
+    ...modes.map((m) => range(tollgates.filter((t) => t.mode === m).map((t) => t.millis))),
+  ],
+  [
+    'writes per release',
+    '1.00',
+    ...modes.map((m) =>
+      range(
+        tollgates.filter((t) => t.mode === m).map((t) => t.writesPerRelease),
+        2,
+      ),
+    ),
+  ],
+  [
+    'conflicts / 1000',
+    '-',
+    ...modes.map((m) =>
+      range(
+        tollgates.filter((t) => t.mode === m).map((t) => t.conflictsPer1000),
+        1,
+      ),
+    ),
+  ],
+  [
+    'retries / 1000',
+    '-',
+    ...modes.map((m) =>
+      range(
+        tollgates.filter((t) => t.mode === m).map((t) => t.retriesPer1000),
+        1,
+      ),
+    ),
+  ],
+  [
+    'latency p50 ms',
+    '-',
+    ...modes.map((m) => range(tollgates.filter((t) => t.mode === m).map((t) => t.latencyMs.p50))),
+  ],
+  [
+    'latency p99 ms',
+    '-',
+    ...modes.map((m) => range(tollgates.filter((t) => t.mode === m).map((t) => t.latencyMs.p99))),
+  ],
+];
+const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
+for (const row of rows) console.log(row.map((cell, i) => cell.padEnd(widths[i]!)).join('  '));
+
+const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+const outDir = join(here, 'results');
+mkdirSync(outDir, { recursive: true });
+const outFile = join(outDir, `${stamp}.json`);
+writeFileSync(
+  outFile,
+  `${JSON.stringify({ at: new Date().toISOString(), machine, pods, repeats, modes, concurrency: CONCURRENCY, ceilings, tollgates }, null, 2)}\n`,
+);
+console.log(`results: ${outFile}`);
+
+const problems: string[] = [];
+for (const t of tollgates) {
+  if (t.successfulWrites !== t.released)
+    problems.push(`${t.mode}: ${t.successfulWrites} successful writes for ${t.released} releases`);
+  if (t.released !== t.pods || t.leftGated !== 0)
+    problems.push(`${t.mode}: ${t.leftGated} pods left gated`);
+}
+if (ceilingLeftGated !== 0) problems.push(`ceiling: ${ceilingLeftGated} pods left gated`);
+for (const p of problems) console.error(`bench: ${p}`);
+process.exit(values.smoke && problems.length > 0 ? 1 : 0);
