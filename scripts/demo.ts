@@ -1,0 +1,469 @@
+/**
+ * `npm run demo`: tollgate end to end on one machine, nothing to install but the repo.
+ *
+ * Boots the local control plane of the e2e harness and the simulated kubelet (four nodes,
+ * two with the trainer image), serves policy-examples/ as a Git repository over HTTP,
+ * starts the real `tollgate run` as a child process (audit to the same repository's
+ * tollgate/audit branch), creates a batch across the example tenants, shows live
+ * progress, flips the external-readiness ConfigMap midway, prints the audit history from
+ * Git and shuts everything down.
+ *
+ * It lives in scripts/ and not src/cli/ because it needs test/support (src never imports
+ * test). `--short` (or TOLLGATE_DEMO_SHORT=1) makes a few hundred pods and checks the
+ * expected releases: exit 0 only if they happened, so the demo is also a test.
+ */
+import { spawn, execFile } from 'node:child_process';
+import { mkdtempSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  ApiextensionsV1Api,
+  CoreV1Api,
+  RbacAuthorizationV1Api,
+  type V1Pod,
+} from '@kubernetes/client-node';
+import { startControlPlane, type ControlPlane } from '../test/support/control-plane.ts';
+import { SimulatedKubelet } from '../test/support/kubelet.ts';
+import { pushTree, startGitServer, type GitServer } from '../test/support/git-server.ts';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const cli = join(root, 'src/cli/main.ts');
+const run = promisify(execFile);
+const short = process.argv.includes('--short') || process.env.TOLLGATE_DEMO_SHORT === '1';
+
+const GANGS = short ? 4 : 40;
+const GANG_SIZE = 8;
+const LOADS = short ? 150 : 2500;
+const ML_BUDGET = 64; // policy-examples/tenants/ml-training.yaml
+const TRAINER_IMAGE = 'registry.example.com/ml/trainer:2026.11';
+const APPROVED = { namespace: 'etl', name: 'nightly-load-29112026-x7k2p' }; // policy-examples/approvals/
+const tenants = [
+  { name: 'ml-training', namespaces: ['ml-train'], prefix: 'ml.tollgate.io/' },
+  { name: 'data-pipeline', namespaces: ['etl'], prefix: 'data.tollgate.io/' },
+  { name: 'api', namespaces: ['api-prod'], prefix: 'api.tollgate.io/' },
+];
+
+const say = (line: string): void => void process.stdout.write(`${line}\n`);
+
+function files(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (d: string): void => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      const p = join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else out[relative(dir, p)] = readFileSync(p, 'utf8');
+    }
+  };
+  walk(dir);
+  return out;
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as { port: number }).port;
+  await new Promise<void>((r) => server.close(() => r()));
+  return port;
+}
+
+/** Creates pods with bounded parallelism (the API server of the demo is small). */
+async function createAll(core: CoreV1Api, pods: V1Pod[], parallel = 16): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: parallel }, async () => {
+      while (next < pods.length) {
+        const pod = pods[next++] as V1Pod;
+        await core.createNamespacedPod({ namespace: pod.metadata?.namespace ?? '', body: pod });
+      }
+    }),
+  );
+}
+
+const container = (name: string, image: string, cpu = '100m', memory = '128Mi') => ({
+  name,
+  image,
+  resources: { requests: { cpu, memory }, limits: { cpu, memory } },
+});
+
+function batch(): V1Pod[] {
+  const pods: V1Pod[] = [];
+  for (let g = 0; g < GANGS; g++) {
+    for (let m = 0; m < GANG_SIZE; m++) {
+      pods.push({
+        metadata: {
+          name: `train-g${String(g).padStart(2, '0')}-${m}`,
+          namespace: 'ml-train',
+          labels: { 'app.kubernetes.io/component': 'trainer', 'ml.tollgate.io/gang': `g${g}` },
+          annotations: { 'ml.tollgate.io/gang-size': String(GANG_SIZE) },
+        },
+        spec: {
+          schedulingGates: [{ name: 'ml.tollgate.io/gpu-gang' }],
+          containers: [container('trainer', TRAINER_IMAGE, '500m', '1Gi')],
+        },
+      });
+    }
+  }
+  const load = (name: string): V1Pod => ({
+    metadata: { name, namespace: 'etl', labels: { app: 'nightly-load' } },
+    spec: {
+      schedulingGates: [{ name: 'data.tollgate.io/nightly-load' }],
+      containers: [container('load', 'registry.example.com/etl/load:1.4')],
+    },
+  });
+  pods.push(load(APPROVED.name));
+  for (let i = 0; i < LOADS - 1; i++) pods.push(load(`nightly-load-${String(i).padStart(4, '0')}`));
+  // The resizable workload (policy-examples/resize/api.yaml): running, not gated.
+  for (let i = 0; i < 3; i++) {
+    pods.push({
+      metadata: {
+        name: `api-frontend-${i}`,
+        namespace: 'api-prod',
+        labels: { app: 'api-frontend' },
+      },
+      spec: {
+        containers: [
+          container('proxy', 'registry.example.com/api/proxy:3', '500m', '512Mi'),
+          container('cache', 'registry.example.com/api/cache:3', '250m', '1Gi'),
+          container('worker', 'registry.example.com/api/worker:3', '1', '1Gi'),
+        ],
+      },
+    });
+  }
+  return pods;
+}
+
+interface Counts {
+  gated: number;
+  released: number;
+  running: number;
+}
+
+async function count(core: CoreV1Api): Promise<Map<string, Counts>> {
+  const out = new Map<string, Counts>();
+  for (const t of tenants) {
+    const c = { gated: 0, released: 0, running: 0 };
+    for (const ns of t.namespaces) {
+      for (const pod of (await core.listNamespacedPod({ namespace: ns })).items) {
+        const gated = (pod.spec?.schedulingGates ?? []).some((g) => g.name.startsWith(t.prefix));
+        if (gated) c.gated += 1;
+        else if (t.name !== 'api') c.released += 1;
+        if (pod.status?.phase === 'Running') c.running += 1;
+      }
+    }
+    out.set(t.name, c);
+  }
+  return out;
+}
+
+async function metric(url: string, name: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`).catch(() => undefined))?.text().catch(() => '');
+  let sum = 0;
+  for (const m of (text ?? '').matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'gm')))
+    sum += Number(m[1]);
+  return sum;
+}
+
+/** A compact status view: redrawn in place on a terminal, one plain line per tick otherwise. */
+class Progress {
+  #lines = 0;
+  #last = new Map<string, number>();
+  #lastAt = Date.now();
+  readonly tty = process.stdout.isTTY === true;
+
+  show(counts: Map<string, Counts>, queue: number, note: string): void {
+    const now = Date.now();
+    const secs = Math.max((now - this.#lastAt) / 1000, 0.001);
+    const rows: string[] = [];
+    let total = 0;
+    for (const [tenant, c] of counts) {
+      const rate = (c.released - (this.#last.get(tenant) ?? 0)) / secs;
+      this.#last.set(tenant, c.released);
+      total += rate;
+      rows.push(
+        `  ${tenant.padEnd(14)} gated ${String(c.gated).padStart(5)}  released ${String(c.released).padStart(5)}  running ${String(c.running).padStart(5)}  ${rate.toFixed(1).padStart(6)}/s`,
+      );
+    }
+    this.#lastAt = now;
+    if (this.tty) {
+      if (this.#lines > 0) process.stdout.write(`\x1b[${this.#lines}A`);
+      const view = [`tollgate demo  ${note}`, ...rows, `  dispatcher queue depth ${queue}`];
+      for (const line of view) process.stdout.write(`\x1b[2K${line}\n`);
+      this.#lines = view.length;
+    } else {
+      const parts = [...counts].map(([t, c]) => `${t} ${c.gated}/${c.released}/${c.running}`);
+      say(
+        `progress: ${parts.join('  ')} (gated/released/running)  rate ${total.toFixed(1)}/s  queue ${queue}  ${note}`,
+      );
+    }
+  }
+}
+
+async function main(): Promise<number> {
+  const work = mkdtempSync(join(tmpdir(), 'tollgate-demo-'));
+  let cp: ControlPlane | undefined;
+  let kubelet: SimulatedKubelet | undefined;
+  let git: GitServer | undefined;
+  let child: ReturnType<typeof spawn> | undefined;
+  const failures: string[] = [];
+  try {
+    say(`tollgate demo${short ? ' (short)' : ''}: starting the local control plane...`);
+    cp = await startControlPlane({ name: 'demo' });
+    say(`control plane ready at ${cp.server} in ${(cp.startMillis / 1000).toFixed(1)}s`);
+    const core = cp.kubeConfig('admin').makeApiClient(CoreV1Api);
+    kubelet = new SimulatedKubelet(cp.kubeConfig('admin'), { concurrency: 16 });
+    for (let i = 1; i <= 4; i++) {
+      await kubelet.addNode(`demo-node-${i}`, {
+        cpu: '128',
+        memory: '512Gi',
+        pods: 500,
+        images: i <= 2 ? [TRAINER_IMAGE] : [],
+      });
+    }
+    await kubelet.start();
+    say('simulated kubelet: 4 nodes (2 with the trainer image)');
+
+    git = await startGitServer();
+    const repo = git.createRepo('policy');
+    const commit = await pushTree(git, repo, files(join(root, 'policy-examples')), {
+      message: 'policy-examples',
+    });
+    say(`policy repository ${repo} (policy-examples/ at ${commit.slice(0, 12)})`);
+
+    for (const ns of ['ml-train', 'ml-eval', 'etl', 'etl-staging', 'api-prod', 'api-canary'])
+      await core.createNamespace({ body: { metadata: { name: ns } } });
+    // The eval gate policy reads a Checkpoint (ml.example.com/v1), the model registry's
+    // custom resource: install its CRD, or the cluster view cannot sync it.
+    const ext = cp.kubeConfig('admin').makeApiClient(ApiextensionsV1Api);
+    await ext.createCustomResourceDefinition({
+      body: {
+        metadata: { name: 'checkpoints.ml.example.com' },
+        spec: {
+          group: 'ml.example.com',
+          scope: 'Namespaced',
+          names: { plural: 'checkpoints', singular: 'checkpoint', kind: 'Checkpoint' },
+          versions: [
+            {
+              name: 'v1',
+              served: true,
+              storage: true,
+              schema: {
+                openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
+              },
+            },
+          ],
+        },
+      },
+    });
+    for (let i = 0; ; i++) {
+      const crd = await ext.readCustomResourceDefinition({ name: 'checkpoints.ml.example.com' });
+      if (crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True'))
+        break;
+      if (i > 100) throw new Error('the Checkpoint CRD was not established within 10s');
+      await sleep(100);
+    }
+    // As an operator does for any object a policy names: let tollgate read Checkpoints.
+    const rbac = cp.kubeConfig('admin').makeApiClient(RbacAuthorizationV1Api);
+    await rbac.createNamespacedRole({
+      namespace: 'ml-eval',
+      body: {
+        metadata: { name: 'tollgate-read-checkpoints' },
+        rules: [
+          {
+            apiGroups: ['ml.example.com'],
+            resources: ['checkpoints'],
+            verbs: ['get', 'list', 'watch'],
+          },
+        ],
+      },
+    });
+    await rbac.createNamespacedRoleBinding({
+      namespace: 'ml-eval',
+      body: {
+        metadata: { name: 'tollgate-read-checkpoints' },
+        roleRef: {
+          apiGroup: 'rbac.authorization.k8s.io',
+          kind: 'Role',
+          name: 'tollgate-read-checkpoints',
+        },
+        subjects: [{ kind: 'User', apiGroup: 'rbac.authorization.k8s.io', name: 'tollgate' }],
+      },
+    });
+    await core.createNamespacedConfigMap({
+      namespace: 'ml-train',
+      body: { metadata: { name: 'dataset-ready' }, data: { ready: 'false' } },
+    });
+
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    const log = join(work, 'tollgate.log');
+    const out = openSync(log, 'a');
+    child = spawn(
+      process.execPath,
+      [
+        cli,
+        'run',
+        '--kubeconfig',
+        cp.tollgateKubeconfig,
+        '--policy-repo',
+        repo,
+        '--policy-ref',
+        'main',
+        '--git-token-env',
+        'DEMO_GIT_TOKEN',
+        '--git-cache-dir',
+        join(work, 'cache'),
+        '--identity',
+        'demo',
+        '--metrics-address',
+        `127.0.0.1:${port}`,
+        '--lease-namespace',
+        'tollgate-system',
+        '--lease-duration',
+        '5s',
+        '--renew-deadline',
+        '3s',
+        '--retry-period',
+        '1s',
+        '--log-level',
+        'info',
+      ],
+      {
+        env: {
+          PATH: process.env.PATH ?? '',
+          HOME: process.env.HOME ?? '',
+          DEMO_GIT_TOKEN: git.token,
+        },
+        stdio: ['ignore', out, out],
+      },
+    );
+    const exited = new Promise<number | null>((r) => child?.once('exit', (code) => r(code)));
+    const deadline = Date.now() + 60_000;
+    while ((await fetch(`${url}/readyz`).catch(() => undefined))?.status !== 200) {
+      if (child.exitCode !== null || Date.now() > deadline)
+        throw new Error(
+          `tollgate run did not become ready; its log:\n${readFileSync(log, 'utf8').slice(-3000)}`,
+        );
+      await sleep(200);
+    }
+    say(`tollgate run ready (metrics ${url}/metrics, log ${log})`);
+
+    const pods = batch();
+    say(
+      `creating ${pods.length} pods: ${GANGS} gangs of ${GANG_SIZE} trainers, ${LOADS} nightly loads, 3 api-frontend`,
+    );
+    await createAll(core, pods);
+
+    const progress = new Progress();
+    const tick = async (note: string): Promise<Map<string, Counts>> => {
+      const counts = await count(core);
+      progress.show(counts, await metric(url, 'tollgate_dispatch_queue_depth'), note);
+      return counts;
+    };
+    // Phase 1: the dataset is not ready; trainers must stay gated whatever else holds.
+    let counts = new Map<string, Counts>();
+    for (let i = 0; i < (short ? 4 : 8); i++) {
+      counts = await tick('dataset-ready=false');
+      await sleep(1000);
+    }
+    const mlBefore = counts.get('ml-training')?.released ?? 0;
+    if (mlBefore !== 0) failures.push(`${mlBefore} trainers released before the dataset was ready`);
+
+    // The client sends a JSON patch (RFC 6902) by default.
+    await core.patchNamespacedConfigMap({
+      namespace: 'ml-train',
+      name: 'dataset-ready',
+      body: [{ op: 'replace', path: '/data/ready', value: 'true' }],
+    });
+    if (!progress.tty) say('flipped ConfigMap ml-train/dataset-ready data.ready=true');
+
+    const wantMl = Math.min(GANGS, Math.floor(ML_BUDGET / GANG_SIZE)) * GANG_SIZE;
+    const until = Date.now() + (short ? 90_000 : 180_000);
+    while (Date.now() < until) {
+      counts = await tick('dataset-ready=true');
+      const ml = counts.get('ml-training');
+      const etl = counts.get('data-pipeline');
+      if (ml && etl && ml.released >= wantMl && ml.running >= wantMl && etl.released >= 1) break;
+      await sleep(1000);
+    }
+    await sleep(2000); // a further pass: nothing more may be released
+    counts = await tick('settled');
+
+    const ml = counts.get('ml-training') as Counts;
+    const etl = counts.get('data-pipeline') as Counts;
+    if (ml.released !== wantMl)
+      failures.push(
+        `ml-training: ${ml.released} trainers released, expected ${wantMl} (whole gangs within the 64-pod budget)`,
+      );
+    if (ml.released % GANG_SIZE !== 0)
+      failures.push(`ml-training: a gang was released partly (${ml.released})`);
+    const approved = await core.readNamespacedPod(APPROVED);
+    if ((approved.spec?.schedulingGates ?? []).length > 0)
+      failures.push(`${APPROVED.namespace}/${APPROVED.name}: approved but still gated`);
+    if (etl.released !== 1)
+      failures.push(
+        `data-pipeline: ${etl.released} loads released, expected only the approved one`,
+      );
+
+    say('');
+    say(
+      `summary: ml-training released ${ml.released} of ${GANGS * GANG_SIZE} trainers (budget 64 pods, whole gangs);`,
+    );
+    say(
+      `         data-pipeline released ${etl.released} of ${LOADS} loads (only the approved one; the rest wait for an Approval)`,
+    );
+    say(`         releases recorded by tollgate: ${await metric(url, 'tollgate_releases_total')}`);
+
+    // Stop tollgate first: a graceful stop pushes the last audit batch.
+    child.kill('SIGTERM');
+    const code = await exited;
+    say(`tollgate run stopped (exit ${code})`);
+    if (code !== 0) failures.push(`tollgate run exited ${code}`);
+
+    say('');
+    say('audit history (git log --oneline tollgate/audit):');
+    const clone = join(work, 'audit');
+    await run('git', [
+      'clone',
+      '--quiet',
+      '--branch',
+      'tollgate/audit',
+      repo.replace('http://', `http://x:${git.token}@`),
+      clone,
+    ]);
+    const { stdout: gitLog } = await run('git', ['-C', clone, 'log', '--oneline', '-n', '8']);
+    say(gitLog.trimEnd());
+    say('');
+    say(`tollgate audit log --pod ${APPROVED.namespace}/${APPROVED.name}:`);
+    const audit = await run(
+      process.execPath,
+      [cli, 'audit', 'log', '--repo', repo, '--pod', `${APPROVED.namespace}/${APPROVED.name}`],
+      { env: { ...process.env, TOLLGATE_GIT_TOKEN: git.token } },
+    );
+    say(audit.stdout.trimEnd());
+    if (!/Release/.test(audit.stdout))
+      failures.push('the audit trail has no Release record of the approved load');
+  } catch (error) {
+    failures.push(error instanceof Error ? error.message : String(error));
+  } finally {
+    if (child && child.exitCode === null) child.kill('SIGKILL');
+    await kubelet?.stop().catch(() => undefined);
+    await git?.close().catch(() => undefined);
+    await cp?.stop().catch(() => undefined);
+    rmSync(work, { recursive: true, force: true });
+  }
+  say('');
+  if (failures.length > 0) {
+    for (const f of failures) say(`demo check failed: ${f}`);
+    return 1;
+  }
+  say(
+    'demo checks passed: trainers held until the dataset was ready, whole gangs within budget, only the approved load released, all recorded in Git',
+  );
+  return 0;
+}
+
+process.exitCode = await main();
