@@ -1,0 +1,35 @@
+/**
+ * The short demo (`scripts/demo.ts --short`) as a child process, as CI runs it: it boots
+ * its own control plane, Git server and `tollgate run`, and checks its own releases; here
+ * we assert its exit code and the lines that show each part worked.
+ *
+ * Run: node --test --test-concurrency=1 test/e2e/demo/demo.test.ts
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
+
+test('the short demo releases what it should, records it in Git and exits 0', async () => {
+  const { code, stdout } = await new Promise<{ code: number | null; stdout: string }>((done) => {
+    const child = spawn(process.execPath, [join(root, 'scripts/demo.ts'), '--short'], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let stdout = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.once('exit', (c) => done({ code: c, stdout }));
+  });
+  assert.equal(code, 0, stdout);
+  // Not a TTY: plain progress lines, not a redrawn view.
+  assert.match(stdout, /^progress: ml-training 32\/0\/\d+ .*dataset-ready=false$/m);
+  assert.match(stdout, /flipped ConfigMap ml-train\/dataset-ready data\.ready=true/);
+  assert.match(stdout, /summary: ml-training released 32 of 32 trainers/);
+  assert.match(stdout, /data-pipeline released 1 of 150 loads/);
+  assert.match(stdout, /tollgate run stopped \(exit 0\)/);
+  assert.match(stdout, /^[0-9a-f]{7,} release \d+ pods? in ml-training/m);
+  assert.match(stdout, /outcome Release +etl\/nightly-load-29112026-x7k2p \[succeeded\]/);
+  assert.match(stdout, /demo checks passed/);
+});
