@@ -251,7 +251,7 @@ async function main(): Promise<number> {
               served: true,
               storage: true,
               schema: {
-                openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
+                openAPIV3Schema: { type: 'object', x_kubernetes_preserve_unknown_fields: true },
               },
             },
           ],
