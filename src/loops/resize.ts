@@ -23,7 +23,6 @@ import type { AuditSink } from '../audit/types.ts';
 import type { Dispatcher, WriteRequest, WriteResult } from '../dispatch/types.ts';
 import type { Decision, Outcome } from '../decide/decision.ts';
 import type { Policy, ResizePolicy } from '../policy/model.ts';
-import { matchesSelector } from '../decide/gates.ts';
 import {
   decidePodResize,
   type PlannedWrite,
@@ -32,15 +31,12 @@ import {
   type SignalReading,
 } from '../decide/resize-plan.ts';
 import type { ResourceQuotaLike } from '../decide/resize-objects.ts';
+import { chargeQuotas, resizeCharge, type QuotaCharge } from '../decide/resize-quota.ts';
 import { actualResources, desiredResources, sameResources } from '../decide/resize-resources.ts';
 import type { WindowSample } from '../decide/resize-signals.ts';
-import {
-  type PrometheusClient,
-  type Series,
-  batchByPod,
-  placeholdersOf,
-  substitute,
-} from '../signals/prometheus.ts';
+import type { PrometheusClient } from '../signals/prometheus.ts';
+import { defaultStepMs, readResizeSignals } from './resize-readings.ts';
+import { resizePodsByPolicy } from '../decide/resize-match.ts';
 import { systemClock, type Clock } from '../lib/clock.ts';
 import { silentLogger, type Logger } from '../observe/log.ts';
 import {
@@ -81,8 +77,17 @@ export interface ResizeLoopDeps {
   readonly clock?: Clock;
   readonly staleGuard?: ResizeStaleGuard;
   readonly events?: ResizeEventSink;
-  /** ResourceQuotas of a namespace, when the view has them. */
+  /** ResourceQuotas of a namespace, when the view has them (`quotasFromView`). */
   readonly quotas?: (namespace: string) => readonly ResourceQuotaLike[];
+  /**
+   * The newest resourceVersion the quota source has seen. A step-up charged against its
+   * namespace's quota stays charged until this reaches the write's resourceVersion (the
+   * view then shows the quota's raised `used`); without it, a charge lasts until its
+   * write has ended (protects one pass only).
+   */
+  readonly quotasSeenThrough?: () => string | undefined;
+  /** A charge whose write succeeded is dropped after this long even if unconfirmed. Default 120 s. */
+  readonly quotaChargeMaxAgeMs?: number;
   /** A live GET, used to decide again after a 409. */
   readonly readPod?: (namespace: string, name: string) => Promise<V1Pod | undefined>;
   /** Parallel per-pod Prometheus queries when a query cannot be batched. Default 4. */
@@ -112,6 +117,30 @@ function atLeast(seen: string | undefined, wanted: string): boolean {
   }
 }
 
+/** What the loop needs of the cluster view for quotas (LiveClusterView has it). */
+export interface QuotaView {
+  resourceQuotas(namespace: string): readonly ResourceQuotaLike[];
+  lastResourceVersion(resource: 'resourcequotas'): string | undefined;
+}
+
+/** The quota deps of the resize loop from the live view, as `tollgate run` wires them. */
+export function quotasFromView(
+  view: QuotaView,
+): Pick<ResizeLoopDeps, 'quotas' | 'quotasSeenThrough'> {
+  return {
+    quotas: (namespace) => view.resourceQuotas(namespace),
+    quotasSeenThrough: () => view.lastResourceVersion('resourcequotas'),
+  };
+}
+
+/** A step-up promised against a namespace's quota, until the view shows it. */
+interface QuotaHold {
+  readonly namespace: string;
+  readonly charge: QuotaCharge;
+  /** The resourceVersion the resize write returned; unset while it is in flight. */
+  writtenAt?: { resourceVersion: string; at: number };
+}
+
 /** A stale-guard over this loop's own writes: the view must show the written resourceVersion. */
 export function ownWriteGuard(): ResizeStaleGuard {
   const written = new Map<ObjectKey, string>();
@@ -129,31 +158,6 @@ export function ownWriteGuard(): ResizeStaleGuard {
       written.set(key, resourceVersion);
     },
   };
-}
-
-function defaultStepMs(policy: ResizePolicy): number {
-  return Math.min(60_000, Math.max(1000, Math.round(policy.windowMs / 10)));
-}
-
-async function mapLimit<T, R>(
-  items: readonly T[],
-  limit: number,
-  fn: (item: T) => Promise<R>,
-): Promise<R[]> {
-  const out: R[] = new Array(items.length);
-  let next = 0;
-  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (next < items.length) {
-      const index = next++;
-      out[index] = await fn(items[index] as T);
-    }
-  });
-  await Promise.all(workers);
-  return out;
-}
-
-function samplesOf(series: Series | undefined): WindowSample[] {
-  return series ? series.samples.map((s) => ({ at: s.at, value: s.value })) : [];
 }
 
 function errorText(error: unknown): string {
@@ -202,6 +206,8 @@ export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
   const pending = new Map<ObjectKey, 'Deferred' | 'Infeasible'>();
   /** Pods whose last resize the API server refused (403/422): the next decision handles it as Infeasible. */
   const refused = new Map<ObjectKey, { code?: number; message: string }>();
+  const quotaHolds = new Set<QuotaHold>();
+  const chargeMaxAgeMs = deps.quotaChargeMaxAgeMs ?? 120_000;
   const abort = new AbortController();
   let running: Promise<PassSummary> | undefined;
   let timer: NodeJS.Timeout | undefined;
@@ -237,166 +243,22 @@ export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
 
   /** Pods each policy manages: running, in the policy tenant's namespaces, matching the selector; first policy wins. */
   function podsByPolicy(policy: Policy): Map<ResizePolicy, V1Pod[]> {
-    const claimed = new Set<ObjectKey>();
-    const out = new Map<ResizePolicy, V1Pod[]>();
-    const pods = [...deps.view.pods()];
-    for (const rp of policy.resizePolicies) {
-      const tenant = policy.tenants.get(rp.tenant);
-      if (!tenant) {
-        log.warn(
-          { policy: rp.name, tenant: rp.tenant, file: rp.source.file },
-          'resize policy names an unknown tenant; skipped',
-        );
-        continue;
-      }
-      const namespaces = new Set(tenant.namespaces);
-      const mine: V1Pod[] = [];
-      for (const pod of pods) {
-        const ns = pod.metadata?.namespace ?? '';
-        const key = objectKey(ns, pod.metadata?.name ?? '');
-        if (claimed.has(key) || !namespaces.has(ns)) continue;
-        if (!matchesSelector(pod.metadata?.labels ?? {}, rp.selector)) continue;
-        if (pod.status?.phase !== 'Running' || !pod.spec?.nodeName) continue;
-        claimed.add(key);
-        mine.push(pod);
-      }
-      out.set(rp, mine);
-    }
-    return out;
+    return resizePodsByPolicy(policy, deps.view.pods(), (rp) =>
+      log.warn(
+        { policy: rp.name, tenant: rp.tenant, file: rp.source.file },
+        'resize policy names an unknown tenant; skipped',
+      ),
+    );
   }
 
-  /**
-   * Range-queries one PromQL template for the pods of one namespace: one batched query
-   * (`pod="$pod"` rewritten to a regex over all pods) when the template allows it and
-   * its result carries the pod label, else one query per pod (and per container for
-   * `$container` templates) with bounded concurrency.
-   */
-  async function readTemplate(
-    template: string,
-    namespace: string,
-    pods: readonly V1Pod[],
-    containers: readonly string[],
-    startMs: number,
-    endMs: number,
-    stepMs: number,
-  ): Promise<Map<string, { samples?: WindowSample[]; error?: string }>> {
-    const out = new Map<string, { samples?: WindowSample[]; error?: string }>();
-    const names = pods.map((p) => p.metadata?.name ?? '');
-    const uses = placeholdersOf(template);
-    const slot = (pod: string, container?: string) =>
-      container === undefined ? pod : `${pod}/${container}`;
-    if (!uses.has('container') && uses.has('pod')) {
-      const batch = batchByPod(template, names);
-      if (batch) {
-        try {
-          const query = substitute(batch.query, { namespace });
-          const result = await deps.prometheus.range(query, startMs, endMs, stepMs, {
-            signal: abort.signal,
-          });
-          log.debug(
-            { query, startMs, endMs, stepMs, series: result.length },
-            'resize: batched signal query',
-          );
-          if (result.every((s) => s.labels[batch.podLabel] !== undefined)) {
-            const byPod = new Map(result.map((s) => [s.labels[batch.podLabel] as string, s]));
-            for (const name of names) out.set(slot(name), { samples: samplesOf(byPod.get(name)) });
-            return out;
-          }
-          log.debug({ query }, 'batched signal query lost the pod label; asking per pod');
-        } catch (error) {
-          for (const name of names) out.set(slot(name), { error: errorText(error) });
-          return out;
-        }
-      }
-    }
-    const jobs: { pod: string; container?: string }[] = [];
-    for (const pod of names) {
-      if (uses.has('container')) for (const container of containers) jobs.push({ pod, container });
-      else jobs.push({ pod });
-    }
-    await mapLimit(jobs, concurrency, async (job) => {
-      try {
-        const query = substitute(template, {
-          namespace,
-          pod: job.pod,
-          ...(job.container === undefined ? {} : { container: job.container }),
-        });
-        const result = await deps.prometheus.range(query, startMs, endMs, stepMs, {
-          signal: abort.signal,
-        });
-        // A per-pod query is expected to give one series; with several, the first is
-        // taken and the policy author should aggregate (logged once per pass).
-        if (result.length > 1)
-          log.debug({ query, series: result.length }, 'signal query returned several series');
-        out.set(slot(job.pod, job.container), { samples: samplesOf(result[0]) });
-      } catch (error) {
-        out.set(slot(job.pod, job.container), { error: errorText(error) });
-      }
-    });
-    return out;
-  }
-
-  async function readingsFor(
-    rp: ResizePolicy,
-    pods: readonly V1Pod[],
-    now: number,
-  ): Promise<{
-    readings: Map<string, SignalReading[]>;
-    slo: Map<string, { samples?: WindowSample[]; error?: string }>;
-  }> {
-    const readings = new Map<string, SignalReading[]>();
-    const slo = new Map<string, { samples?: WindowSample[]; error?: string }>();
-    const stepMs = stepOf(rp);
-    const byNamespace = new Map<string, V1Pod[]>();
-    for (const pod of pods) {
-      const ns = pod.metadata?.namespace ?? '';
-      byNamespace.set(ns, [...(byNamespace.get(ns) ?? []), pod]);
-    }
-    const containers = Object.keys(rp.containers);
-    for (const [namespace, nsPods] of byNamespace) {
-      for (const signal of rp.signals) {
-        const results = await readTemplate(
-          signal.query,
-          namespace,
-          nsPods,
-          containers,
-          now - rp.windowMs,
-          now,
-          stepMs,
-        );
-        for (const pod of nsPods) {
-          const name = pod.metadata?.name ?? '';
-          const key = objectKey(namespace, name);
-          const list = readings.get(key) ?? [];
-          if (placeholdersOf(signal.query).has('container')) {
-            for (const container of containers) {
-              const r = results.get(`${name}/${container}`);
-              list.push({ signal: signal.name, container, ...r });
-            }
-          } else {
-            list.push({ signal: signal.name, ...results.get(name) });
-          }
-          readings.set(key, list);
-        }
-      }
-      if (rp.slo) {
-        const results = await readTemplate(
-          rp.slo.query,
-          namespace,
-          nsPods,
-          containers,
-          now - rp.slo.forMs,
-          now,
-          stepMs,
-        );
-        for (const pod of nsPods) {
-          const name = pod.metadata?.name ?? '';
-          const r = results.get(name);
-          if (r) slo.set(objectKey(namespace, name), r);
-        }
-      }
-    }
-    return { readings, slo };
+  function readingsFor(rp: ResizePolicy, pods: readonly V1Pod[], now: number) {
+    return readResizeSignals(
+      { prometheus: deps.prometheus, concurrency, signal: abort.signal, logger: log },
+      rp,
+      pods,
+      now,
+      stepOf(rp),
+    );
   }
 
   async function enqueue(request: WriteRequest): Promise<WriteResult> {
@@ -437,6 +299,7 @@ export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
     pod: V1Pod,
     plan: PodResizePlan,
     tenant: string,
+    hold: QuotaHold | undefined,
   ): Promise<'done' | 'conflict'> {
     const ns = pod.metadata?.namespace ?? '';
     const name = pod.metadata?.name ?? '';
@@ -464,7 +327,10 @@ export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
       if (result.result === 'succeeded') {
         resourceVersion = result.resourceVersion;
         guard.recordWrite(key, resourceVersion);
-        if (write.op.type === 'resize') actuating.set(key, clock.now());
+        if (write.op.type === 'resize') {
+          actuating.set(key, clock.now());
+          if (hold) hold.writtenAt = { resourceVersion, at: clock.now() };
+        }
       } else {
         failed ??= result;
         if (
@@ -499,9 +365,33 @@ export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
         records.push({ ...decision, outcome: outcomeOf(shared) });
       }
     }
+    // A charge whose resize was not admitted frees its room at once; with no quota
+    // source to confirm against, an admitted one is released here too.
+    if (hold && (!hold.writtenAt || !deps.quotasSeenThrough)) quotaHolds.delete(hold);
     deps.audit.record(records);
     if (!failed) for (const d of plan.decisions) await emit(pod, d);
     return failed?.result === 'conflict' ? 'conflict' : 'done';
+  }
+
+  /** The namespace's quotas as they will be once the step-ups still charged are admitted. */
+  function quotasFor(namespace: string): ResourceQuotaLike[] {
+    const quotas = deps.quotas?.(namespace) ?? [];
+    if (quotas.length === 0) return [];
+    const seen = deps.quotasSeenThrough?.();
+    const now = clock.now();
+    const charges: QuotaCharge[] = [];
+    for (const hold of quotaHolds) {
+      const written = hold.writtenAt;
+      if (
+        written &&
+        (atLeast(seen, written.resourceVersion) || now - written.at >= chargeMaxAgeMs)
+      ) {
+        quotaHolds.delete(hold);
+        continue;
+      }
+      if (hold.namespace === namespace) charges.push(hold.charge);
+    }
+    return chargeQuotas(quotas, charges);
   }
 
   function decide(
@@ -523,7 +413,7 @@ export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
       commit: policy.commit,
       pod,
       ...(node ? { node } : {}),
-      quotas: deps.quotas?.(pod.metadata?.namespace ?? '') ?? [],
+      quotas: quotasFor(pod.metadata?.namespace ?? ''),
       readings,
       ...(slo ? { slo } : {}),
       approvals: policy.approvals,
