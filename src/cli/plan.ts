@@ -6,7 +6,10 @@
  *
  * Both policies are judged by `planReleases` (the gate-release loop's own pure pass) on
  * the same snapshot at the same instant; `src/decide/plan-diff.ts` computes the
- * difference.
+ * difference. Resize targets come from `src/decide/plan-resize.ts`: usage-driven (the
+ * resize loop's own queries and `decidePodResize`) with `--prometheus-url` or
+ * TOLLGATE_PROMETHEUS_URL (the names `tollgate run` uses), else bounds-only, said so in
+ * the output. A Prometheus that cannot be reached or a query that fails is exit 2.
  *
  * Exit codes: 0 no difference, 1 the proposed policy is invalid (every error listed),
  * 2 usage or I/O error (including an invalid base), 3 differences found.
@@ -17,7 +20,18 @@ import { join } from 'node:path';
 import type { Command } from 'commander';
 import { CoreV1Api, KubernetesObjectApi, type KubernetesObject } from '@kubernetes/client-node';
 import { loadKubeConfig } from '../cluster/client.ts';
-import { diffPlans, formatMarkdown, formatText, hasDifferences } from '../decide/plan-diff.ts';
+import {
+  diffPlans,
+  formatMarkdown,
+  formatText,
+  hasDifferences,
+  withResize,
+} from '../decide/plan-diff.ts';
+import { planResize, type SignalsFor } from '../decide/plan-resize.ts';
+import type { ResizePodLike } from '../decide/resize-objects.ts';
+import { resizePodsByPolicy } from '../decide/resize-match.ts';
+import { defaultStepMs, readResizeSignals, type ResizeReadings } from '../loops/resize-readings.ts';
+import { createPrometheusClient, type PrometheusClient } from '../signals/prometheus.ts';
 import { snapshotOf, type ObjectRefLike, type PodLike } from '../decide/objects.ts';
 import { formatPolicyError } from '../policy/errors.ts';
 import { isGitUrl } from '../policy/git.ts';
@@ -33,6 +47,9 @@ export interface PlanOptions {
   readonly output: string;
   readonly now?: string;
   readonly gitTokenEnv: string;
+  /** Prometheus for usage-driven resize targets (flag --prometheus-url or --prometheus). */
+  readonly prometheusUrl?: string;
+  readonly prometheus?: string;
 }
 
 export interface PlanIo {
@@ -108,6 +125,58 @@ function referencedObjects(policies: readonly Policy[]): ObjectRefLike[] {
   return [...refs.values()];
 }
 
+/** The innermost cause's code and message: `fetch failed` alone does not say why. */
+function rootCause(error: unknown): string {
+  const parts: string[] = [];
+  let e: unknown = error;
+  for (let depth = 0; e && depth < 4; depth += 1) {
+    const err = e as { message?: string; code?: string; cause?: unknown };
+    if (err.message) parts.push(err.code ? `${err.message} (${err.code})` : err.message);
+    e = err.cause;
+  }
+  return parts.join(': ') || String(error);
+}
+
+/**
+ * The signal readings of every pod each ResizePolicy of `policy` manages, read with the
+ * loop's own queries. A failed query is an I/O error here, never "signals hold": a plan
+ * that silently showed no resize because Prometheus was down would mislead the reviewer.
+ */
+async function signalsOf(
+  prometheus: PrometheusClient,
+  url: string,
+  policy: Policy,
+  pods: readonly ResizePodLike[],
+  now: number,
+): Promise<SignalsFor> {
+  const byPolicy = new Map<string, ResizeReadings>();
+  for (const [rp, mine] of resizePodsByPolicy(policy, pods)) {
+    if (mine.length === 0) continue;
+    const readings = await readResizeSignals(
+      { prometheus, concurrency: 4 },
+      rp,
+      mine as Parameters<typeof readResizeSignals>[2],
+      now,
+      defaultStepMs(rp),
+    );
+    const failed =
+      [...readings.readings.values()].flat().find((r) => r.error !== undefined)?.error ??
+      [...readings.slo.values()].find((r) => r.error !== undefined)?.error;
+    if (failed !== undefined)
+      throw new UsageError(`Prometheus ${url}: ResizePolicy ${rp.name}: ${failed}`);
+    byPolicy.set(rp.name, readings);
+  }
+  return (rp, podKey) => {
+    const r = byPolicy.get(rp.name);
+    const slo = r?.slo.get(podKey);
+    return {
+      readings: r?.readings.get(podKey) ?? [],
+      ...(slo ? { slo } : {}),
+      stepMs: defaultStepMs(rp),
+    };
+  };
+}
+
 function statusOf(error: unknown): number | undefined {
   const e = error as { code?: number; statusCode?: number; response?: { statusCode?: number } };
   return e.code ?? e.statusCode ?? e.response?.statusCode;
@@ -129,6 +198,14 @@ export async function runPlan(options: PlanOptions, io: PlanIo): Promise<number>
     if (!remote && !baseIsDir)
       throw new UsageError('a policy folder needs --base DIR (the policy currently in force)');
     const token = remote ? io.env[options.gitTokenEnv]?.trim() || undefined : undefined;
+    if (options.prometheus !== undefined && options.prometheusUrl !== undefined)
+      throw new UsageError('give --prometheus-url or --prometheus, not both');
+    const prometheusUrl =
+      options.prometheusUrl ??
+      options.prometheus ??
+      (io.env.TOLLGATE_PROMETHEUS_URL?.trim() || undefined);
+    if (prometheusUrl !== undefined && !/^https?:\/\/[^/]/i.test(prometheusUrl))
+      throw new UsageError(`--prometheus-url must be an http(s) URL, got "${prometheusUrl}"`);
 
     const proposed = await loadPolicy(options.policy, options.ref, options.path, token);
     if (proposed.kind === 'invalid') {
@@ -184,7 +261,28 @@ export async function runPlan(options: PlanOptions, io: PlanIo): Promise<number>
       }
     }
 
-    const diff = diffPlans(base.policy, proposed.policy, snapshotOf(pods, nodes, objects), now);
+    let diff = diffPlans(base.policy, proposed.policy, snapshotOf(pods, nodes, objects), now);
+    if (base.policy.resizePolicies.length + proposed.policy.resizePolicies.length > 0) {
+      const running = pods as ResizePodLike[];
+      let signals: { base: SignalsFor; proposed: SignalsFor } | undefined;
+      if (prometheusUrl !== undefined) {
+        const prometheus = createPrometheusClient({ url: prometheusUrl });
+        // One probe first, so an unreachable Prometheus is an error even when no pod is managed.
+        try {
+          await prometheus.instant('vector(1)');
+        } catch (error) {
+          throw new UsageError(`Prometheus ${prometheusUrl} unreachable: ${rootCause(error)}`);
+        }
+        signals = {
+          base: await signalsOf(prometheus, prometheusUrl, base.policy, running, now),
+          proposed: await signalsOf(prometheus, prometheusUrl, proposed.policy, running, now),
+        };
+      }
+      diff = withResize(
+        diff,
+        planResize(base.policy, proposed.policy, running, nodes, now, signals),
+      );
+    }
     if (output === 'json') io.stdout(`${JSON.stringify(diff, null, 2)}\n`);
     else if (output === 'markdown') io.stdout(formatMarkdown(diff));
     else io.stdout(formatText(diff));
@@ -213,6 +311,11 @@ export function registerPlan(program: Command): void {
     .option('--kubeconfig <path>', 'kubeconfig (default: KUBECONFIG or ~/.kube/config)')
     .option('--output <format>', 'text, json or markdown', 'text')
     .option('--now <iso>', 'judge expiries at this instant instead of the current time')
+    .option(
+      '--prometheus-url <url>',
+      'Prometheus HTTP API for usage-driven resize targets (default $TOLLGATE_PROMETHEUS_URL; without it, bounds only)',
+    )
+    .option('--prometheus <url>', 'same as --prometheus-url')
     .option(
       '--git-token-env <name>',
       'environment variable holding the Git token',

@@ -13,6 +13,7 @@ import type { Decision, DecisionKind } from './decision.ts';
 import type { Policy } from '../policy/model.ts';
 import { planReleases, emptyPlanState, type PlanOptions } from './release-plan.ts';
 import type { ClusterSnapshot } from './objects.ts';
+import { describeResources, type ResizePlan } from './plan-resize.ts';
 
 /** What a pass would do to one gated pod. */
 export interface PodOutcome {
@@ -55,6 +56,25 @@ export interface PlanDiff {
   readonly unmatchedPolicies: readonly string[];
   /** Counts of pods per proposed action, for a one-line summary. */
   readonly totals: Readonly<Record<PodOutcome['action'], number>>;
+  /** Resize targets that change; absent when neither policy has a ResizePolicy. */
+  readonly resize?: ResizePlan & { readonly note: string };
+}
+
+/** Said once in every output of a bounds-only plan, so nobody mistakes it for a usage-driven one. */
+export const boundsOnlyNote =
+  'Usage-driven resize targets were not computed: no Prometheus was given (--prometheus-url or TOLLGATE_PROMETHEUS_URL). ' +
+  "Targets below are bounds-only: each pod's current requests brought inside its policy's min/max, " +
+  'which tollgate applies at the next resize a signal triggers.';
+
+export const usageNote =
+  "Resize targets are usage-driven: one resize pass now, on the signals each policy's queries return from Prometheus over its window.";
+
+/** Attaches the resize plan (pure; `planResize` computes it) with the note that says how it was computed. */
+export function withResize(diff: PlanDiff, resize: ResizePlan): PlanDiff {
+  return {
+    ...diff,
+    resize: { ...resize, note: resize.basis === 'usage' ? usageNote : boundsOnlyNote },
+  };
 }
 
 const ACTIONS: ReadonlySet<DecisionKind> = new Set(['Release', 'Hold', 'Cancel', 'Review']);
@@ -174,7 +194,67 @@ export function diffPlans(
 
 /** Whether CI should treat the plan as "changes": only what changes decisions counts. */
 export function hasDifferences(diff: PlanDiff): boolean {
-  return diff.pods.length > 0 || diff.tenants.length > 0 || diff.newExpiries.length > 0;
+  return (
+    diff.pods.length > 0 ||
+    diff.tenants.length > 0 ||
+    diff.newExpiries.length > 0 ||
+    (diff.resize?.changes.length ?? 0) > 0
+  );
+}
+
+function policyMove(base: string | null, proposed: string | null): string {
+  if (base === proposed) return base ?? 'not managed';
+  return `${base ?? 'not managed'} -> ${proposed ?? 'not managed'}`;
+}
+
+function resizeText(resize: NonNullable<PlanDiff['resize']>): string[] {
+  const lines: string[] = ['', resize.note];
+  if (resize.changes.length === 0) {
+    lines.push(
+      `No resize target changes (${resize.managedBase} -> ${resize.managedProposed} managed pods).`,
+    );
+    return lines;
+  }
+  lines.push(
+    `Resize targets that change (${resize.changes.length}; ${resize.basis}; current -> base target -> proposed target):`,
+  );
+  for (const c of resize.changes) {
+    lines.push(`  ${c.pod} [${policyMove(c.basePolicy, c.proposedPolicy)}]`);
+    if (c.units.length === 0) lines.push('    no target changes');
+    for (const u of c.units) {
+      lines.push(
+        `    ${u.unit}: ${describeResources(u.current)} -> ${describeResources(u.base)} -> ${describeResources(u.proposed)}`,
+      );
+    }
+  }
+  return lines;
+}
+
+function resizeMarkdown(resize: NonNullable<PlanDiff['resize']>): string[] {
+  const lines: string[] = ['', `#### Resize targets that change (${resize.changes.length})`, ''];
+  lines.push(`> ${resize.note}`);
+  if (resize.changes.length === 0) {
+    lines.push(
+      '',
+      `No resize target changes (${resize.managedBase} → ${resize.managedProposed} managed pods).`,
+    );
+    return lines;
+  }
+  lines.push(
+    '',
+    '| Pod | Policy | Unit | Current | Base target | Proposed target |',
+    '| --- | --- | --- | --- | --- | --- |',
+  );
+  for (const c of resize.changes) {
+    const policy = policyMove(c.basePolicy, c.proposedPolicy).replace(' -> ', ' → ');
+    if (c.units.length === 0) lines.push(`| \`${c.pod}\` | ${policy} | | | | |`);
+    for (const u of c.units) {
+      lines.push(
+        `| \`${c.pod}\` | ${policy} | ${u.unit} | ${describeResources(u.current)} | ${describeResources(u.base)} | ${describeResources(u.proposed)} |`,
+      );
+    }
+  }
+  return lines;
 }
 
 function describe(o: PodOutcome | undefined): string {
@@ -189,6 +269,7 @@ export function formatText(diff: PlanDiff): string {
   ];
   if (!hasDifferences(diff) && diff.unmatchedPolicies.length === 0) {
     lines.push('No changes: the proposed policy decides every gated pod as the base does.');
+    if (diff.resize) lines.push(...resizeText(diff.resize));
     return `${lines.join('\n')}\n`;
   }
   if (diff.pods.length > 0) {
@@ -212,10 +293,11 @@ export function formatText(diff: PlanDiff): string {
     lines.push('', 'Gate policies that match no gated pod:');
     for (const p of diff.unmatchedPolicies) lines.push(`  ${p}`);
   }
+  if (diff.resize) lines.push(...resizeText(diff.resize));
   const t = diff.totals;
   lines.push(
     '',
-    `Proposed pass: ${t.Release} release, ${t.Hold} hold, ${t.Cancel} cancel, ${t.Review} review; ${diff.pods.length} pod decision(s) change.`,
+    `Proposed pass: ${t.Release} release, ${t.Hold} hold, ${t.Cancel} cancel, ${t.Review} review; ${diff.pods.length} pod decision(s) change${diff.resize ? `; ${diff.resize.changes.length} pod resize target(s) change (${diff.resize.basis})` : ''}.`,
   );
   return `${lines.join('\n')}\n`;
 }
@@ -228,6 +310,7 @@ export function formatMarkdown(diff: PlanDiff): string {
   ];
   if (!hasDifferences(diff) && diff.unmatchedPolicies.length === 0) {
     lines.push('', 'No changes: the proposed policy decides every gated pod as the base does.');
+    if (diff.resize) lines.push(...resizeMarkdown(diff.resize));
     return `${lines.join('\n')}\n`;
   }
   if (diff.pods.length > 0) {
@@ -254,5 +337,6 @@ export function formatMarkdown(diff: PlanDiff): string {
     lines.push('', '#### Gate policies that match no gated pod', '');
     for (const p of diff.unmatchedPolicies) lines.push(`- \`${p}\``);
   }
+  if (diff.resize) lines.push(...resizeMarkdown(diff.resize));
   return `${lines.join('\n')}\n`;
 }
