@@ -64,7 +64,13 @@ export async function createGatedPods(
   namespace: string,
   count: number,
   gate: string,
-  options: { prefix?: string; concurrency?: number; labels?: Record<string, string> } = {},
+  options: {
+    prefix?: string;
+    concurrency?: number;
+    labels?: Record<string, string>;
+    /** Builds each pod instead of the minimal `gatedPod` (index = position in this batch). */
+    build?: (name: string, namespace: string, gate: string, index: number) => V1Pod;
+  } = {},
 ): Promise<number> {
   const core = kc.makeApiClient(CoreV1Api);
   const names = Array.from(
@@ -72,10 +78,13 @@ export async function createGatedPods(
     (_, i) => `${options.prefix ?? 'p'}-${String(i).padStart(5, '0')}`,
   );
   const started = performance.now();
+  const indexOf = new Map(names.map((name, i) => [name, i]));
   await inPool(names, options.concurrency ?? 32, async (name) => {
     await core.createNamespacedPod({
       namespace,
-      body: gatedPod(name, namespace, gate, options.labels),
+      body: options.build
+        ? options.build(name, namespace, gate, indexOf.get(name) ?? 0)
+        : gatedPod(name, namespace, gate, options.labels),
     });
   });
   return performance.now() - started;

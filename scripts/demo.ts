@@ -2,15 +2,20 @@
  * `npm run demo`: tollgate end to end on one machine, nothing to install but the repo.
  *
  * Boots the local control plane of the e2e harness and the simulated kubelet (four nodes,
- * two with the trainer image), serves policy-examples/ as a Git repository over HTTP,
- * starts the real `tollgate run` as a child process (audit to the same repository's
- * tollgate/audit branch), creates a batch across the example tenants, shows live
- * progress, flips the external-readiness ConfigMap midway, prints the audit history from
- * Git and shuts everything down.
+ * two with the trainer image), a real Prometheus scraping a small exporter that stands in
+ * for the API pods' own metrics, serves policy-examples/ as a Git repository over HTTP
+ * (plus one commit that shortens the api-frontend ResizePolicy's window and cooldown so
+ * a resize shows within a minute), starts the real `tollgate run` as a child process
+ * (audit to the same repository's tollgate/audit branch, resize signals from that
+ * Prometheus), creates a batch across the example tenants, shows live progress, raises
+ * the API pods' load and flips the external-readiness ConfigMap midway, prints the audit
+ * history from Git and shuts everything down.
  *
  * It lives in scripts/ and not src/cli/ because it needs test/support (src never imports
  * test). `--short` (or TOLLGATE_DEMO_SHORT=1) makes a few hundred pods and checks the
- * expected releases: exit 0 only if they happened, so the demo is also a test.
+ * expected releases and resizes: exit 0 only if they happened, so the demo is also a test.
+ * Failure modes: no `prometheus` binary -> exits 1 naming the apt-get command (`npm run
+ * demo` installs it first where it can, scripts/ensure-debian-packages.sh).
  */
 import { spawn, execFile } from 'node:child_process';
 import { mkdtempSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs';
@@ -20,6 +25,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { parseDocument } from 'yaml';
 import {
   ApiextensionsV1Api,
   CoreV1Api,
@@ -29,6 +35,8 @@ import {
 import { startControlPlane, type ControlPlane } from '../test/support/control-plane.ts';
 import { SimulatedKubelet } from '../test/support/kubelet.ts';
 import { pushTree, startGitServer, type GitServer } from '../test/support/git-server.ts';
+import { startPrometheus, type TestPrometheus } from '../test/support/prometheus.ts';
+import { parseQuantity } from '../src/lib/quantity.ts';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(root, 'src/cli/main.ts');
@@ -41,6 +49,23 @@ const LOADS = short ? 150 : 2500;
 const ML_BUDGET = 64; // policy-examples/tenants/ml-training.yaml
 const TRAINER_IMAGE = 'registry.example.com/ml/trainer:2026.11';
 const APPROVED = { namespace: 'etl', name: 'nightly-load-29112026-x7k2p' }; // policy-examples/approvals/
+/**
+ * The resize part. The example policy judges signals over 5 minutes with a 10-minute
+ * cooldown; the demo pushes one commit on top that makes them 15 s, and runs passes
+ * every 3 s, so the same decisions show within a minute.
+ */
+const RESIZE_WINDOW = '15s';
+const RESIZE_COOLDOWN = '15s';
+const RESIZE_INTERVAL = '3s';
+const API_PODS = 3;
+const API_NAMESPACE = 'api-prod';
+const PROXY_CPU = '500m';
+const PROXY_MEMORY = '512Mi';
+/** The proxy's cpu demand in cores before and after the load rises (see Traffic). */
+const DEMAND_BEFORE = 0.3;
+const DEMAND_AFTER = short ? 0.9 : 1.2;
+/** policy-examples/resize/api.yaml: queue-length scaleUpAbove (200), past its hysteresis (10%). */
+const QUEUE_UP = 220;
 const tenants = [
   { name: 'ml-training', namespaces: ['ml-train'], prefix: 'ml.tollgate.io/' },
   { name: 'data-pipeline', namespaces: ['etl'], prefix: 'data.tollgate.io/' },
@@ -117,16 +142,16 @@ function batch(): V1Pod[] {
   pods.push(load(APPROVED.name));
   for (let i = 0; i < LOADS - 1; i++) pods.push(load(`nightly-load-${String(i).padStart(4, '0')}`));
   // The resizable workload (policy-examples/resize/api.yaml): running, not gated.
-  for (let i = 0; i < 3; i++) {
+  for (let i = 0; i < API_PODS; i++) {
     pods.push({
       metadata: {
         name: `api-frontend-${i}`,
-        namespace: 'api-prod',
+        namespace: API_NAMESPACE,
         labels: { app: 'api-frontend' },
       },
       spec: {
         containers: [
-          container('proxy', 'registry.example.com/api/proxy:3', '500m', '512Mi'),
+          container('proxy', 'registry.example.com/api/proxy:3', PROXY_CPU, PROXY_MEMORY),
           container('cache', 'registry.example.com/api/cache:3', '250m', '1Gi'),
           container('worker', 'registry.example.com/api/worker:3', '1', '1Gi'),
         ],
@@ -159,12 +184,107 @@ async function count(core: CoreV1Api): Promise<Map<string, Counts>> {
   return out;
 }
 
-async function metric(url: string, name: string): Promise<number> {
+/** Sums a metric of `tollgate run` over its series, or over those whose labels include `label`. */
+async function metric(url: string, name: string, label = ''): Promise<number> {
   const text = await (await fetch(`${url}/metrics`).catch(() => undefined))?.text().catch(() => '');
   let sum = 0;
-  for (const m of (text ?? '').matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'gm')))
-    sum += Number(m[1]);
+  for (const m of (text ?? '').matchAll(new RegExp(`^${name}(?:\\{([^}]*)\\})? (\\S+)$`, 'gm')))
+    if ((m[1] ?? '').includes(label)) sum += Number(m[2]);
   return sum;
+}
+
+const apiPods = async (core: CoreV1Api): Promise<V1Pod[]> =>
+  (await core.listNamespacedPod({ namespace: API_NAMESPACE, labelSelector: 'app=api-frontend' }))
+    .items;
+
+/** A container's requests as the kubelet reports them running (status), else as the spec asks. */
+function requests(pod: V1Pod, name: string, from: 'actual' | 'spec'): Record<string, string> {
+  if (from === 'actual') {
+    const status = pod.status?.containerStatuses?.find((c) => c.name === name);
+    const actual = status?.resources?.requests as Record<string, string> | undefined;
+    if (actual) return actual;
+  }
+  const spec = pod.spec?.containers.find((c) => c.name === name);
+  return (spec?.resources?.requests as Record<string, string> | undefined) ?? {};
+}
+
+const proxyCores = (pod: V1Pod): number =>
+  parseQuantity(requests(pod, 'proxy', 'actual').cpu ?? PROXY_CPU);
+
+/**
+ * Stands in for the API pods' own instrumentation, served by the exporter the demo's
+ * Prometheus scrapes, with the labels the example's queries select on:
+ * - `api_worker_queue_length{namespace,pod}`: 150 x the proxy's utilisation (its cpu
+ *   demand over the cpu the kubelet reports it running with), so a resize that gives the
+ *   proxy more cpu shortens the queue, and tollgate stops stepping once it is under the
+ *   policy's scale-up threshold;
+ * - `http_requests_total{namespace,pod,code}`: counters without 5xx, so the SLO query has
+ *   data and holds (no rollback).
+ * The latency histogram and cAdvisor's throttling counters are not served: those two
+ * signals hold for lack of samples, as tollgate treats any signal without data.
+ */
+class Traffic {
+  demand = DEMAND_BEFORE;
+  readonly #prometheus: TestPrometheus;
+  readonly #served = new Map<string, number>();
+  #at = Date.now();
+
+  constructor(prometheus: TestPrometheus) {
+    this.#prometheus = prometheus;
+  }
+
+  queue(cores: number): number {
+    return Math.round((150 * this.demand) / cores);
+  }
+
+  update(pods: readonly V1Pod[]): void {
+    const now = Date.now();
+    const seconds = (now - this.#at) / 1000;
+    this.#at = now;
+    const { exporter } = this.#prometheus;
+    for (const pod of pods) {
+      const name = pod.metadata?.name ?? '';
+      const labels = { namespace: API_NAMESPACE, pod: name };
+      exporter.set('api_worker_queue_length', labels, this.queue(proxyCores(pod)));
+      const served = (this.#served.get(name) ?? 0) + Math.round(this.demand * 400 * seconds);
+      this.#served.set(name, served);
+      exporter.set('http_requests_total', { ...labels, code: '200' }, served);
+      exporter.set('http_requests_total', { ...labels, code: '500' }, 0);
+    }
+  }
+}
+
+interface Resizes {
+  /** Pods running with proxy resources other than they were created with. */
+  resized: number;
+  total: number;
+  /** Every running pod's proxy resources equal its spec (no resize in flight). */
+  settled: boolean;
+  text: string;
+}
+
+function resizes(pods: readonly V1Pod[], traffic: Traffic): Resizes {
+  const cpu = new Set<string>();
+  const memory = new Set<string>();
+  let resized = 0;
+  let settled = pods.length === API_PODS;
+  for (const pod of pods) {
+    const actual = requests(pod, 'proxy', 'actual');
+    const spec = requests(pod, 'proxy', 'spec');
+    if (
+      parseQuantity(actual.cpu ?? PROXY_CPU) !== parseQuantity(spec.cpu ?? PROXY_CPU) ||
+      parseQuantity(actual.memory ?? PROXY_MEMORY) !== parseQuantity(spec.memory ?? PROXY_MEMORY)
+    )
+      settled = false;
+    if (actual.cpu) cpu.add(actual.cpu);
+    if (actual.memory) memory.add(actual.memory);
+    if (actual.cpu && parseQuantity(actual.cpu) !== parseQuantity(PROXY_CPU)) resized += 1;
+  }
+  const queues = pods.map((p) => traffic.queue(proxyCores(p)));
+  const text =
+    `resized ${resized}/${pods.length}, proxy cpu ${PROXY_CPU} -> ${[...cpu].join(',') || '?'}` +
+    ` memory ${PROXY_MEMORY} -> ${[...memory].join(',') || '?'}, queue length ${[...new Set(queues)].join(',')}`;
+  return { resized, total: pods.length, settled, text };
 }
 
 /** A compact status view: redrawn in place on a terminal, one plain line per tick otherwise. */
@@ -174,7 +294,7 @@ class Progress {
   #lastAt = Date.now();
   readonly tty = process.stdout.isTTY === true;
 
-  show(counts: Map<string, Counts>, queue: number, note: string): void {
+  show(counts: Map<string, Counts>, resize: string, queue: number, note: string): void {
     const now = Date.now();
     const secs = Math.max((now - this.#lastAt) / 1000, 0.001);
     const rows: string[] = [];
@@ -190,13 +310,18 @@ class Progress {
     this.#lastAt = now;
     if (this.tty) {
       if (this.#lines > 0) process.stdout.write(`\x1b[${this.#lines}A`);
-      const view = [`tollgate demo  ${note}`, ...rows, `  dispatcher queue depth ${queue}`];
+      const view = [
+        `tollgate demo  ${note}`,
+        ...rows,
+        `  api-frontend   ${resize}`,
+        `  dispatcher queue depth ${queue}`,
+      ];
       for (const line of view) process.stdout.write(`\x1b[2K${line}\n`);
       this.#lines = view.length;
     } else {
       const parts = [...counts].map(([t, c]) => `${t} ${c.gated}/${c.released}/${c.running}`);
       say(
-        `progress: ${parts.join('  ')} (gated/released/running)  rate ${total.toFixed(1)}/s  queue ${queue}  ${note}`,
+        `progress: ${parts.join('  ')} (gated/released/running)  api-frontend ${resize}  rate ${total.toFixed(1)}/s  queue ${queue}  ${note}`,
       );
     }
   }
@@ -207,6 +332,7 @@ async function main(): Promise<number> {
   let cp: ControlPlane | undefined;
   let kubelet: SimulatedKubelet | undefined;
   let git: GitServer | undefined;
+  let prometheus: TestPrometheus | undefined;
   let child: ReturnType<typeof spawn> | undefined;
   const failures: string[] = [];
   try {
@@ -231,7 +357,27 @@ async function main(): Promise<number> {
     const commit = await pushTree(git, repo, files(join(root, 'policy-examples')), {
       message: 'policy-examples',
     });
-    say(`policy repository ${repo} (policy-examples/ at ${commit.slice(0, 12)})`);
+    // The operator's change for the demo, as a commit of its own: the example's 5-minute
+    // window and 10-minute cooldown would keep the resize out of sight.
+    const resizeFile = 'resize/api.yaml';
+    const resizePolicy = parseDocument(
+      readFileSync(join(root, 'policy-examples', resizeFile), 'utf8'),
+    );
+    resizePolicy.setIn(['spec', 'window'], RESIZE_WINDOW);
+    resizePolicy.setIn(['spec', 'cooldown'], RESIZE_COOLDOWN);
+    const overlay = await pushTree(
+      git,
+      repo,
+      { [resizeFile]: resizePolicy.toString() },
+      { message: `demo: api-frontend resize window ${RESIZE_WINDOW}, cooldown ${RESIZE_COOLDOWN}` },
+    );
+    say(
+      `policy repository ${repo} (policy-examples/ at ${commit.slice(0, 12)}, then ${overlay.slice(0, 12)}: ${resizeFile} window ${RESIZE_WINDOW}, cooldown ${RESIZE_COOLDOWN})`,
+    );
+
+    prometheus = await startPrometheus();
+    const traffic = new Traffic(prometheus);
+    say(`prometheus ${prometheus.url} (scrapes the api-frontend pods' stand-in metrics)`);
 
     for (const ns of ['ml-train', 'ml-eval', 'etl', 'etl-staging', 'api-prod', 'api-canary'])
       await core.createNamespace({ body: { metadata: { name: ns } } });
@@ -328,6 +474,10 @@ async function main(): Promise<number> {
         '3s',
         '--retry-period',
         '1s',
+        '--prometheus-url',
+        prometheus.url,
+        '--resize-interval',
+        RESIZE_INTERVAL,
         '--log-level',
         'info',
       ],
@@ -356,13 +506,28 @@ async function main(): Promise<number> {
       `creating ${pods.length} pods: ${GANGS} gangs of ${GANG_SIZE} trainers, ${LOADS} nightly loads, 3 api-frontend`,
     );
     await createAll(core, pods);
+    const created = await apiPods(core);
+    const uids = new Map(created.map((p) => [p.metadata?.name ?? '', p.metadata?.uid ?? '']));
+    traffic.update(created);
 
     const progress = new Progress();
+    let api: V1Pod[] = created;
+    let resized = resizes(api, traffic);
     const tick = async (note: string): Promise<Map<string, Counts>> => {
       const counts = await count(core);
-      progress.show(counts, await metric(url, 'tollgate_dispatch_queue_depth'), note);
+      api = await apiPods(core);
+      traffic.update(api);
+      resized = resizes(api, traffic);
+      progress.show(counts, resized.text, await metric(url, 'tollgate_dispatch_queue_depth'), note);
       return counts;
     };
+    // The API load rises now; tollgate sees it once it has lasted a whole window.
+    const queueBefore = traffic.queue(parseQuantity(PROXY_CPU));
+    traffic.demand = DEMAND_AFTER;
+    traffic.update(api);
+    say(
+      `api-frontend load rises: proxy cpu demand ${DEMAND_BEFORE} -> ${DEMAND_AFTER} cores, queue length ${queueBefore} -> ${traffic.queue(parseQuantity(PROXY_CPU))} (ResizePolicy scales up above ${QUEUE_UP})`,
+    );
     // Phase 1: the dataset is not ready; trainers must stay gated whatever else holds.
     let counts = new Map<string, Counts>();
     for (let i = 0; i < (short ? 4 : 8); i++) {
@@ -386,7 +551,20 @@ async function main(): Promise<number> {
       counts = await tick('dataset-ready=true');
       const ml = counts.get('ml-training');
       const etl = counts.get('data-pipeline');
-      if (ml && etl && ml.released >= wantMl && ml.running >= wantMl && etl.released >= 1) break;
+      // Resized far enough: every pod's queue under the scale-up threshold, nothing in flight.
+      const apiDone =
+        resized.resized === API_PODS &&
+        resized.settled &&
+        api.every((p) => traffic.queue(proxyCores(p)) <= QUEUE_UP);
+      if (
+        ml &&
+        etl &&
+        ml.released >= wantMl &&
+        ml.running >= wantMl &&
+        etl.released >= 1 &&
+        apiDone
+      )
+        break;
       await sleep(1000);
     }
     await sleep(2000); // a further pass: nothing more may be released
@@ -407,6 +585,31 @@ async function main(): Promise<number> {
       failures.push(
         `data-pipeline: ${etl.released} loads released, expected only the approved one`,
       );
+    // In place: the same pods (uids), no container restarted, and the kubelet runs them
+    // with the resources the spec now asks for, above what they were created with.
+    for (const pod of api) {
+      const name = pod.metadata?.name ?? '';
+      const actual = requests(pod, 'proxy', 'actual');
+      const spec = requests(pod, 'proxy', 'spec');
+      if (pod.metadata?.uid !== uids.get(name))
+        failures.push(`${API_NAMESPACE}/${name}: replaced (uid changed), not resized in place`);
+      const restarts = (pod.status?.containerStatuses ?? []).reduce(
+        (n, c) => n + (c.restartCount ?? 0),
+        0,
+      );
+      if (restarts > 0)
+        failures.push(`${API_NAMESPACE}/${name}: ${restarts} container restarts during the resize`);
+      if (!(parseQuantity(spec.cpu ?? '0') > parseQuantity(PROXY_CPU)))
+        failures.push(
+          `${API_NAMESPACE}/${name}: proxy cpu request ${spec.cpu} not above ${PROXY_CPU}: not resized`,
+        );
+      else if (parseQuantity(actual.cpu ?? '0') !== parseQuantity(spec.cpu ?? '0'))
+        failures.push(
+          `${API_NAMESPACE}/${name}: runs with proxy cpu ${actual.cpu}, spec asks ${spec.cpu}: resize not actuated`,
+        );
+    }
+    if (api.length !== API_PODS)
+      failures.push(`${API_NAMESPACE}: ${api.length} api-frontend pods, expected ${API_PODS}`);
 
     say('');
     say(
@@ -415,7 +618,10 @@ async function main(): Promise<number> {
     say(
       `         data-pipeline released ${etl.released} of ${LOADS} loads (only the approved one; the rest wait for an Approval)`,
     );
-    say(`         releases recorded by tollgate: ${await metric(url, 'tollgate_releases_total')}`);
+    say(`         api-frontend ${resized.text} (same pods, no restart)`);
+    say(
+      `         releases recorded by tollgate: ${await metric(url, 'tollgate_releases_total')}; resizes: ${await metric(url, 'tollgate_resizes_total', 'result="succeeded"')}`,
+    );
 
     // Stop tollgate first: a graceful stop pushes the last audit batch.
     child.kill('SIGTERM');
@@ -434,7 +640,7 @@ async function main(): Promise<number> {
       repo.replace('http://', `http://x:${git.token}@`),
       clone,
     ]);
-    const { stdout: gitLog } = await run('git', ['-C', clone, 'log', '--oneline', '-n', '8']);
+    const { stdout: gitLog } = await run('git', ['-C', clone, 'log', '--oneline', '-n', '10']);
     say(gitLog.trimEnd());
     say('');
     say(`tollgate audit log --pod ${APPROVED.namespace}/${APPROVED.name}:`);
@@ -446,12 +652,49 @@ async function main(): Promise<number> {
     say(audit.stdout.trimEnd());
     if (!/Release/.test(audit.stdout))
       failures.push('the audit trail has no Release record of the approved load');
+
+    const token = git.token;
+    const auditOf = async (...args: string[]): Promise<string> =>
+      (
+        await run(process.execPath, [cli, 'audit', 'log', '--repo', repo, ...args], {
+          env: { ...process.env, TOLLGATE_GIT_TOKEN: token },
+        })
+      ).stdout;
+    const first = `${API_NAMESPACE}/${api[0]?.metadata?.name ?? 'api-frontend-0'}`;
+    say('');
+    say(`tollgate audit log --pod ${first} --kind Resize:`);
+    say((await auditOf('--pod', first, '--kind', 'Resize')).trimEnd());
+    // Every resized pod: a Resize intent and its succeeded outcome, by decision id.
+    const history = JSON.parse(await auditOf('--kind', 'Resize', '--output', 'json')) as {
+      records: {
+        id: string;
+        phase: string;
+        target: { namespace: string; name: string };
+        outcome: { result: string };
+      }[];
+    }[];
+    const records = history.flatMap((c) => c.records);
+    for (const pod of api) {
+      const name = pod.metadata?.name ?? '';
+      const mine = records.filter(
+        (r) => r.target.namespace === API_NAMESPACE && r.target.name === name,
+      );
+      const intents = new Set(mine.filter((r) => r.phase === 'intent').map((r) => r.id));
+      const done = mine.filter(
+        (r) => r.phase === 'outcome' && r.outcome.result === 'succeeded' && intents.has(r.id),
+      );
+      if (done.length === 0)
+        failures.push(
+          `${API_NAMESPACE}/${name}: no Resize intent with a succeeded outcome in the audit history`,
+        );
+    }
   } catch (error) {
     failures.push(error instanceof Error ? error.message : String(error));
   } finally {
     if (child && child.exitCode === null) child.kill('SIGKILL');
     await kubelet?.stop().catch(() => undefined);
     await git?.close().catch(() => undefined);
+    await prometheus?.stop().catch(() => undefined);
     await cp?.stop().catch(() => undefined);
     rmSync(work, { recursive: true, force: true });
   }
@@ -461,7 +704,7 @@ async function main(): Promise<number> {
     return 1;
   }
   say(
-    'demo checks passed: trainers held until the dataset was ready, whole gangs within budget, only the approved load released, all recorded in Git',
+    'demo checks passed: trainers held until the dataset was ready, whole gangs within budget, only the approved load released, api-frontend resized in place, all recorded in Git',
   );
   return 0;
 }

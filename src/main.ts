@@ -328,7 +328,8 @@ async function start(
         readPod,
         log,
       });
-      const prometheusUrl = policies.current()?.settings.prometheus?.url;
+      const prometheusUrl =
+        config.resize.prometheusUrl ?? policies.current()?.settings.prometheus?.url;
       if (prometheusUrl) {
         resizeLoop = startResizeLoop({
           view: liveView,
@@ -336,7 +337,7 @@ async function start(
           dispatcher: termDispatcher,
           audit,
           prometheus: createPrometheusClient({ url: prometheusUrl }),
-          intervalMs: 30_000,
+          intervalMs: config.resize.intervalMs,
           staleGuard: guards.resize,
           events: toEvent,
           readPod,
@@ -344,7 +345,7 @@ async function start(
         });
       } else if ((policies.current()?.resizePolicies.length ?? 0) > 0) {
         log.warn(
-          'ResizePolicies exist but settings.prometheus.url is not set: the resize loop does not run',
+          'ResizePolicies exist but neither --prometheus-url nor settings.prometheus.url is set: the resize loop does not run',
         );
       }
       const generation: Generation = {

@@ -188,6 +188,20 @@ export const runSettings = [
     defaultValue: '8',
   },
   {
+    key: 'prometheusUrl',
+    flag: 'prometheus-url',
+    env: 'TOLLGATE_PROMETHEUS_URL',
+    description:
+      'Prometheus HTTP API for resize signals (default: the policy settings prometheus.url)',
+  },
+  {
+    key: 'resizeInterval',
+    flag: 'resize-interval',
+    env: 'TOLLGATE_RESIZE_INTERVAL',
+    description: 'time between two resize passes',
+    defaultValue: '30s',
+  },
+  {
     key: 'logLevel',
     flag: 'log-level',
     env: 'TOLLGATE_LOG_LEVEL',
@@ -226,6 +240,8 @@ export interface RunConfig {
     readonly auditFlush: string;
   };
   readonly api: { readonly qps: number; readonly concurrency: number };
+  /** `prometheusUrl` overrides the policy settings' prometheus.url when set. */
+  readonly resize: { readonly prometheusUrl?: string; readonly intervalMs: number };
   readonly shutdownTimeoutMs: number;
   readonly logLevel: string;
 }
@@ -426,6 +442,15 @@ export function parseRunConfig(flags: RawRunSettings, context: RunConfigContext)
   };
   const api = { qps: positive('apiQps', false), concurrency: positive('apiConcurrency', true) };
 
+  // Resize: a Prometheus that is not an http(s) URL would only fail at the first pass,
+  // after the lease is taken; a pass interval under a second would hammer Prometheus.
+  const prometheusUrl = raw('prometheusUrl');
+  if (prometheusUrl !== undefined && !isHttpUrl(prometheusUrl))
+    problem('prometheusUrl', `"${redact(prometheusUrl)}" is not an http(s) URL`);
+  const resizeIntervalMs = duration('resizeInterval');
+  if (Number.isFinite(resizeIntervalMs) && resizeIntervalMs < 1000)
+    problem('resizeInterval', `"${value('resizeInterval')}" must be at least 1s`);
+
   const logLevel = value('logLevel');
   if (!logLevels.includes(logLevel))
     problem('logLevel', `"${logLevel}" is not one of ${logLevels.join(', ')}`);
@@ -443,6 +468,10 @@ export function parseRunConfig(flags: RawRunSettings, context: RunConfigContext)
       lease: { namespace: leaseNamespace, name: leaseName, timings },
       schedules,
       api,
+      resize: {
+        ...(prometheusUrl === undefined ? {} : { prometheusUrl }),
+        intervalMs: resizeIntervalMs,
+      },
       shutdownTimeoutMs,
       logLevel,
     },

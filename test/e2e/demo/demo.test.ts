@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 
-test('the short demo releases what it should, records it in Git and exits 0', async () => {
+test('the short demo releases and resizes what it should, records it in Git and exits 0', async () => {
   const { code, stdout } = await new Promise<{ code: number | null; stdout: string }>((done) => {
     const child = spawn(process.execPath, [join(root, 'scripts/demo.ts'), '--short'], {
       stdio: ['ignore', 'pipe', 'inherit'],
@@ -28,6 +28,18 @@ test('the short demo releases what it should, records it in Git and exits 0', as
   assert.match(stdout, /flipped ConfigMap ml-train\/dataset-ready data\.ready=true/);
   assert.match(stdout, /summary: ml-training released 32 of 32 trainers/);
   assert.match(stdout, /data-pipeline released 1 of 150 loads/);
+  // The API load rises; tollgate steps the proxy up one step (250m) in place, and the
+  // queue falls under the policy's threshold, so one step is all.
+  assert.match(stdout, /api-frontend load rises: .* queue length 90 -> 270/);
+  assert.match(stdout, /^progress: .*api-frontend resized 3\/3, proxy cpu 500m -> 750m /m);
+  assert.match(
+    stdout,
+    /api-frontend resized 3\/3, proxy cpu 500m -> 750m memory 512Mi -> 640Mi, queue length 180 \(same pods, no restart\)/,
+  );
+  assert.match(stdout, /releases recorded by tollgate: 33; resizes: 3$/m);
+  assert.match(stdout, /^[0-9a-f]{7,} resize \d+/m);
+  assert.match(stdout, /intent +Resize +api-prod\/api-frontend-0 \[pending\] signals ask for more/);
+  assert.match(stdout, /outcome +Resize +api-prod\/api-frontend-0 \[succeeded\]/);
   assert.match(stdout, /tollgate run stopped \(exit 0\)/);
   assert.match(stdout, /^[0-9a-f]{7,} release \d+ pods? in ml-training/m);
   assert.match(stdout, /outcome Release +etl\/nightly-load-29112026-x7k2p \[succeeded\]/);

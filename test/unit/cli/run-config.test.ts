@@ -55,6 +55,7 @@ describe('tollgate run configuration', () => {
         auditFlush: '*/10 * * * * *',
       },
       api: { qps: 50, concurrency: 8 },
+      resize: { intervalMs: 30_000 },
       shutdownTimeoutMs: 20_000,
       logLevel: 'info',
     });
@@ -87,6 +88,18 @@ describe('tollgate run configuration', () => {
       leaseDurationMs: 6000,
       renewDeadlineMs: 4000,
       retryPeriodMs: 1000,
+    });
+  });
+
+  it('a Prometheus URL and a resize interval may be given for the resize loop', () => {
+    const result = parseRunConfig(
+      { ...minimal, resizeInterval: '5s' },
+      context({ TOLLGATE_PROMETHEUS_URL: 'http://127.0.0.1:9091' }),
+    );
+    assert.ok(result.ok);
+    assert.deepEqual(result.config.resize, {
+      prometheusUrl: 'http://127.0.0.1:9091',
+      intervalMs: 5000,
     });
   });
 
@@ -190,6 +203,17 @@ describe('tollgate run configuration', () => {
       name: 'a negative write rate',
       flags: { ...minimal, apiQps: '-1' },
       problem: /--api-qps .* "-1" must be a positive number/,
+    },
+    {
+      name: 'a Prometheus URL that is not http',
+      flags: { ...minimal, prometheusUrl: 'prometheus:9090' },
+      problem:
+        /--prometheus-url \/ TOLLGATE_PROMETHEUS_URL: "prometheus:9090" is not an http\(s\) URL/,
+    },
+    {
+      name: 'a resize interval under a second',
+      flags: { ...minimal, resizeInterval: '200ms' },
+      problem: /--resize-interval .* "200ms" must be at least 1s/,
     },
     {
       name: 'an unknown log level',

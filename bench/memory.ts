@@ -1,0 +1,413 @@
+/**
+ * Resident memory of tollgate's cluster view holding N pods, against
+ * @kubernetes/client-node's plain informer holding the same pods, on one real control plane.
+ *
+ *   node bench/memory.ts [--pods 10000,50000] [--repeat 1] [--concurrency 96]
+ *
+ * The parent starts the control plane (test/support/control-plane.ts) and creates gated
+ * batch-like pods (`batchPod` below) in one namespace, topping it up to each N in turn
+ * (gated pods never schedule, so no kubelet is needed). For each N and repeat it runs each
+ * contender in its own child process (`node --expose-gc`), so no heap or RSS is shared:
+ *
+ * - `baseline`: loads the same modules (this file's static imports) and makes one API call:
+ *   the runtime's and the libraries' own footprint, subtracted from the others.
+ * - `plain`: `makeInformer` on /api/v1/namespaces/<ns>/pods (the library's ListWatch: one
+ *   unpaginated list, typed objects with Date fields, managedFields kept).
+ * - `tollgate`: `createClusterView` wired as `tollgate run` wires it (src/main.ts): pods of
+ *   the managed namespace (cluster-wide pod watch filtered to it), nodes (none here: no
+ *   kubelet), and one referenced ConfigMap, as a policy with an ObjectCondition makes it.
+ *
+ * All three use the unprivileged `tollgate` identity. Each child waits until it holds all
+ * N pods (time to sync), runs gc() three times, samples process.memoryUsage() five times
+ * one second apart (each after gc) and prints JSON; the medians are reported. Peak RSS is
+ * the child's maxRSS over its whole life (the list in flight included).
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import https from 'node:https';
+import { cpus, loadavg, totalmem } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { CoreV1Api, KubeConfig, makeInformer, type V1Pod } from '@kubernetes/client-node';
+import { createClusterView } from '../src/cluster/view.ts';
+import { trimObject } from '../src/cluster/trim.ts';
+import { silentLogger } from '../src/observe/log.ts';
+import { createGatedPods, ensureNamespace, median } from './lib.ts';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const self = fileURLToPath(import.meta.url);
+const contenders = ['baseline', 'plain', 'tollgate'] as const;
+type Contender = (typeof contenders)[number];
+
+const { values } = parseArgs({
+  options: {
+    pods: { type: 'string', default: '10000,50000' },
+    repeat: { type: 'string', default: '1' },
+    concurrency: { type: 'string', default: '96' },
+    child: { type: 'string' },
+  },
+});
+
+interface ChildReport {
+  contender: Contender;
+  pods: number;
+  syncMs: number;
+  rss: number;
+  heapUsed: number;
+  heapTotal: number;
+  external: number;
+  arrayBuffers: number;
+  maxRss: number;
+  samples: NodeJS.MemoryUsage[];
+}
+
+const gate = 'bench.tollgate.io/ready';
+const namespace = 'bench-memory';
+
+/**
+ * A pod as a Job controller would create it for a batch worker, kept behind a gate: 7
+ * labels, 3 annotations, a worker container (command, args, 6 env vars one of them a
+ * fieldRef, requests and limits, a volume mount) and a log-shipper sidecar (2 env vars,
+ * requests and limits), an emptyDir volume, a toleration and a node selector. No
+ * ownerReference: the garbage collector would delete pods whose Job does not exist.
+ */
+export function batchPod(name: string, ns: string, gateName: string, index: number): V1Pod {
+  const job = `train-${Math.floor(index / 100)}`;
+  return {
+    metadata: {
+      name,
+      namespace: ns,
+      labels: {
+        'app.kubernetes.io/name': 'trainer',
+        'app.kubernetes.io/part-of': 'bench',
+        'batch.kubernetes.io/job-name': job,
+        'job-name': job,
+        'batch.kubernetes.io/job-completion-index': String(index % 100),
+        'tollgate.io/tenant': `team-${index % 7}`,
+        'bench.tollgate.io/run': 'memory',
+      },
+      annotations: {
+        'batch.kubernetes.io/job-completion-index': String(index % 100),
+        'tollgate.io/gang': job,
+        'prometheus.io/scrape': 'true',
+      },
+    },
+    spec: {
+      schedulingGates: [{ name: gateName }],
+      restartPolicy: 'Never',
+      terminationGracePeriodSeconds: 30,
+      nodeSelector: { 'node.kubernetes.io/pool': 'batch' },
+      tolerations: [{ key: 'batch', operator: 'Equal', value: 'true', effect: 'NoSchedule' }],
+      containers: [
+        {
+          name: 'worker',
+          image: 'registry.example/ml/trainer:2.14.1',
+          command: ['python', '-m', 'trainer.main'],
+          args: ['--epochs=10', `--shard=${index % 100}`, '--checkpoint-dir=/scratch/ckpt'],
+          env: [
+            { name: 'JOB_NAME', value: job },
+            { name: 'SHARD_COUNT', value: '100' },
+            { name: 'DATA_URL', value: `s3://datasets/bench/${job}/` },
+            { name: 'LOG_LEVEL', value: 'info' },
+            { name: 'OMP_NUM_THREADS', value: '2' },
+            { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+          ],
+          resources: {
+            requests: { cpu: '500m', memory: '1Gi' },
+            limits: { cpu: '2', memory: '2Gi' },
+          },
+          volumeMounts: [{ name: 'scratch', mountPath: '/scratch' }],
+        },
+        {
+          name: 'log-shipper',
+          image: 'registry.example/infra/log-shipper:1.3.0',
+          env: [
+            { name: 'SHIP_TO', value: 'logs.example:24224' },
+            { name: 'BUFFER', value: '8Mi' },
+          ],
+          resources: {
+            requests: { cpu: '10m', memory: '32Mi' },
+            limits: { cpu: '100m', memory: '64Mi' },
+          },
+        },
+      ],
+      volumes: [{ name: 'scratch', emptyDir: { sizeLimit: '10Gi' } }],
+    },
+  };
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+function gcNow(): void {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (!gc) throw new Error('bench/memory.ts child: run with node --expose-gc');
+  gc();
+}
+
+/** One contender in this process: sync, settle, sample, print JSON on stdout. */
+async function runChild(contender: Contender): Promise<void> {
+  const kubeconfig = process.env.MEMORY_KUBECONFIG;
+  const expected = Number(process.env.MEMORY_PODS);
+  if (!kubeconfig || !Number.isInteger(expected))
+    throw new Error('child: MEMORY_KUBECONFIG and MEMORY_PODS must be set');
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfig);
+  const core = kc.makeApiClient(CoreV1Api);
+  let held: () => number;
+  let stop: () => Promise<void> | void = () => {};
+  const started = performance.now();
+  if (contender === 'baseline') {
+    await core.listNamespacedPod({ namespace, limit: 1 });
+    held = () => 0;
+  } else if (contender === 'plain') {
+    const informer = makeInformer(kc, `/api/v1/namespaces/${namespace}/pods`, () =>
+      core.listNamespacedPod({ namespace }),
+    );
+    informer.on('error', (error) => process.stderr.write(`plain informer: ${String(error)}\n`));
+    await informer.start();
+    held = () => informer.list().length;
+    stop = () => informer.stop();
+  } else {
+    const view = createClusterView({
+      kubeConfig: kc,
+      namespaces: [namespace],
+      logger: silentLogger,
+    });
+    view.watchObjects([
+      { apiVersion: 'v1', kind: 'ConfigMap', namespace, name: 'bench-memory-ready' },
+    ]);
+    view.start();
+    // A view that never syncs (e.g. the identity lacks RBAC for a resource the view
+    // watches) must fail the run, not hang it.
+    await view.whenSynced(AbortSignal.timeout(600_000));
+    held = () => {
+      let n = 0;
+      for (const _ of view.pods()) n += 1;
+      return n;
+    };
+    stop = () => view.stop();
+  }
+  const want = contender === 'baseline' ? 0 : expected;
+  const deadline = performance.now() + 600_000;
+  while (held() < want) {
+    if (performance.now() > deadline) throw new Error(`${contender}: holds ${held()} of ${want}`);
+    await sleep(50);
+  }
+  const syncMs = performance.now() - started;
+  for (let i = 0; i < 3; i++) {
+    gcNow();
+    await sleep(200);
+  }
+  const samples: NodeJS.MemoryUsage[] = [];
+  for (let i = 0; i < 5; i++) {
+    await sleep(1000);
+    gcNow();
+    samples.push(process.memoryUsage());
+  }
+  const pick = (field: keyof NodeJS.MemoryUsage): number => median(samples.map((s) => s[field]));
+  const report: ChildReport = {
+    contender,
+    pods: held(),
+    syncMs,
+    rss: pick('rss'),
+    heapUsed: pick('heapUsed'),
+    heapTotal: pick('heapTotal'),
+    external: pick('external'),
+    arrayBuffers: pick('arrayBuffers'),
+    maxRss: process.resourceUsage().maxRSS * 1024,
+    samples,
+  };
+  process.stdout.write(`${JSON.stringify(report)}\n`);
+  await stop();
+  process.exit(0);
+}
+
+function spawnChild(contender: Contender, kubeconfig: string, pods: number): Promise<ChildReport> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--expose-gc', self, '--child', contender], {
+      env: { ...process.env, MEMORY_KUBECONFIG: kubeconfig, MEMORY_PODS: String(pods) },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.on('error', reject);
+    child.on('exit', (code) => {
+      if (code !== 0) return reject(new Error(`${contender} child exited ${code}`));
+      try {
+        resolve(JSON.parse(out.trim().split('\n').pop() ?? '') as ChildReport);
+      } catch (error) {
+        reject(new Error(`${contender} child printed no report: ${(error as Error).message}`));
+      }
+    });
+  });
+}
+
+const mb = (bytes: number): string => (bytes / 1024 / 1024).toFixed(1);
+
+async function runParent(): Promise<void> {
+  const sizes = (values.pods ?? '')
+    .split(',')
+    .map(Number)
+    .sort((a, b) => a - b);
+  const repeats = Number(values.repeat);
+  const concurrency = Number(values.concurrency);
+  if (sizes.length === 0 || sizes.some((n) => !Number.isInteger(n) || n < 1))
+    throw new Error(`--pods: a comma-separated list of positive integers, got ${values.pods}`);
+  if (!Number.isInteger(repeats) || repeats < 1)
+    throw new Error('--repeat: not a positive integer');
+  if (!Number.isInteger(concurrency) || concurrency < 1)
+    throw new Error('--concurrency: not a positive integer');
+  const say = (line: string): void =>
+    void process.stderr.write(`# memory ${new Date().toISOString().slice(11, 19)}: ${line}\n`);
+
+  // Loaded here only: children must not carry the harness's modules.
+  const { startControlPlane } = await import('../test/support/control-plane.ts');
+  const cp = await startControlPlane({ name: 'bench-memory' });
+  const admin = cp.kubeConfig('admin');
+  const started = new Date().toISOString();
+  const creation: { from: number; to: number; millis: number; podsPerSecond: number }[] = [];
+  const runs: ChildReport[] = [];
+  const loads: number[][] = [];
+  let podBytes: { served: number; trimmed: number } | undefined;
+  try {
+    await ensureNamespace(admin, namespace);
+    let have = 0;
+    for (const size of sizes) {
+      const add = size - have;
+      say(`creating ${add} pods (${have} -> ${size}), concurrency ${concurrency}`);
+      const millis = await createGatedPods(admin, namespace, add, gate, {
+        prefix: `p${sizes.indexOf(size)}`,
+        concurrency,
+        build: (name, ns, g, i) => batchPod(name, ns, g, have + i),
+      });
+      creation.push({ from: have, to: size, millis, podsPerSecond: add / (millis / 1000) });
+      say(
+        `created ${add} pods in ${(millis / 1000).toFixed(1)} s (${(add / (millis / 1000)).toFixed(0)}/s)`,
+      );
+      have = size;
+      if (!podBytes) {
+        const core = admin.makeApiClient(CoreV1Api);
+        const page = await core.listNamespacedPod({ namespace, limit: 1 });
+        const raw = await getRaw(
+          admin,
+          `/api/v1/namespaces/${namespace}/pods/${page.items[0]!.metadata!.name}`,
+        );
+        podBytes = {
+          served: Buffer.byteLength(raw),
+          trimmed: Buffer.byteLength(JSON.stringify(trimObject(JSON.parse(raw) as V1Pod))),
+        };
+        say(`one pod is ${podBytes.served} bytes of JSON as served, ${podBytes.trimmed} trimmed`);
+      }
+      for (let r = 0; r < repeats; r++) {
+        for (const contender of contenders) {
+          loads.push(loadavg());
+          const report = await spawnChild(contender, cp.tollgateKubeconfig, size);
+          runs.push({ ...report, pods: contender === 'baseline' ? size : report.pods });
+          say(
+            `${size} pods, repeat ${r + 1}, ${contender}: rss ${mb(report.rss)} MB, heap ${mb(report.heapUsed)} MB, peak ${mb(report.maxRss)} MB, sync ${(report.syncMs / 1000).toFixed(1)} s, load ${loadavg()[0]!.toFixed(1)}`,
+          );
+        }
+      }
+    }
+  } finally {
+    await cp.stop();
+  }
+
+  const summary = sizes.map((size) => {
+    const of = (c: Contender, f: 'rss' | 'heapUsed' | 'maxRss' | 'syncMs'): number =>
+      median(runs.filter((r) => r.contender === c && r.pods === size).map((r) => r[f]));
+    const row = Object.fromEntries(
+      contenders.map((c) => [
+        c,
+        {
+          rss: of(c, 'rss'),
+          heapUsed: of(c, 'heapUsed'),
+          maxRss: of(c, 'maxRss'),
+          syncMs: of(c, 'syncMs'),
+        },
+      ]),
+    ) as Record<Contender, { rss: number; heapUsed: number; maxRss: number; syncMs: number }>;
+    const perPod = (c: Contender, f: 'rss' | 'heapUsed'): number =>
+      (row[c][f] - row.baseline[f]) / size;
+    return {
+      pods: size,
+      ...row,
+      bytesPerPod: {
+        plain: { rss: perPod('plain', 'rss'), heapUsed: perPod('plain', 'heapUsed') },
+        tollgate: { rss: perPod('tollgate', 'rss'), heapUsed: perPod('tollgate', 'heapUsed') },
+      },
+      ratio: {
+        rss: row.tollgate.rss / row.plain.rss,
+        rssAboveBaseline: perPod('tollgate', 'rss') / perPod('plain', 'rss'),
+        heapAboveBaseline: perPod('tollgate', 'heapUsed') / perPod('plain', 'heapUsed'),
+      },
+    };
+  });
+
+  const result = {
+    bench: 'memory',
+    started,
+    finished: new Date().toISOString(),
+    machine: { cpus: cpus().length, memory: totalmem(), node: process.version },
+    loadAverages: loads,
+    pod: { shape: 'batchPod in bench/memory.ts', ...podBytes },
+    repeats,
+    creation,
+    runs: runs.map(({ samples: _samples, ...rest }) => rest),
+    summary,
+  };
+  const dir = join(here, 'results');
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, `memory-${started.replace(/[:.]/g, '-')}.json`);
+  writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`);
+
+  const lines = [
+    `| pods | contender | RSS MB | heapUsed MB | peak RSS MB | sync s | RSS above baseline, B/pod | heap above baseline, B/pod |`,
+    `|---:|---|---:|---:|---:|---:|---:|---:|`,
+  ];
+  for (const s of summary) {
+    for (const c of contenders) {
+      const perPod = c === 'baseline' ? undefined : s.bytesPerPod[c];
+      lines.push(
+        `| ${s.pods} | ${c} | ${mb(s[c].rss)} | ${mb(s[c].heapUsed)} | ${mb(s[c].maxRss)} | ${(s[c].syncMs / 1000).toFixed(1)} | ${perPod ? perPod.rss.toFixed(0) : ''} | ${perPod ? perPod.heapUsed.toFixed(0) : ''} |`,
+      );
+    }
+  }
+  for (const s of summary)
+    lines.push(
+      `tollgate/plain at ${s.pods}: RSS ${s.ratio.rss.toFixed(2)}, RSS above baseline ${s.ratio.rssAboveBaseline.toFixed(2)}, heap above baseline ${s.ratio.heapAboveBaseline.toFixed(2)}`,
+    );
+  for (const c of creation)
+    lines.push(
+      `created ${c.to - c.from} pods in ${(c.millis / 1000).toFixed(0)} s (${c.podsPerSecond.toFixed(0)}/s)`,
+    );
+  process.stdout.write(`${lines.join('\n')}\nresults: ${file}\n`);
+}
+
+/** GET with the admin identity, body untouched (the typed client would re-serialise it). */
+async function getRaw(kc: KubeConfig, path: string): Promise<string> {
+  const options: https.RequestOptions = {};
+  await kc.applyToHTTPSOptions(options);
+  return new Promise((resolve, reject) => {
+    https
+      .get(`${kc.getCurrentCluster()!.server}${path}`, options, (res) => {
+        let body = '';
+        res.on('data', (chunk: Buffer) => (body += chunk.toString()));
+        res.on('end', () =>
+          res.statusCode === 200
+            ? resolve(body)
+            : reject(new Error(`GET ${path}: ${res.statusCode}`)),
+        );
+      })
+      .on('error', reject);
+  });
+}
+
+if (values.child) {
+  if (!contenders.includes(values.child as Contender))
+    throw new Error(`--child: one of ${contenders.join(', ')}`);
+  await runChild(values.child as Contender);
+} else {
+  await runParent();
+}
