@@ -131,7 +131,9 @@ function rootCause(error: unknown): string {
   let e: unknown = error;
   for (let depth = 0; e && depth < 4; depth += 1) {
     const err = e as { message?: string; code?: string; cause?: unknown };
-    if (err.message) parts.push(err.code ? `${err.message} (${err.code})` : err.message);
+    const text = err.code ? `${err.message} (${err.code})` : err.message;
+    // A wrapper often repeats its cause's message; say each thing once.
+    if (text && !parts.some((p) => p.includes(text))) parts.push(text);
     e = err.cause;
   }
   return parts.join(': ') || String(error);

@@ -2,6 +2,9 @@
  * `tollgate plan` as a child process against the real control plane, with the
  * unprivileged tollgate identity (it only lists). Outputs are compared byte for byte with
  * golden files in test/fixtures/plan/ (regenerate: TOLLGATE_UPDATE_GOLDEN=1).
+ *
+ * Resize: a simulated kubelet runs the pods of namespace plan-rz (so they are Running
+ * with kubelet-reported resources) and a real Prometheus serves their queue lengths.
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -9,27 +12,38 @@ import { execFile } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { promisify } from 'node:util';
-import { CoreV1Api } from '@kubernetes/client-node';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { sharedControlPlane, type ControlPlane } from '../../support/control-plane.ts';
+import { eventually } from '../../support/eventually.ts';
 import { pushTree, startGitServer, type GitServer } from '../../support/git-server.ts';
+import { SimulatedKubelet } from '../../support/kubelet.ts';
+import { startPrometheus, waitForSeries, type TestPrometheus } from '../../support/prometheus.ts';
 
 const run = promisify(execFile);
 const fixtures = 'test/fixtures/plan';
 const namespace = 'plan-e2e';
 const now = '2026-11-29T09:00:00Z';
 
+const resizeNamespace = 'plan-rz';
+
 let cp: ControlPlane;
 let git: GitServer;
+let kubelet: SimulatedKubelet | undefined;
+let prom: TestPrometheus | undefined;
 
 async function plan(
   args: string[],
   env: NodeJS.ProcessEnv = {},
+  at = now,
 ): Promise<{ code: number; out: string; err: string }> {
   try {
     const r = await run(
       'node',
-      ['src/cli/main.ts', 'plan', '--kubeconfig', cp.tollgateKubeconfig, '--now', now, ...args],
+      ['src/cli/main.ts', 'plan', '--kubeconfig', cp.tollgateKubeconfig, '--now', at, ...args],
       {
         env: { ...process.env, ...env },
       },
@@ -48,10 +62,14 @@ function golden(name: string, actual: string): void {
   assert.equal(actual, readFileSync(file, 'utf8'), `${file} differs`);
 }
 
-/** A copy of the base policy folder with one file's text replaced. */
-function variant(edit: (text: string) => string, file = 'tenants/batch.yaml'): string {
+/** A copy of a policy folder (default the base) with one file's text replaced. */
+function variant(
+  edit: (text: string) => string,
+  file = 'tenants/batch.yaml',
+  from = 'base',
+): string {
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-plan-variant-'));
-  cpSync(join(fixtures, 'base'), dir, { recursive: true });
+  cpSync(join(fixtures, from), dir, { recursive: true });
   writeFileSync(join(dir, file), edit(readFileSync(join(dir, file), 'utf8')));
   return dir;
 }
@@ -89,7 +107,64 @@ before(async () => {
   }
 });
 
+/** Running pods for the resize plan: app web (a ResizePolicy matches) and one it does not. */
+const resizePods: { name: string; app: string; requests: string; limits?: string }[] = [
+  { name: 'web-0', app: 'web', requests: '500m' },
+  { name: 'web-1', app: 'web', requests: '1' },
+  { name: 'web-2', app: 'web', requests: '1500m', limits: '3' },
+  { name: 'web-3', app: 'web', requests: '2', limits: '2' },
+  { name: 'api-0', app: 'api', requests: '2' },
+];
+
+async function startResizeWorld(): Promise<void> {
+  const admin = cp.kubeConfig('admin');
+  const core = admin.makeApiClient(CoreV1Api);
+  kubelet = new SimulatedKubelet(admin);
+  await kubelet.addNode('plan-node', { cpu: '16', memory: '32Gi' });
+  await kubelet.start();
+  await core
+    .createNamespace({ body: { metadata: { name: resizeNamespace } } })
+    .catch(() => undefined);
+  for (const p of resizePods) {
+    await core.createNamespacedPod({
+      namespace: resizeNamespace,
+      body: {
+        metadata: { name: p.name, labels: { app: p.app } },
+        spec: {
+          containers: [
+            {
+              name: 'app',
+              image: 'busybox',
+              resources: {
+                requests: { cpu: p.requests, memory: '256Mi' },
+                ...(p.limits ? { limits: { cpu: p.limits, memory: '256Mi' } } : {}),
+              },
+            },
+          ],
+        },
+      },
+    });
+  }
+  await eventually(
+    'the plan-rz pods Running with kubelet-reported resources',
+    async () => {
+      const pods = (await core.listNamespacedPod({ namespace: resizeNamespace })).items as V1Pod[];
+      return (
+        pods.length === resizePods.length &&
+        pods.every(
+          (p) =>
+            p.status?.phase === 'Running' &&
+            (p.status.containerStatuses ?? []).every((c) => c.resources !== undefined),
+        )
+      );
+    },
+    { timeoutMs: 60_000 },
+  );
+}
+
 after(async () => {
+  await prom?.stop();
+  await kubelet?.stop();
   await git?.close();
 });
 
@@ -161,4 +236,98 @@ test('tollgate plan on the real control plane', async (t) => {
     assert.equal(r.code, 2);
     assert.match(r.err, /--policy/);
   });
+
+  await t.test(
+    'resize: a narrower max bound without Prometheus shows, bounds-only, exactly the pods above it (exit 3)',
+    async () => {
+      await startResizeWorld();
+      const base = join(fixtures, 'resize-base');
+      const proposed = variant(
+        (s) => s.replace("max: '2'", "max: '1'"),
+        'resize/web.yaml',
+        'resize-base',
+      );
+      const r = await plan(['--policy', proposed, '--base', base], { TOLLGATE_PROMETHEUS_URL: '' });
+      assert.equal(r.code, 3, r.err);
+      assert.match(r.out, /Usage-driven resize targets were not computed: no Prometheus was given/);
+      const listed = [...r.out.matchAll(/^ {2}(plan-rz\/[\w-]+) \[/gm)].map((m) => m[1]);
+      assert.deepEqual(listed, ['plan-rz/web-2', 'plan-rz/web-3']);
+      golden('resize-bounds.txt', r.out);
+      for (const [output, file] of [
+        ['markdown', 'resize-bounds.md'],
+        ['json', 'resize-bounds.json'],
+      ] as const) {
+        const o = await plan(['--policy', proposed, '--base', base, '--output', output], {
+          TOLLGATE_PROMETHEUS_URL: '',
+        });
+        assert.equal(o.code, 3, o.err);
+        golden(file, o.out);
+      }
+      const json = JSON.parse(readFileSync(join(fixtures, 'resize-bounds.json'), 'utf8')) as {
+        resize: { basis: string; changes: { pod: string }[] };
+      };
+      assert.equal(json.resize.basis, 'bounds');
+      const same = await plan(['--policy', base, '--base', base]);
+      assert.equal(same.code, 0, same.err);
+      assert.match(same.out, /No resize target changes \(4 -> 4 managed pods\)/);
+    },
+  );
+
+  await t.test(
+    'resize: with a real Prometheus the usage-driven targets that a narrower max changes are shown (exit 3)',
+    async () => {
+      prom = await startPrometheus({ scrapeIntervalMs: 500 });
+      // Above the scale-up threshold: web-0, web-1; below scale-down: web-2; between: web-3.
+      const queue: Record<string, number> = { 'web-0': 500, 'web-1': 500, 'web-2': 5, 'web-3': 50 };
+      for (const [pod, value] of Object.entries(queue))
+        prom.exporter.set('plan_queue_length', { namespace: resizeNamespace, pod }, value);
+      for (const [pod, value] of Object.entries(queue))
+        await waitForSeries(prom.url, `plan_queue_length{pod="${pod}"}`, value);
+      // The policy window is 4 s: samples must cover all of it before the plan asks.
+      await sleep(5_500);
+      const base = join(fixtures, 'resize-base');
+      const proposed = variant(
+        (s) => s.replace("max: '2'", "max: '1'"),
+        'resize/web.yaml',
+        'resize-base',
+      );
+      const outputs: Record<string, string> = {};
+      for (const output of ['text', 'markdown', 'json']) {
+        const r = await plan(
+          ['--policy', proposed, '--base', base, '--prometheus-url', prom.url, '--output', output],
+          {},
+          new Date().toISOString(),
+        );
+        assert.equal(r.code, 3, r.err);
+        outputs[output] = r.out;
+      }
+      const text = outputs.text as string;
+      assert.doesNotMatch(text, /not computed/);
+      // web-1 would step up to 1250m under the base, stays at the new max 1; web-2 would
+      // step down to 1250m under the base, to the max 1 under the proposal. web-0 steps to
+      // 750m either way; web-3's signal holds, so no pass resizes it although it is above 1.
+      const listed = [...text.matchAll(/^ {2}(plan-rz\/[\w-]+) \[/gm)].map((m) => m[1]);
+      assert.deepEqual(listed, ['plan-rz/web-1', 'plan-rz/web-2']);
+      golden('resize-usage.txt', text);
+      golden('resize-usage.md', outputs.markdown as string);
+      golden('resize-usage.json', outputs.json as string);
+    },
+  );
+
+  await t.test(
+    'resize: an unreachable Prometheus exits 2 naming the URL and the error',
+    async () => {
+      const base = join(fixtures, 'resize-base');
+      // A port nothing listens on: bound, then closed.
+      const probe = createServer();
+      await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+      const { port } = probe.address() as AddressInfo;
+      await new Promise((resolve) => probe.close(resolve));
+      const url = `http://127.0.0.1:${port}`;
+      const r = await plan(['--policy', base, '--base', base, '--prometheus', url]);
+      assert.equal(r.code, 2, r.out);
+      assert.ok(r.err.includes(`Prometheus ${url} unreachable: `), r.err);
+      assert.match(r.err, /ECONNREFUSED/);
+    },
+  );
 });
