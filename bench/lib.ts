@@ -80,14 +80,44 @@ export async function createGatedPods(
   const started = performance.now();
   const indexOf = new Map(names.map((name, i) => [name, i]));
   await inPool(names, options.concurrency ?? 32, async (name) => {
-    await core.createNamespacedPod({
-      namespace,
-      body: options.build
-        ? options.build(name, namespace, gate, indexOf.get(name) ?? 0)
-        : gatedPod(name, namespace, gate, options.labels),
+    const body = options.build
+      ? options.build(name, namespace, gate, indexOf.get(name) ?? 0)
+      : gatedPod(name, namespace, gate, options.labels);
+    await withRetries(`create pod ${namespace}/${name}`, async (attempt) => {
+      try {
+        await core.createNamespacedPod({ namespace, body });
+      } catch (error) {
+        // A retried create whose first attempt landed before the connection dropped.
+        if (attempt > 1 && (error as { code?: number }).code === 409) return;
+        throw error;
+      }
     });
   });
   return performance.now() - started;
+}
+
+/**
+ * Runs `work` again on transient failures (a dropped connection, 429, 5xx), up to 6
+ * attempts with doubling pauses: with tens of thousands of creates against a loaded
+ * apiserver an HTTP/2 connection is sometimes closed under the client, and one lost
+ * request must not end a benchmark run. Anything else is thrown at once.
+ */
+export async function withRetries(
+  what: string,
+  work: (attempt: number) => Promise<void>,
+): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await work(attempt);
+      return;
+    } catch (error) {
+      const code = (error as { code?: unknown }).code;
+      const transient = typeof code !== 'number' || code === 429 || (code >= 500 && code <= 599);
+      if (!transient || attempt >= 6)
+        throw new Error(`${what}: ${String(error)}`, { cause: error });
+      await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** attempt));
+    }
+  }
 }
 
 /**

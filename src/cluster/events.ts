@@ -2,37 +2,44 @@
  * Kubernetes Events on pods (events.k8s.io/v1), so users see tollgate's decisions in
  * `kubectl describe pod` and `kubectl events`.
  *
- * Events are the lowest-priority writes tollgate makes and never compete with gate
- * releases or resizes:
+ * Events are API writes like any other, so they go through the write dispatcher (one
+ * bounded priority queue for every write tollgate makes), as its lowest-priority work:
+ * - priority `eventPriority`, below every GatePolicy priority the schema allows and
+ *   below every resize write, with a deadline: under a sustained release wave an Event
+ *   waits, and one that waited past `deadlineMs` is dropped (counted as `expired`)
+ *   rather than delaying releases;
+ * - its own coalescing key per (pod uid, reason), never the pod's key, so an Event can
+ *   never replace or be replaced by a release, resize or delete of the same pod;
  * - aggregation: one Event per (pod uid, reason) per window; repeats only bump
  *   `series.count` / `series.lastObservedTime` (the API makes the note immutable, so
  *   the Event keeps the first note of its series), and repeats that arrive while an
  *   update is still queued are merged into it (a pod re-evaluated every second
  *   produces one write per rate-limit slot, not one per evaluation);
- * - a token bucket limits the write rate, so a mass release of thousands of pods
- *   trickles its Events out instead of flooding the API server;
+ * - a token bucket limits the rate at which Events are handed to the dispatcher and at
+ *   most one is in its queue at a time, so a mass release of thousands of pods trickles
+ *   its Events out and never fills the queue the loops depend on;
  * - the backlog is bounded; beyond it new Events are dropped and counted
  *   (tollgate_events_dropped_total), never queued without limit;
  * - failures are logged and counted; an Event is never retried in a loop (a 404 on a
- *   series update, the Event having expired, re-creates it once).
+ *   series update, the Event having expired, re-creates it once). Outside a leader term
+ *   the dispatcher's fence refuses the write, and the Event is dropped with the rest.
  */
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import {
-  EventsV1Api,
-  PatchStrategy,
-  V1MicroTime,
-  setHeaderOptions,
-  type KubeConfig,
-  type EventsV1Event,
-} from '@kubernetes/client-node';
+import { KubeConfig, V1MicroTime, type EventsV1Event } from '@kubernetes/client-node';
 import { Counter } from 'prom-client';
 import { systemClock, type Clock } from '../lib/clock.ts';
+import { TokenBucket } from '../lib/token-bucket.ts';
 import { registry } from '../observe/metrics.ts';
 import { silentLogger, type Logger } from '../observe/log.ts';
-import { statusCodeOf, toKubeError } from './errors.ts';
+import { createDispatcher } from '../dispatch/queue.ts';
+import type { Dispatcher, EventWrite, WriteResult } from '../dispatch/types.ts';
+import { createWriteExecutor } from './writer.ts';
 
 export const reportingController = 'tollgate.io/tollgate';
+
+/** Below the lowest GatePolicy priority (-1,000,000) and every resize priority. */
+export const eventPriority = -1_000_001;
 
 export interface EventSubject {
   readonly namespace: string;
@@ -55,38 +62,6 @@ export interface EventRecorder {
   /** Resolves when the backlog has been written (or the signal aborts). */
   flush(signal?: AbortSignal): Promise<void>;
   close(): Promise<void>;
-}
-
-/** A token bucket: `ratePerSecond` tokens added continuously, at most `burst` held. */
-export class TokenBucket {
-  readonly #ratePerMs: number;
-  readonly #burst: number;
-  #tokens: number;
-  #updatedAt: number;
-  constructor(ratePerSecond: number, burst: number, now: number) {
-    if (!(ratePerSecond > 0) || !(burst >= 1))
-      throw new Error(`token bucket needs rate > 0 and burst >= 1, got ${ratePerSecond}/${burst}`);
-    this.#ratePerMs = ratePerSecond / 1000;
-    this.#burst = burst;
-    this.#tokens = burst;
-    this.#updatedAt = now;
-  }
-  #refill(now: number): void {
-    this.#tokens = Math.min(this.#burst, this.#tokens + (now - this.#updatedAt) * this.#ratePerMs);
-    this.#updatedAt = now;
-  }
-  /** Takes a token if one is there; otherwise returns false. */
-  tryTake(now: number): boolean {
-    this.#refill(now);
-    if (this.#tokens < 1) return false;
-    this.#tokens -= 1;
-    return true;
-  }
-  /** Milliseconds until a token is available. */
-  waitMs(now: number): number {
-    this.#refill(now);
-    return this.#tokens >= 1 ? 0 : Math.ceil((1 - this.#tokens) / this.#ratePerMs);
-  }
 }
 
 interface Series {
@@ -167,7 +142,7 @@ export class EventAggregator {
 
 const eventsWritten = new Counter({
   name: 'tollgate_events_written_total',
-  help: 'Kubernetes Events written, by result (created, updated, failed).',
+  help: 'Kubernetes Events written, by result (created, updated, failed; failed includes Events the dispatcher refused, expired or cancelled).',
   labelNames: ['result'] as const,
   registers: [registry],
 });
@@ -183,20 +158,39 @@ export interface EventRecorderOptions {
   readonly burst?: number;
   readonly aggregationWindowMs?: number;
   readonly maxBacklog?: number;
+  /** How long an Event may wait in the dispatcher behind other writes (default 60 s). */
+  readonly deadlineMs?: number;
   readonly reportingInstance?: string;
   readonly clock?: Clock;
   readonly logger?: Logger;
 }
 
+/** Thrown inside the recorder when the dispatcher did not write the Event. */
+class EventNotWritten extends Error {
+  readonly code: number | undefined;
+  constructor(result: Exclude<WriteResult, { result: 'succeeded' }>) {
+    super(`${result.result}: ${result.message}`);
+    this.code = result.result === 'failed' ? result.code : undefined;
+  }
+}
+
+/**
+ * `writes` is the process's dispatcher. A KubeConfig is accepted for tests and tools that
+ * have none: the recorder then gets a small dispatcher of its own (one write at a time).
+ */
 export function createEventRecorder(
-  kubeConfig: KubeConfig,
+  writes: Dispatcher | KubeConfig,
   options: EventRecorderOptions = {},
 ): EventRecorder {
-  const api = kubeConfig.makeApiClient(EventsV1Api);
+  const dispatcher =
+    writes instanceof KubeConfig
+      ? createDispatcher({ executor: createWriteExecutor(writes), concurrency: 1, capacity: 16 })
+      : writes;
   const clock = options.clock ?? systemClock;
   const log = options.logger ?? silentLogger;
   const instance = (options.reportingInstance ?? `tollgate-${hostname()}`).slice(0, 128);
-  const bucket = new TokenBucket(options.ratePerSecond ?? 5, options.burst ?? 20, clock.now());
+  const deadlineMs = options.deadlineMs ?? 60_000;
+  const bucket = new TokenBucket(options.ratePerSecond ?? 5, options.burst ?? 20, clock);
   const aggregator = new EventAggregator(
     options.aggregationWindowMs ?? 10 * 60_000,
     options.maxBacklog ?? 1000,
@@ -227,50 +221,70 @@ export function createEventRecorder(
     };
   }
 
+  /** One Event write through the dispatcher; resolves when written, throws otherwise. */
+  async function send(series: Series, name: string, event: EventWrite): Promise<void> {
+    const queued = dispatcher.enqueue({
+      key: `event/${series.key}`,
+      target: {
+        namespace: series.subject.namespace,
+        name,
+        uid: series.subject.uid,
+        resourceVersion: '',
+      },
+      op: { type: 'event', event },
+      priority: eventPriority,
+      tenant: 'tollgate-events',
+      deadline: clock.now() + deadlineMs,
+      decisionId: '',
+    });
+    if (!queued.accepted)
+      throw new EventNotWritten({ result: 'cancelled', message: `dispatcher ${queued.reason}` });
+    const result = await queued.done;
+    if (result.result !== 'succeeded') throw new EventNotWritten(result);
+  }
+
   async function write(series: Series): Promise<void> {
     const count = series.count;
     if (series.name !== undefined) {
       try {
-        await api.patchNamespacedEvent(
-          {
-            name: series.name,
-            namespace: series.subject.namespace,
-            // Only the series may change: note, reason and the rest are immutable (422).
-            body: { series: { count, lastObservedTime: new V1MicroTime(clock.now()) } },
-          },
-          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-        );
+        await send(series, series.name, {
+          action: 'series',
+          count,
+          lastObservedTime: new Date(clock.now()).toISOString(),
+        });
         series.writtenCount = count;
         eventsWritten.inc({ result: 'updated' });
         return;
       } catch (error) {
-        if (statusCodeOf(toKubeError(error, 'event')) !== 404) throw error;
+        if (!(error instanceof EventNotWritten) || error.code !== 404) throw error;
         series.name = undefined; // expired on the server (events have a TTL): create it again
       }
     }
     series.name = `${series.subject.name}.${randomBytes(8).toString('hex')}`.slice(0, 253);
-    await api.createNamespacedEvent({ namespace: series.subject.namespace, body: body(series) });
+    await send(series, series.name, { action: 'create', body: body(series) });
     series.writtenCount = count;
     eventsWritten.inc({ result: 'created' });
   }
 
   async function drain(): Promise<void> {
     for (;;) {
-      const wait = bucket.waitMs(clock.now());
+      const wait = bucket.waitMs();
       if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
       const series = aggregator.next();
       if (!series) break;
       if (series.count === series.writtenCount) continue;
-      bucket.tryTake(clock.now());
+      bucket.take();
       try {
         await write(series);
       } catch (error) {
         eventsWritten.inc({ result: 'failed' });
-        const err = toKubeError(
-          error,
-          `event ${series.event.reason} on pod ${series.subject.namespace}/${series.subject.name}`,
+        log.warn(
+          {
+            err: error instanceof Error ? error.message : String(error),
+            code: error instanceof EventNotWritten ? error.code : undefined,
+          },
+          `could not write Kubernetes Event ${series.event.reason} on pod ${series.subject.namespace}/${series.subject.name}`,
         );
-        log.warn({ err: err.message, code: statusCodeOf(err) }, 'could not write Kubernetes Event');
       }
     }
     aggregator.expire(clock.now());

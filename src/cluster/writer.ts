@@ -12,6 +12,8 @@
  * - delete: preconditions {uid, resourceVersion}, so a re-created pod of the same name
  *   or a pod changed since the decision is not deleted (409).
  * - annotate: merge patch of metadata.annotations with metadata.resourceVersion.
+ * - event: create of an events.k8s.io/v1 Event, or merge patch of its `series` (the
+ *   rest of an Event is immutable). No precondition: an Event is tollgate's own record.
  *
  * Errors: HTTP failures are thrown as `KubeApiError` with `statusCode` and the API's
  * Status message; network failures keep their `code` (ECONNREFUSED, ...); an aborted
@@ -32,13 +34,14 @@
  */
 import {
   CoreV1Api,
+  EventsV1Api,
   Observable,
   PatchStrategy,
+  V1MicroTime,
   setHeaderOptions,
   type ConfigurationOptions,
   type KubeConfig,
   type ObservableMiddleware,
-  type V1Pod,
 } from '@kubernetes/client-node';
 import type {
   WriteExecutor,
@@ -142,6 +145,7 @@ export function createWriteExecutor(
   options: WriteExecutorOptions = {},
 ): WriteExecutor {
   const core = kubeConfig.makeApiClient(CoreV1Api);
+  const events = kubeConfig.makeApiClient(EventsV1Api);
   const fieldManager = options.fieldManager ?? 'tollgate';
 
   return async (
@@ -151,8 +155,9 @@ export function createWriteExecutor(
     signal.throwIfAborted();
     const { namespace, name, uid, resourceVersion } = request.target;
     const op = request.op;
-    const context = `${op.type} pod ${namespace}/${name}`;
-    let pod: V1Pod;
+    const context =
+      op.type === 'event' ? `event ${namespace}/${name}` : `${op.type} pod ${namespace}/${name}`;
+    let pod: { metadata?: { resourceVersion?: string } };
     try {
       switch (op.type) {
         case 'removeGate':
@@ -188,6 +193,28 @@ export function createWriteExecutor(
             },
             requestOptions(signal, PatchStrategy.MergePatch),
           );
+          break;
+        case 'event':
+          pod =
+            op.event.action === 'create'
+              ? await events.createNamespacedEvent(
+                  { namespace, body: op.event.body, fieldManager },
+                  requestOptions(signal),
+                )
+              : await events.patchNamespacedEvent(
+                  {
+                    name,
+                    namespace,
+                    body: {
+                      series: {
+                        count: op.event.count,
+                        lastObservedTime: new V1MicroTime(op.event.lastObservedTime),
+                      },
+                    },
+                    fieldManager,
+                  },
+                  requestOptions(signal, PatchStrategy.MergePatch),
+                );
           break;
         default: {
           const unknown: never = op;

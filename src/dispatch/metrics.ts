@@ -11,6 +11,7 @@ export const writeOps = [
   'resize',
   'delete',
   'annotate',
+  'event',
 ] as const satisfies readonly WriteOperation['type'][];
 export const writeResults = [
   'succeeded',
@@ -124,5 +125,5 @@ export function precreateDispatchSeries(): void {
     for (const reason of retryReasons) retriesTotal.inc({ op, reason }, 0);
   }
   for (const kind of ['same_op', 'op_changed']) coalescedTotal.inc({ kind }, 0);
-  for (const verb of ['patch', 'delete']) apiRequestsTotal.inc({ verb, code: '2xx' }, 0);
+  for (const verb of ['patch', 'delete', 'create']) apiRequestsTotal.inc({ verb, code: '2xx' }, 0);
 }

@@ -250,8 +250,10 @@ interface Item {
   detachSignal?: () => void;
 }
 
-function verbOf(op: WriteOperation['type']): string {
-  return op === 'delete' ? 'delete' : 'patch';
+function verbOf(op: WriteOperation): string {
+  if (op.type === 'delete') return 'delete';
+  if (op.type === 'event' && op.event.action === 'create') return 'create';
+  return 'patch';
 }
 
 function positive(name: string, value: number, integer: boolean): number {
@@ -607,7 +609,7 @@ export class PriorityDispatcher implements Dispatcher {
         abort.abort(error);
       }
     }, this.#attemptTimeoutMs);
-    const verb = verbOf(item.request.op.type);
+    const verb = verbOf(item.request.op);
     let call: Promise<{ resourceVersion: string }>;
     try {
       call = this.#executor(item.request, abort.signal);

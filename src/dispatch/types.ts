@@ -2,6 +2,7 @@
  * The contract of the API write dispatcher: every write tollgate makes to the API
  * server is one `WriteRequest` through one bounded priority queue (see queue.ts).
  */
+import type { EventsV1Event } from '@kubernetes/client-node';
 import type { ObjectKey } from '../cluster/types.ts';
 
 export interface ResourceList {
@@ -32,6 +33,28 @@ export type WriteOperation =
       /** Merge-patch of tollgate's own annotations (null removes one). */
       readonly type: 'annotate';
       readonly annotations: Readonly<Record<string, string | null>>;
+    }
+  | {
+      /**
+       * A Kubernetes Event (events.k8s.io/v1) about a pod: created, or its series
+       * bumped. The target names the Event (namespace, name) and the pod's uid.
+       */
+      readonly type: 'event';
+      readonly event: EventWrite;
+    };
+
+export type EventWrite =
+  | {
+      readonly action: 'create';
+      /** The events.k8s.io/v1 Event, metadata.name included. */
+      readonly body: EventsV1Event;
+    }
+  | {
+      /** Merge-patch of `series`: the only part of an Event the API lets change. */
+      readonly action: 'series';
+      readonly count: number;
+      /** RFC 3339 with microseconds. */
+      readonly lastObservedTime: string;
     };
 
 export interface WriteTarget {

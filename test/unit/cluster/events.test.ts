@@ -1,6 +1,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { EventAggregator, TokenBucket } from '../../../src/cluster/events.ts';
+import {
+  EventAggregator,
+  createEventRecorder,
+  eventPriority,
+  reportingController,
+} from '../../../src/cluster/events.ts';
+import { registry } from '../../../src/observe/metrics.ts';
+import { objectKey } from '../../../src/cluster/types.ts';
+import type { Dispatcher, WriteRequest, WriteResult } from '../../../src/dispatch/types.ts';
 
 const pod = (uid: string) => ({ namespace: 'team-a', name: `pod-${uid}`, uid });
 const released = {
@@ -58,14 +66,104 @@ test('series outside their window are forgotten once written', () => {
   assert.equal(aggregator.next()?.count, 1);
 });
 
-test('the token bucket allows a burst, then the configured rate', () => {
-  const bucket = new TokenBucket(5, 3, 0);
+// ---- the recorder hands Events to the write dispatcher
+
+/** A dispatcher that records what it is given and answers from a script. */
+function recordingDispatcher(answers: WriteResult[] = []) {
+  const requests: WriteRequest[] = [];
+  const dispatcher: Dispatcher = {
+    enqueue(request) {
+      requests.push(request);
+      return {
+        accepted: true,
+        coalesced: false,
+        done: Promise.resolve(answers.shift() ?? { result: 'succeeded', resourceVersion: '1' }),
+      };
+    },
+    whenNotFull: () => Promise.resolve(),
+    cancel: () => undefined,
+    depth: 0,
+    close: () => Promise.resolve(),
+  };
+  return { dispatcher, requests };
+}
+const fast = { ratePerSecond: 1000, burst: 1000, clock: { now: () => 5_000 } };
+
+test('an Event is a dispatcher write of the lowest priority, under its own key, never the pod key', async () => {
+  const { dispatcher, requests } = recordingDispatcher();
+  const recorder = createEventRecorder(dispatcher, { ...fast, deadlineMs: 30_000 });
+  recorder.record(pod('a'), released);
+  await recorder.flush();
+  assert.equal(requests.length, 1);
+  const [request] = requests;
+  assert.equal(request?.op.type, 'event');
+  assert.equal(request?.priority, eventPriority);
+  assert.ok(eventPriority < -1_000_000, 'below the lowest GatePolicy priority');
+  assert.equal(request?.key, 'event/a|GateReleased');
+  assert.notEqual(request?.key, objectKey('team-a', 'pod-a'));
+  assert.equal(request?.deadline, 35_000);
+  assert.equal(request?.target.namespace, 'team-a');
+  assert.equal(request?.target.uid, 'a');
+  assert.ok(request?.op.type === 'event' && request.op.event.action === 'create');
+  assert.equal(request.op.event.body.regarding?.name, 'pod-a');
+  assert.equal(request.op.event.body.reportingController, reportingController);
+});
+
+test('a repeat after the Event was created bumps its series under the same Event name', async () => {
+  const { dispatcher, requests } = recordingDispatcher();
+  const recorder = createEventRecorder(dispatcher, fast);
+  recorder.record(pod('a'), held);
+  await recorder.flush();
+  recorder.record(pod('a'), held);
+  await recorder.flush();
+  const [create, bump] = requests;
+  assert.ok(create?.op.type === 'event' && bump?.op.type === 'event');
+  assert.equal(bump.op.event.action, 'series');
+  assert.equal(bump.op.event.action === 'series' && bump.op.event.count, 2);
+  assert.equal(bump.target.name, create.target.name);
+});
+
+test('a series update answered 404 (the Event expired on the server) creates the Event again', async () => {
+  const { dispatcher, requests } = recordingDispatcher([
+    { result: 'succeeded', resourceVersion: '1' },
+    { result: 'failed', code: 404, message: 'not found' },
+  ]);
+  const recorder = createEventRecorder(dispatcher, fast);
+  recorder.record(pod('a'), held);
+  await recorder.flush();
+  recorder.record(pod('a'), held);
+  await recorder.flush();
   assert.deepEqual(
-    [bucket.tryTake(0), bucket.tryTake(0), bucket.tryTake(0), bucket.tryTake(0)],
-    [true, true, true, false],
+    requests.map((r) => (r.op.type === 'event' ? r.op.event.action : r.op.type)),
+    ['create', 'series', 'create'],
   );
-  assert.equal(bucket.waitMs(0), 200);
-  assert.equal(bucket.tryTake(199), false);
-  assert.equal(bucket.tryTake(200), true);
-  assert.throws(() => new TokenBucket(0, 1, 0), /rate > 0/);
+});
+
+async function failedEvents(): Promise<number> {
+  const metric = registry.getSingleMetric('tollgate_events_written_total');
+  const values = (await metric?.get())?.values ?? [];
+  return values.find((v) => v.labels.result === 'failed')?.value ?? 0;
+}
+
+test('an Event the dispatcher refuses, expires or fails is dropped and counted, not retried in a loop', async () => {
+  const before = await failedEvents();
+  for (const answer of [
+    { result: 'expired', message: 'deadline passed' },
+    { result: 'failed', code: 403, message: 'forbidden' },
+    { result: 'cancelled', message: 'leadership lost' },
+  ] as WriteResult[]) {
+    const { dispatcher, requests } = recordingDispatcher([answer]);
+    const recorder = createEventRecorder(dispatcher, fast);
+    recorder.record(pod('a'), released);
+    await recorder.flush();
+    assert.equal(requests.length, 1, `${answer.result}: one attempt`);
+  }
+  const full: Dispatcher = {
+    ...recordingDispatcher().dispatcher,
+    enqueue: () => ({ accepted: false, reason: 'full' }),
+  };
+  const recorder = createEventRecorder(full, fast);
+  recorder.record(pod('a'), released);
+  await recorder.flush();
+  assert.equal((await failedEvents()) - before, 4);
 });
