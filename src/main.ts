@@ -36,7 +36,7 @@ import type { Dispatcher } from './dispatch/types.ts';
 import { startGateReleaseLoop, type GateReleaseLoop } from './loops/gate-release.ts';
 import { recoverGateReleaseIntents } from './loops/gate-release-recovery.ts';
 import { TermWrites, WhileLeader, type Generation } from './loops/leadership.ts';
-import { startResizeLoop, type ResizeLoop } from './loops/resize.ts';
+import { quotasFromView, startResizeLoop, type ResizeLoop } from './loops/resize.ts';
 import { StaleGuard } from './cluster/stale-guard.ts';
 import { startObserveServer, type ObserveServer } from './observe/http.ts';
 import { createLogger, redactUrl, type Logger } from './observe/log.ts';
@@ -342,6 +342,7 @@ async function start(
           events: toEvent,
           readPod,
           logger: log,
+          ...quotasFromView(liveView),
         });
       } else if ((policies.current()?.resizePolicies.length ?? 0) > 0) {
         log.warn(

@@ -7,8 +7,13 @@ import { Counter, Gauge } from 'prom-client';
 import { registry } from '../observe/metrics.ts';
 import { restartReasons, type RestartReason } from './informer.ts';
 
-export type ViewResource = 'pods' | 'nodes' | 'objects';
-export const viewResources: readonly ViewResource[] = ['pods', 'nodes', 'objects'];
+export type ViewResource = 'pods' | 'nodes' | 'objects' | 'resourcequotas';
+export const viewResources: readonly ViewResource[] = [
+  'pods',
+  'nodes',
+  'objects',
+  'resourcequotas',
+];
 
 /** What a live view reports at scrape time. */
 export interface InformerStats {

@@ -1,6 +1,7 @@
 /**
- * The live `ClusterView`: one informer for pods, one for nodes, and one per
- * (apiVersion, kind, namespace) of the objects policies reference.
+ * The live `ClusterView`: one informer for pods, one for nodes, one for the
+ * ResourceQuotas of the managed namespaces, and one per (apiVersion, kind, namespace)
+ * of the objects policies reference.
  *
  * Managed namespaces: the pod informer watches all namespaces and keeps only pods in
  * the managed set; a new set relists that one informer (atomic replace: pods of
@@ -12,6 +13,12 @@
  * the API server streams events of unmanaged namespaces, which are decoded and
  * dropped before the store (memory stays bounded by the managed set).
  *
+ * ResourceQuotas: handled like pods (one cluster-wide watch, kept only for managed
+ * namespaces, relisted with them), because resize must not plan a step the quota
+ * admission would refuse. Quota changes are not passed to `onChange` listeners: no loop
+ * reacts to them (resize reads them on its timer). The view is not synced until quotas
+ * are listed, so a quota that cannot be read is never taken for "no quota".
+ *
  * Referenced objects: `watchObjects(refs)` diffs the wanted set against the running
  * informers; each informer watches one namespace (namespaced endpoint) or the
  * cluster scope, and keeps only the referenced names. A kind policy references is
@@ -19,7 +26,13 @@
  * backoff, and the view stays un-synced (a condition on an object that cannot be
  * read must not be judged "absent").
  */
-import type { KubeConfig, KubernetesObject, V1Node, V1Pod } from '@kubernetes/client-node';
+import type {
+  KubeConfig,
+  KubernetesObject,
+  V1Node,
+  V1Pod,
+  V1ResourceQuota,
+} from '@kubernetes/client-node';
 import { systemClock, type Clock } from '../lib/clock.ts';
 import { silentLogger, type Logger } from '../observe/log.ts';
 import type { BackoffPolicy } from './backoff.ts';
@@ -76,6 +89,7 @@ export class LiveClusterView implements ClusterView {
   readonly #clock: Clock;
   readonly #pods: Informer;
   readonly #nodes: Informer;
+  readonly #quotas: Informer;
   readonly #objects = new Map<string, ObjectGroup>();
   readonly #listeners = new Set<(change: ViewChange) => void>();
   #namespaces: ReadonlySet<string> | undefined;
@@ -91,13 +105,19 @@ export class LiveClusterView implements ClusterView {
     this.#pods = this.#informer(
       'pods',
       { apiVersion: 'v1', kind: 'Pod', labelSelector: options.podLabelSelector },
-      this.#podFilter(),
+      this.#namespaceFilter(),
     );
     this.#nodes = this.#informer('nodes', {
       apiVersion: 'v1',
       kind: 'Node',
       labelSelector: options.nodeLabelSelector,
     });
+    this.#quotas = this.#informer(
+      'resourcequotas',
+      { apiVersion: 'v1', kind: 'ResourceQuota' },
+      this.#namespaceFilter(),
+      false,
+    );
   }
 
   start(): void {
@@ -117,17 +137,14 @@ export class LiveClusterView implements ClusterView {
     );
     this.#pods.start();
     this.#nodes.start();
+    this.#quotas.start();
     for (const group of this.#objects.values()) group.informer.start();
   }
 
   async stop(): Promise<void> {
     this.#stopped = true;
     this.#unreport?.();
-    await Promise.all(
-      [this.#pods, this.#nodes, ...[...this.#objects.values()].map((g) => g.informer)].map((i) =>
-        i.stop(),
-      ),
-    );
+    await Promise.all(this.#allInformers().map((i) => i.stop()));
   }
 
   get synced(): boolean {
@@ -151,6 +168,13 @@ export class LiveClusterView implements ClusterView {
   nodes(): Iterable<V1Node> {
     return this.#nodes.values() as IterableIterator<V1Node>;
   }
+  /** The ResourceQuotas of a managed namespace (empty for an unmanaged one). */
+  resourceQuotas(namespace: string): V1ResourceQuota[] {
+    const out: V1ResourceQuota[] = [];
+    for (const quota of this.#quotas.values())
+      if (quota.metadata?.namespace === namespace) out.push(quota as V1ResourceQuota);
+    return out;
+  }
   object(ref: ObjectReference): KubernetesObject | undefined {
     return this.#objects.get(groupKey(ref))?.informer.get(objectKey(ref.namespace, ref.name));
   }
@@ -159,6 +183,7 @@ export class LiveClusterView implements ClusterView {
   lastResourceVersion(resource: ViewResource): string | undefined {
     if (resource === 'pods') return this.#pods.lastResourceVersion;
     if (resource === 'nodes') return this.#nodes.lastResourceVersion;
+    if (resource === 'resourcequotas') return this.#quotas.lastResourceVersion;
     let oldest: string | undefined;
     for (const { informer } of this.#objects.values()) {
       if (informer.lastResourceVersion === undefined) return undefined;
@@ -183,7 +208,8 @@ export class LiveClusterView implements ClusterView {
           [...next].every((n) => this.#namespaces?.has(n));
     if (same) return;
     this.#namespaces = next;
-    this.#pods.setFilter(this.#podFilter());
+    this.#pods.setFilter(this.#namespaceFilter());
+    this.#quotas.setFilter(this.#namespaceFilter());
   }
 
   /**
@@ -227,7 +253,7 @@ export class LiveClusterView implements ClusterView {
     }
   }
 
-  #podFilter(): (object: KubernetesObject) => boolean {
+  #namespaceFilter(): (object: KubernetesObject) => boolean {
     const namespaces = this.#namespaces;
     if (!namespaces) return () => true;
     return (object) => namespaces.has(object.metadata?.namespace ?? '');
@@ -237,6 +263,7 @@ export class LiveClusterView implements ClusterView {
     resource: ViewResource,
     target: ResourceTarget,
     filter?: (object: KubernetesObject) => boolean,
+    emit = true,
   ): Informer {
     const options = this.#options;
     const source = options.sourceFactory
@@ -257,11 +284,11 @@ export class LiveClusterView implements ClusterView {
         },
       },
     });
-    informer.onChange((change) => this.#emit(resource, change));
+    if (emit) informer.onChange((change) => this.#emit(resource as ViewChange['resource'], change));
     return informer;
   }
 
-  #emit(resource: ViewResource, change: StoreChange): void {
+  #emit(resource: ViewChange['resource'], change: StoreChange): void {
     const viewChange: ViewChange = {
       type: change.type,
       resource,
@@ -283,11 +310,17 @@ export class LiveClusterView implements ClusterView {
   #informersOf(resource: ViewResource): Informer[] {
     if (resource === 'pods') return [this.#pods];
     if (resource === 'nodes') return [this.#nodes];
+    if (resource === 'resourcequotas') return [this.#quotas];
     return [...this.#objects.values()].map((group) => group.informer);
   }
 
   #allInformers(): Informer[] {
-    return [this.#pods, this.#nodes, ...[...this.#objects.values()].map((group) => group.informer)];
+    return [
+      this.#pods,
+      this.#nodes,
+      this.#quotas,
+      ...[...this.#objects.values()].map((group) => group.informer),
+    ];
   }
 }
 

@@ -365,9 +365,6 @@ export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
         records.push({ ...decision, outcome: outcomeOf(shared) });
       }
     }
-    // A charge whose resize was not admitted frees its room at once; with no quota
-    // source to confirm against, an admitted one is released here too.
-    if (hold && (!hold.writtenAt || !deps.quotasSeenThrough)) quotaHolds.delete(hold);
     deps.audit.record(records);
     if (!failed) for (const d of plan.decisions) await emit(pod, d);
     return failed?.result === 'conflict' ? 'conflict' : 'done';
@@ -392,6 +389,19 @@ export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
       if (hold.namespace === namespace) charges.push(hold.charge);
     }
     return chargeQuotas(quotas, charges);
+  }
+
+  /** Charges a planned step-up against its namespace's quota until the view shows it. */
+  function chargeOf(pod: V1Pod, plan: PodResizePlan): QuotaHold | undefined {
+    if (!deps.quotas) return undefined;
+    for (const write of plan.writes) {
+      const charge = resizeCharge(pod, write.op);
+      if (!charge) continue;
+      const hold: QuotaHold = { namespace: pod.metadata?.namespace ?? '', charge };
+      quotaHolds.add(hold);
+      return hold;
+    }
+    return undefined;
   }
 
   function decide(
@@ -445,71 +455,83 @@ export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
     let current = pod;
     for (let round = 0; round < 2; round += 1) {
       const plan = decide(rp, policy, current, readings, slo, now);
-      if (plan.decisions.length === 0) {
-        refused.delete(key);
-        if (plan.skip) skipped.set(key, plan.skip);
-        log.debug(
-          {
-            pod: key,
-            skip: plan.skip,
-            readings: readings.map((r) => ({
-              signal: r.signal,
-              samples: r.samples?.length,
-              error: r.error,
-            })),
-          },
-          'resize: nothing to do',
-        );
-        return;
-      }
-      for (const d of plan.decisions) {
-        if (d.kind === 'Defer' && d.outcome.result === 'recorded')
-          resizesTotal.inc({ result: 'deferred' });
-        if (d.kind === 'Infeasible' && d.outcome.result === 'recorded')
-          resizesTotal.inc({ result: 'infeasible' });
-      }
-      all.push(...plan.decisions);
-      if (plan.writes.length === 0) {
-        refused.delete(key);
-        deps.audit.record(plan.decisions);
-        for (const d of plan.decisions) await emit(current, d);
-        return;
-      }
-      if (!guard.isFresh(key, current)) {
-        resizesTotal.inc({ result: 'stale' });
-        const first = plan.decisions[0] as Decision;
-        deps.audit.record([
-          {
-            ...first,
-            id: first.id.replace(`:${first.kind}:`, ':SkipStale:'),
-            kind: 'SkipStale',
-            reason: `the view has not seen tollgate's last write to this pod yet; ${first.kind} decided again next pass`,
-            outcome: { result: 'recorded' },
-          },
-        ]);
-        skipped.set(key, 'stale');
-        return;
-      }
-      refused.delete(key);
-      const intents = plan.decisions.filter((d) => d.outcome.result === 'pending');
-      const records = plan.decisions.filter((d) => d.outcome.result !== 'pending');
+      // Charged before any await, so the next pod of this namespace decided in this
+      // pass already sees the room this step takes.
+      const hold = chargeOf(current, plan);
       try {
-        await deps.audit.recordIntents(intents);
-      } catch (error) {
-        log.error({ err: errorText(error), pod: key }, 'audit intents not recorded; no write sent');
-        skipped.set(key, `audit intents not recorded: ${errorText(error)}`);
-        return;
+        if (plan.decisions.length === 0) {
+          refused.delete(key);
+          if (plan.skip) skipped.set(key, plan.skip);
+          log.debug(
+            {
+              pod: key,
+              skip: plan.skip,
+              readings: readings.map((r) => ({
+                signal: r.signal,
+                samples: r.samples?.length,
+                error: r.error,
+              })),
+            },
+            'resize: nothing to do',
+          );
+          return;
+        }
+        for (const d of plan.decisions) {
+          if (d.kind === 'Defer' && d.outcome.result === 'recorded')
+            resizesTotal.inc({ result: 'deferred' });
+          if (d.kind === 'Infeasible' && d.outcome.result === 'recorded')
+            resizesTotal.inc({ result: 'infeasible' });
+        }
+        all.push(...plan.decisions);
+        if (plan.writes.length === 0) {
+          refused.delete(key);
+          deps.audit.record(plan.decisions);
+          for (const d of plan.decisions) await emit(current, d);
+          return;
+        }
+        if (!guard.isFresh(key, current)) {
+          resizesTotal.inc({ result: 'stale' });
+          const first = plan.decisions[0] as Decision;
+          deps.audit.record([
+            {
+              ...first,
+              id: first.id.replace(`:${first.kind}:`, ':SkipStale:'),
+              kind: 'SkipStale',
+              reason: `the view has not seen tollgate's last write to this pod yet; ${first.kind} decided again next pass`,
+              outcome: { result: 'recorded' },
+            },
+          ]);
+          skipped.set(key, 'stale');
+          return;
+        }
+        refused.delete(key);
+        const intents = plan.decisions.filter((d) => d.outcome.result === 'pending');
+        const records = plan.decisions.filter((d) => d.outcome.result !== 'pending');
+        try {
+          await deps.audit.recordIntents(intents);
+        } catch (error) {
+          log.error(
+            { err: errorText(error), pod: key },
+            'audit intents not recorded; no write sent',
+          );
+          skipped.set(key, `audit intents not recorded: ${errorText(error)}`);
+          return;
+        }
+        if (records.length) deps.audit.record(records);
+        for (const d of records) await emit(current, d);
+        const result = await execute(current, { ...plan, decisions: intents }, rp.tenant, hold);
+        if (result !== 'conflict' || !deps.readPod) return;
+        const fresh = await deps
+          .readPod(pod.metadata?.namespace ?? '', pod.metadata?.name ?? '')
+          .catch(() => undefined);
+        if (!fresh) return;
+        current = fresh;
+        log.info({ pod: key }, 'resize write conflicted; decided again from a fresh read');
+      } finally {
+        // A step not admitted frees its room at once; with no quota source to confirm
+        // against, an admitted one is released once its write has ended.
+        if (hold && (!hold.writtenAt || !deps.quotasSeenThrough)) quotaHolds.delete(hold);
       }
-      if (records.length) deps.audit.record(records);
-      for (const d of records) await emit(current, d);
-      const result = await execute(current, { ...plan, decisions: intents }, rp.tenant);
-      if (result !== 'conflict' || !deps.readPod) return;
-      const fresh = await deps
-        .readPod(pod.metadata?.namespace ?? '', pod.metadata?.name ?? '')
-        .catch(() => undefined);
-      if (!fresh) return;
-      current = fresh;
-      log.info({ pod: key }, 'resize write conflicted; decided again from a fresh read');
     }
   }
 

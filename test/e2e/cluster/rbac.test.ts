@@ -70,6 +70,20 @@ describe('RBAC of the tollgate identity', () => {
     ['may list pods in every namespace', 200, (core) => core.listPodForAllNamespaces()],
     ['may read nodes', 200, (core) => core.listNode()],
     [
+      'may read resource quotas in every namespace (resize stays within them)',
+      200,
+      (core) => core.listResourceQuotaForAllNamespaces(),
+    ],
+    [
+      'may not change a resource quota',
+      403,
+      (core) =>
+        core.createNamespacedResourceQuota({
+          namespace,
+          body: { metadata: { name: 'tollgate-made-this' }, spec: { hard: { pods: '1' } } },
+        }),
+    ],
+    [
       'may read configmaps for object conditions',
       200,
       (core) => core.listNamespacedConfigMap({ namespace }),

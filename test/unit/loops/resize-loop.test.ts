@@ -223,3 +223,108 @@ test('a pod whose own last write the view has not seen is skipped as stale', asy
   assert.equal(second.skipped.get('team-a/web-0'), 'stale');
   assert.ok(h.recorded.some((d) => d.kind === 'SkipStale'));
 });
+
+const alwaysFresh = { isFresh: () => true, recordWrite: () => undefined };
+
+/** The reason of the pod's Resize decision in a pass ('' when it has none). */
+function heldReason(summary: { decisions: readonly Decision[] }, name: string): string {
+  return summary.decisions.find((d) => d.kind === 'Resize' && d.target.name === name)?.reason ?? '';
+}
+
+/** Pods whose resize writes raised the app container's cpu request from 500m to 750m. */
+function cpuSteps(requests: readonly WriteRequest[]): string[] {
+  return requests
+    .filter(
+      (r) =>
+        r.op.type === 'resize' &&
+        r.op.containers.some((c) => c.name === 'app' && c.resources.requests?.cpu === '750m'),
+    )
+    .map((r) => r.target.name);
+}
+
+test('pods of one namespace share the quota room: a pass sends only the step-ups that fit together, and the room stays charged until the quota view has seen the writes', async () => {
+  const three = pods();
+  const h = harness(three, (_r, n) => ({ result: 'succeeded', resourceVersion: String(300 + n) }));
+  let quota = {
+    metadata: { name: 'compute', namespace: 'team-a' },
+    status: { hard: { 'requests.cpu': '2' }, used: { 'requests.cpu': '1500m' } },
+  };
+  let seenThrough = '100';
+  const loop = startResizeLoop({
+    view: viewOf(three),
+    policy: policyWith,
+    dispatcher: h.dispatcher,
+    audit: h.audit,
+    prometheus: h.prometheus,
+    intervalMs: 3_600_000,
+    clock,
+    quotas: (ns) => (ns === 'team-a' ? [quota] : []),
+    quotasSeenThrough: () => seenThrough,
+    // The view here never changes: freshness is not what this test is about.
+    staleGuard: alwaysFresh,
+  });
+  // The policy steps memory too, which no quota here limits: count the cpu steps.
+  const resized = () => cpuSteps(h.requests);
+  const first = await loop.pass();
+  assert.deepEqual(resized(), ['web-0', 'web-1'], 'room for two steps of 250m: two are sent');
+  assert.match(heldReason(first, 'web-2'), /exceeds ResourceQuota compute requests\.cpu room 0/);
+
+  // The quota in the view has not moved (its watch has not delivered the admission yet):
+  // the two admitted steps still count, so no pod gets a cpu step.
+  clock.advance(1);
+  const second = await loop.pass();
+  assert.deepEqual(resized(), ['web-0', 'web-1']);
+  for (const name of ['web-0', 'web-1', 'web-2'])
+    assert.match(heldReason(second, name), /requests\.cpu room 0/, name);
+
+  // The quota view has seen past the writes and shows them in `used`, web-0 and web-1
+  // are gone, and a raised hard limit leaves 250m: web-2 may take it only if the
+  // released charges are not counted on top of `used`.
+  three.splice(0, 2);
+  quota = {
+    ...quota,
+    status: { hard: { 'requests.cpu': '2250m' }, used: { 'requests.cpu': '2' } },
+  };
+  seenThrough = '999';
+  clock.advance(1);
+  await loop.pass();
+  await loop.stop();
+  assert.deepEqual(resized(), ['web-0', 'web-1', 'web-2']);
+});
+
+test('a step-up the API server did not admit frees its quota room at once', async () => {
+  const two = pods().slice(0, 2);
+  const h = harness(two, (r, n) =>
+    r.op.type === 'resize' && r.target.name === 'web-0'
+      ? { result: 'failed', code: 403, message: 'exceeded quota' }
+      : { result: 'succeeded', resourceVersion: String(400 + n) },
+  );
+  const quota = {
+    metadata: { name: 'compute', namespace: 'team-a' },
+    status: { hard: { 'requests.cpu': '1250m' }, used: { 'requests.cpu': '1000m' } },
+  };
+  const loop = startResizeLoop({
+    view: viewOf(two),
+    policy: policyWith,
+    dispatcher: h.dispatcher,
+    audit: h.audit,
+    prometheus: h.prometheus,
+    intervalMs: 3_600_000,
+    clock,
+    quotas: () => [quota],
+    quotasSeenThrough: () => '1',
+    staleGuard: alwaysFresh,
+  });
+  await loop.pass();
+  assert.deepEqual(cpuSteps(h.requests), ['web-0']);
+  // web-0 leaves, so the next pass decides web-1 alone: it fits only if the refused
+  // step's charge was released.
+  two.splice(0, 1);
+  clock.advance(1);
+  await loop.pass();
+  await loop.stop();
+  assert.ok(
+    cpuSteps(h.requests).includes('web-1'),
+    'web-1 gets the room the refused step did not take',
+  );
+});
