@@ -3,6 +3,7 @@
  * @kubernetes/client-node's plain informer holding the same pods, on one real control plane.
  *
  *   node bench/memory.ts [--pods 10000,50000] [--repeat 1] [--concurrency 96]
+ *                        [--node-flags '--max-semi-space-size=1']
  *
  * The parent starts the control plane (test/support/control-plane.ts) and creates gated
  * batch-like pods (`batchPod` below) in one namespace, topping it up to each N in turn
@@ -45,6 +46,7 @@ const { values } = parseArgs({
     pods: { type: 'string', default: '10000,50000' },
     repeat: { type: 'string', default: '1' },
     concurrency: { type: 'string', default: '96' },
+    'node-flags': { type: 'string', default: '' },
     child: { type: 'string' },
   },
 });
@@ -225,10 +227,14 @@ async function runChild(contender: Contender): Promise<void> {
 
 function spawnChild(contender: Contender, kubeconfig: string, pods: number): Promise<ChildReport> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--expose-gc', self, '--child', contender], {
-      env: { ...process.env, MEMORY_KUBECONFIG: kubeconfig, MEMORY_PODS: String(pods) },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
+    const child = spawn(
+      process.execPath,
+      [...nodeFlags, '--expose-gc', self, '--child', contender],
+      {
+        env: { ...process.env, MEMORY_KUBECONFIG: kubeconfig, MEMORY_PODS: String(pods) },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
     child.on('error', reject);
@@ -242,6 +248,9 @@ function spawnChild(contender: Contender, kubeconfig: string, pods: number): Pro
     });
   });
 }
+
+/** Extra V8/Node flags for every child (baseline too), e.g. a smaller young generation. */
+const nodeFlags = (values['node-flags'] ?? '').split(/\s+/).filter((flag) => flag !== '');
 
 const mb = (bytes: number): string => (bytes / 1024 / 1024).toFixed(1);
 
@@ -315,7 +324,7 @@ async function runParent(): Promise<void> {
   }
 
   const summary = sizes.map((size) => {
-    const of = (c: Contender, f: 'rss' | 'heapUsed' | 'maxRss' | 'syncMs'): number =>
+    const of = (c: Contender, f: 'rss' | 'heapUsed' | 'heapTotal' | 'maxRss' | 'syncMs'): number =>
       median(runs.filter((r) => r.contender === c && r.pods === size).map((r) => r[f]));
     const row = Object.fromEntries(
       contenders.map((c) => [
@@ -323,11 +332,15 @@ async function runParent(): Promise<void> {
         {
           rss: of(c, 'rss'),
           heapUsed: of(c, 'heapUsed'),
+          heapTotal: of(c, 'heapTotal'),
           maxRss: of(c, 'maxRss'),
           syncMs: of(c, 'syncMs'),
         },
       ]),
-    ) as Record<Contender, { rss: number; heapUsed: number; maxRss: number; syncMs: number }>;
+    ) as Record<
+      Contender,
+      { rss: number; heapUsed: number; heapTotal: number; maxRss: number; syncMs: number }
+    >;
     const perPod = (c: Contender, f: 'rss' | 'heapUsed'): number =>
       (row[c][f] - row.baseline[f]) / size;
     return {
@@ -350,6 +363,7 @@ async function runParent(): Promise<void> {
     started,
     finished: new Date().toISOString(),
     machine: { cpus: cpus().length, memory: totalmem(), node: process.version },
+    nodeFlags,
     loadAverages: loads,
     pod: { shape: 'batchPod in bench/memory.ts', ...podBytes },
     repeats,
@@ -363,14 +377,14 @@ async function runParent(): Promise<void> {
   writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`);
 
   const lines = [
-    `| pods | contender | RSS MB | heapUsed MB | peak RSS MB | sync s | RSS above baseline, B/pod | heap above baseline, B/pod |`,
-    `|---:|---|---:|---:|---:|---:|---:|---:|`,
+    `| pods | contender | RSS MB | heapUsed MB | heapTotal MB | peak RSS MB | sync s | RSS above baseline, B/pod | heap above baseline, B/pod |`,
+    `|---:|---|---:|---:|---:|---:|---:|---:|---:|`,
   ];
   for (const s of summary) {
     for (const c of contenders) {
       const perPod = c === 'baseline' ? undefined : s.bytesPerPod[c];
       lines.push(
-        `| ${s.pods} | ${c} | ${mb(s[c].rss)} | ${mb(s[c].heapUsed)} | ${mb(s[c].maxRss)} | ${(s[c].syncMs / 1000).toFixed(1)} | ${perPod ? perPod.rss.toFixed(0) : ''} | ${perPod ? perPod.heapUsed.toFixed(0) : ''} |`,
+        `| ${s.pods} | ${c} | ${mb(s[c].rss)} | ${mb(s[c].heapUsed)} | ${mb(s[c].heapTotal)} | ${mb(s[c].maxRss)} | ${(s[c].syncMs / 1000).toFixed(1)} | ${perPod ? perPod.rss.toFixed(0) : ''} | ${perPod ? perPod.heapUsed.toFixed(0) : ''} |`,
       );
     }
   }
@@ -382,7 +396,9 @@ async function runParent(): Promise<void> {
     lines.push(
       `created ${c.to - c.from} pods in ${(c.millis / 1000).toFixed(0)} s (${c.podsPerSecond.toFixed(0)}/s)`,
     );
-  process.stdout.write(`${lines.join('\n')}\nresults: ${file}\n`);
+  process.stdout.write(
+    `${lines.join('\n')}\nnode flags: ${nodeFlags.join(' ') || '(none)'}\nresults: ${file}\n`,
+  );
 }
 
 /** GET with the admin identity, body untouched (the typed client would re-serialise it). */
