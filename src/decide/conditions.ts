@@ -5,7 +5,7 @@
  */
 import type { ConditionInput } from './decision.ts';
 import type { Approval, GateCondition, Policy } from '../policy/model.ts';
-import { imageMatches, normaliseImage } from './images.ts';
+import { imageMatches, normaliseImage, type ImageRef } from './images.ts';
 import { chargesBudget, classifyPod } from './lifecycle.ts';
 import type { NodeLike, PodLike, ClusterSnapshot } from './objects.ts';
 import { podRequests, addInto, type Amounts } from './requests.ts';
@@ -76,27 +76,56 @@ export function podImages(pod: PodLike): string[] {
   return [...new Set(images)];
 }
 
+/**
+ * The ready nodes' images, normalised once and grouped by repository. A pass evaluates
+ * ImagePresent for every gated pod; normalising every node's images again per pod made
+ * that pods x nodes x images (about 3 s a pass at 10,000 pods and 10 nodes of 20 images).
+ */
+export interface NodeImageIndex {
+  readonly readyNodes: number;
+  /** repository -> for each ready node reporting it, the references it reports. */
+  readonly byRepository: ReadonlyMap<string, readonly (readonly ImageRef[])[]>;
+}
+
+export function indexNodeImages(nodes: readonly NodeLike[]): NodeImageIndex {
+  const ready = nodes.filter(isReadyNode);
+  const byRepository = new Map<string, ImageRef[][]>();
+  for (const node of ready) {
+    const onNode = new Map<string, ImageRef[]>();
+    for (const image of node.status?.images ?? [])
+      for (const name of image.names ?? []) {
+        const ref = normaliseImage(name);
+        const refs = onNode.get(ref.repository) ?? [];
+        refs.push(ref);
+        onNode.set(ref.repository, refs);
+      }
+    for (const [repository, refs] of onNode) {
+      const list = byRepository.get(repository) ?? [];
+      list.push(refs);
+      byRepository.set(repository, list);
+    }
+  }
+  return { readyNodes: ready.length, byRepository };
+}
+
 /** Every image of the pod present on at least `minNodes` ready nodes. */
 export function evaluateImagePresent(
   pod: PodLike,
   minNodes: number,
-  nodes: readonly NodeLike[],
+  nodes: readonly NodeLike[] | NodeImageIndex,
 ): ConditionInput {
-  const ready = nodes.filter(isReadyNode);
-  const present = ready.map((node) =>
-    (node.status?.images ?? []).flatMap((image) => (image.names ?? []).map(normaliseImage)),
-  );
+  const index = 'byRepository' in nodes ? nodes : indexNodeImages(nodes);
   const images = podImages(pod).map((image) => {
     const wanted = normaliseImage(image);
-    const onNodes = present.filter((names) =>
-      names.some((name) => imageMatches(wanted, name)),
+    const onNodes = (index.byRepository.get(wanted.repository) ?? []).filter((refs) =>
+      refs.some((ref) => imageMatches(wanted, ref)),
     ).length;
     return { image, nodes: onNodes };
   });
   return {
     condition: 'ImagePresent',
     met: images.every((i) => i.nodes >= minNodes),
-    value: { minNodes, readyNodes: ready.length, images },
+    value: { minNodes, readyNodes: index.readyNodes, images },
   };
 }
 

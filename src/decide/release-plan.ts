@@ -26,8 +26,10 @@ import {
   evaluateBudget,
   evaluateGangComplete,
   evaluateImagePresent,
+  indexNodeImages,
   evaluateObjectCondition,
   gangId,
+  type NodeImageIndex,
   type BudgetLimits,
   type Usage,
 } from './conditions.ts';
@@ -274,6 +276,7 @@ export function planReleases(
 
   // 2. Per gated pod: cancel approvals, conditions, expiry.
   const candidates: Candidate[] = [];
+  let imageIndex: NodeImageIndex | undefined; // built once, on the first ImagePresent
   const hold = (
     pod: PodLike,
     tenant: Tenant,
@@ -334,7 +337,8 @@ export function planReleases(
         case 'Budget':
           break; // judged per release unit in step 4, next to everything released this pass
         case 'ImagePresent':
-          inputs.push(evaluateImagePresent(pod, condition.minNodes, nodes));
+          imageIndex ??= indexNodeImages(nodes);
+          inputs.push(evaluateImagePresent(pod, condition.minNodes, imageIndex));
           break;
         case 'ObjectCondition':
           inputs.push(evaluateObjectCondition(pod, condition, snapshot));

@@ -6,6 +6,7 @@ import {
   evaluateGangComplete,
   evaluateImagePresent,
   evaluateObjectCondition,
+  indexNodeImages,
   tenantUsage,
   type BudgetLimits,
   type Usage,
@@ -100,6 +101,33 @@ test('ImagePresent', async (t) => {
         .met,
       false,
     );
+  });
+  await t.test('an index built once per pass answers as the node list does', () => {
+    const nodes = [
+      aNode('n1').images('nginx:1.27', 'registry.example/app@sha256:aaa').obj(),
+      aNode('n2').images(['docker.io/library/nginx:1.27', 'nginx@sha256:x']).obj(),
+      aNode('n3').images('nginx:1.27').notReady().obj(),
+      aNode('n4').images('nginx:1.28').obj(),
+    ];
+    const index = indexNodeImages(nodes);
+    const pods = [
+      aPod('tag').image('nginx:1.27').obj(),
+      aPod('other-tag').image('nginx:1.28').obj(),
+      aPod('digest').image('registry.example/app@sha256:aaa').obj(),
+      aPod('absent').image('registry.example/absent:1').obj(),
+    ];
+    for (const p of pods)
+      for (const minNodes of [1, 2, 3])
+        assert.deepEqual(
+          evaluateImagePresent(p, minNodes, index),
+          evaluateImagePresent(p, minNodes, nodes),
+          `${p.metadata?.name} minNodes ${minNodes}`,
+        );
+    assert.deepEqual(evaluateImagePresent(pods[0]!, 2, index).value, {
+      minNodes: 2,
+      readyNodes: 3,
+      images: [{ image: 'nginx:1.27', nodes: 2 }],
+    });
   });
 });
 
