@@ -2,7 +2,7 @@
  * Resident memory of tollgate's cluster view holding N pods, against
  * @kubernetes/client-node's plain informer holding the same pods, on one real control plane.
  *
- *   node bench/memory.ts [--pods 10000,50000] [--repeat 1] [--concurrency 96]
+ *   node bench/memory.ts [--pods 10000,50000] [--repeat 3,1] [--concurrency 96]
  *                        [--node-flags '--max-semi-space-size=1']
  *
  * The parent starts the control plane (test/support/control-plane.ts) and creates gated
@@ -259,12 +259,15 @@ async function runParent(): Promise<void> {
     .split(',')
     .map(Number)
     .sort((a, b) => a - b);
-  const repeats = Number(values.repeat);
+  // One count per size, the last repeated: --repeat 3,1 = 3 at the first size, 1 after.
+  const repeatList = (values.repeat ?? '').split(',').map(Number);
+  const repeatsAt = (index: number): number =>
+    repeatList[Math.min(index, repeatList.length - 1)] as number;
   const concurrency = Number(values.concurrency);
   if (sizes.length === 0 || sizes.some((n) => !Number.isInteger(n) || n < 1))
     throw new Error(`--pods: a comma-separated list of positive integers, got ${values.pods}`);
-  if (!Number.isInteger(repeats) || repeats < 1)
-    throw new Error('--repeat: not a positive integer');
+  if (repeatList.some((n) => !Number.isInteger(n) || n < 1))
+    throw new Error(`--repeat: positive integers, comma-separated, got ${values.repeat}`);
   if (!Number.isInteger(concurrency) || concurrency < 1)
     throw new Error('--concurrency: not a positive integer');
   const say = (line: string): void =>
@@ -279,6 +282,17 @@ async function runParent(): Promise<void> {
   const runs: ChildReport[] = [];
   const loads: number[][] = [];
   let podBytes: { served: number; trimmed: number } | undefined;
+  const done: number[] = [];
+  const report = (): void =>
+    writeReport({
+      done,
+      runs,
+      creation,
+      loads,
+      podBytes,
+      started,
+      repeats: values.repeat ?? '',
+    });
   try {
     await ensureNamespace(admin, namespace);
     let have = 0;
@@ -308,7 +322,7 @@ async function runParent(): Promise<void> {
         };
         say(`one pod is ${podBytes.served} bytes of JSON as served, ${podBytes.trimmed} trimmed`);
       }
-      for (let r = 0; r < repeats; r++) {
+      for (let r = 0; r < repeatsAt(sizes.indexOf(size)); r++) {
         for (const contender of contenders) {
           loads.push(loadavg());
           const report = await spawnChild(contender, cp.tollgateKubeconfig, size);
@@ -318,12 +332,28 @@ async function runParent(): Promise<void> {
           );
         }
       }
+      done.push(size);
+      // Written after every size: a failure at a later size keeps the earlier figures.
+      report();
     }
   } finally {
     await cp.stop();
   }
+}
 
-  const summary = sizes.map((size) => {
+interface ParentState {
+  readonly done: readonly number[];
+  readonly runs: readonly ChildReport[];
+  readonly creation: readonly { from: number; to: number; millis: number; podsPerSecond: number }[];
+  readonly loads: readonly number[][];
+  readonly podBytes: { served: number; trimmed: number } | undefined;
+  readonly started: string;
+  readonly repeats: string;
+}
+
+function writeReport(state: ParentState): void {
+  const { done, runs, creation, loads, podBytes, started, repeats } = state;
+  const summary = done.map((size) => {
     const of = (c: Contender, f: 'rss' | 'heapUsed' | 'heapTotal' | 'maxRss' | 'syncMs'): number =>
       median(runs.filter((r) => r.contender === c && r.pods === size).map((r) => r[f]));
     const row = Object.fromEntries(
