@@ -248,6 +248,12 @@ interface Item {
   /** Why the in-flight send was aborted by the dispatcher (cancel, timeout, caller signal). */
   abortReason?: { kind: 'cancel' | 'timeout'; message: string };
   detachSignal?: () => void;
+  /**
+   * A newer decision for the key was accepted while this write was in flight. If this
+   * write then needs a retry it is cancelled instead, even when the newer request has
+   * since been withdrawn: an older decision is never sent after a newer one.
+   */
+  superseded?: boolean;
 }
 
 function verbOf(op: WriteOperation): string {
@@ -377,6 +383,8 @@ export class PriorityDispatcher implements Dispatcher {
             : `superseded by a newer decision (${request.decisionId}): ${from} replaced by ${to}`,
       });
     }
+    const flying = this.#inFlight.get(request.key);
+    if (flying) flying.superseded = true;
     if (request.signal) {
       const signal = request.signal;
       const onAbort = (): void => this.#abortItem(item, abortMessage(signal));
@@ -690,7 +698,7 @@ export class PriorityDispatcher implements Dispatcher {
     }
     this.#inFlight.delete(key);
     item.abort = undefined;
-    if (this.#queued.has(key)) {
+    if (this.#queued.has(key) || item.superseded) {
       // A newer decision for the key arrived while this one was in flight: it wins.
       this.#settle(item, {
         result: 'cancelled',

@@ -491,3 +491,30 @@ test('results are counted by operation and result, with every series pre-created
     }
   }
 });
+
+test('a write that needs a retry after a newer decision arrived is not sent again, even when the newer one was withdrawn', async () => {
+  const fail: ((error: Error) => void)[] = [];
+  const { timers, dispatcher, sends } = setup((req, _signal, attempt) =>
+    req.decisionId === older.decisionId && attempt === 1
+      ? new Promise((_resolve, reject) => fail.push(reject))
+      : Promise.resolve({ resourceVersion: '2' }),
+  );
+  const now = timers.clock.now();
+  const older = write('ns/a', now);
+  const olderDone = accepted(dispatcher.enqueue(older));
+  await settle();
+  const controller = new AbortController();
+  const newerDone = accepted(dispatcher.enqueue(write('ns/a', now, { signal: controller.signal })));
+  controller.abort(new Error('loop stopped'));
+  assert.equal((await newerDone).result, 'cancelled');
+  fail.shift()?.(httpError(503));
+  await advance(timers, 10_000);
+  const result = await olderDone;
+  assert.equal(result.result, 'cancelled');
+  assert.match(result.result === 'cancelled' ? result.message : '', /superseded/);
+  assert.deepEqual(
+    sends.map((s) => s.decisionId),
+    [older.decisionId],
+    'the older decision was sent once and never retried',
+  );
+});
