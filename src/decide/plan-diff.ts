@@ -207,8 +207,15 @@ function policyMove(base: string | null, proposed: string | null): string {
   return `${base ?? 'not managed'} -> ${proposed ?? 'not managed'}`;
 }
 
+function uncoveredLine(resize: NonNullable<PlanDiff['resize']>): string[] {
+  if (resize.uncovered.length === 0) return [];
+  return [
+    `Signals without data covering the window (they hold, targets stay current) for ${resize.uncovered.length} pod(s): ${resize.uncovered.join(', ')}`,
+  ];
+}
+
 function resizeText(resize: NonNullable<PlanDiff['resize']>): string[] {
-  const lines: string[] = ['', resize.note];
+  const lines: string[] = ['', resize.note, ...uncoveredLine(resize)];
   if (resize.changes.length === 0) {
     lines.push(
       `No resize target changes (${resize.managedBase} -> ${resize.managedProposed} managed pods).`,
@@ -233,6 +240,7 @@ function resizeText(resize: NonNullable<PlanDiff['resize']>): string[] {
 function resizeMarkdown(resize: NonNullable<PlanDiff['resize']>): string[] {
   const lines: string[] = ['', `#### Resize targets that change (${resize.changes.length})`, ''];
   lines.push(`> ${resize.note}`);
+  for (const line of uncoveredLine(resize)) lines.push('>', `> ${line}`);
   if (resize.changes.length === 0) {
     lines.push(
       '',

@@ -39,7 +39,7 @@ import {
   sameRequirements,
   toResourceList,
 } from './resize-resources.ts';
-import type { WindowSample } from './resize-signals.ts';
+import { judgeWindow, type WindowSample } from './resize-signals.ts';
 import { readResizeState } from './resize-state.ts';
 
 export type ResizeBasis = 'usage' | 'bounds';
@@ -61,6 +61,8 @@ export interface PodResizeTarget {
   readonly policy: string;
   readonly current: PodResources;
   readonly target: PodResources;
+  /** Usage basis only: false when a signal had no data covering its window (it then holds). */
+  readonly covered: boolean;
 }
 
 export interface ResizeUnitChange {
@@ -86,6 +88,12 @@ export interface ResizePlan {
   readonly managedBase: number;
   readonly managedProposed: number;
   readonly changes: readonly ResizeChange[];
+  /**
+   * Usage basis: pods (namespace/name) with a signal whose data did not cover the window
+   * under base or proposed, or whose query failed. Their signals hold, so their targets
+   * are the current resources: said, so "no change" is never mistaken for "no data".
+   */
+  readonly uncovered: readonly string[];
 }
 
 const byName = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
@@ -101,6 +109,28 @@ function merged(current: PodResources, record: ResourcesRecord): PodResources {
     if (containers[name]) containers[name] = req;
   const pod = partial.pod ?? current.pod;
   return pod ? { containers, pod } : { containers };
+}
+
+/** Whether every signal reading of the pod covers the policy's window (as the loop judges it). */
+function covers(rp: ResizePolicy, signals: PodSignals, now: number): boolean {
+  const window = {
+    startMs: now - rp.windowMs,
+    endMs: now,
+    stepMs: signals.stepMs,
+    hysteresis: rp.hysteresis,
+  };
+  return rp.signals.every((signal) => {
+    const readings = signals.readings.filter((r) => r.signal === signal.name);
+    return (
+      readings.length > 0 &&
+      readings.every(
+        (r) =>
+          r.error === undefined &&
+          r.samples !== undefined &&
+          judgeWindow(signal, r.samples, window).covered,
+      )
+    );
+  });
 }
 
 /** The usage-driven target: what one loop pass now would request, or the current resources. */
@@ -184,17 +214,16 @@ export function resizeTargets(
   for (const [rp, mine] of resizePodsByPolicy(policy, pods)) {
     for (const pod of mine) {
       const key = keyOf(pod);
-      const target = signals
-        ? usageTarget(
-            policy,
-            rp,
-            pod,
-            nodeByName.get(pod.spec?.nodeName ?? ''),
-            signals(rp, key),
-            now,
-          )
+      const read = signals?.(rp, key);
+      const target = read
+        ? usageTarget(policy, rp, pod, nodeByName.get(pod.spec?.nodeName ?? ''), read, now)
         : boundsTarget(rp, pod);
-      out.set(key, { policy: rp.name, current: desiredResources(pod), target });
+      out.set(key, {
+        policy: rp.name,
+        current: desiredResources(pod),
+        target,
+        covered: read ? covers(rp, read, now) : true,
+      });
     }
   }
   return out;
@@ -261,6 +290,9 @@ export function planResize(
     managedBase: before.size,
     managedProposed: after.size,
     changes: diffResizeTargets(before, after),
+    uncovered: [
+      ...new Set([...before, ...after].filter(([, t]) => !t.covered).map(([k]) => k)),
+    ].sort(byName),
   };
 }
 

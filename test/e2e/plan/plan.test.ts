@@ -311,6 +311,13 @@ test('tollgate plan on the real control plane', async (t) => {
       golden('resize-usage.txt', text);
       golden('resize-usage.md', outputs.markdown as string);
       golden('resize-usage.json', outputs.json as string);
+      // At an instant Prometheus has no data for, nothing is resized and the plan says why.
+      const past = await plan(['--policy', proposed, '--base', base, '--prometheus-url', prom.url]);
+      assert.equal(past.code, 0, past.err);
+      assert.match(
+        past.out,
+        /Signals without data covering the window \(they hold, targets stay current\) for 4 pod\(s\): plan-rz\/web-0, plan-rz\/web-1, plan-rz\/web-2, plan-rz\/web-3\n/,
+      );
     },
   );
 

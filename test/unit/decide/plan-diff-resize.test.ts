@@ -228,6 +228,39 @@ test('resize targets in the plan, usage-driven (signal readings given)', async (
     const failing = queue({});
     const plan = planResize(base, proposed, pods, nodes, now, { base: failing, proposed: failing });
     assert.deepEqual(plan.changes, []);
+    assert.deepEqual(plan.uncovered, ['team-a/down', 'team-a/quiet', 'team-a/up']);
+  });
+
+  await t.test(
+    'pods whose samples do not cover the window are named, and every output says so',
+    () => {
+      const short: SignalsFor = (rp, key) => ({
+        readings: [
+          {
+            signal: 'queue',
+            // The last 15 s of a 60 s window only: too short to count.
+            samples: key.endsWith('/up')
+              ? steady(500, now, 15_000, 15_000)
+              : steady(50, now, rp.windowMs, 15_000),
+          },
+        ],
+        stepMs: 15_000,
+      });
+      const plan = planResize(base, proposed, pods, nodes, now, { base: short, proposed: short });
+      assert.deepEqual(plan.uncovered, ['team-a/up']);
+      assert.deepEqual(plan.changes, []);
+      const diff = withResize(diffPlans(base, proposed, snapshotOf([], []), now), plan);
+      assert.match(
+        formatText(diff),
+        /Signals without data covering the window .* for 1 pod\(s\): team-a\/up/,
+      );
+      assert.match(formatMarkdown(diff), /> Signals without data covering the window .*team-a\/up/);
+    },
+  );
+
+  await t.test('pods whose signals cover the window are not named as uncovered', () => {
+    const plan = planResize(base, proposed, pods, nodes, now, { base: signals, proposed: signals });
+    assert.deepEqual(plan.uncovered, []);
   });
 
   await t.test('the outputs say the targets are usage-driven', () => {
