@@ -8,6 +8,7 @@ import { registerAudit } from './audit.ts';
 import { registerValidate } from './validate.ts';
 import { registerRun } from './run.ts';
 import { registerPlan } from './plan.ts';
+import { registerDemo } from './demo.ts';
 
 const program = new Command()
   .name('tollgate')
@@ -21,6 +22,7 @@ const registrations: ((program: Command) => void)[] = [
   registerAudit,
   registerValidate,
   registerPlan,
+  registerDemo,
 ];
 
 for (const register of registrations) register(program);
