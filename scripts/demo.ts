@@ -225,13 +225,26 @@ async function count(pods: PodLister): Promise<{ counts: Map<string, Counts>; ap
   return { counts: out, api };
 }
 
-/** Sums a metric of `tollgate run` over its series, or over those whose labels include `label`. */
-async function metric(url: string, name: string, label = ''): Promise<number> {
+/** A metric of `tollgate run`, summed over its series by the value of `by` (all: ''). */
+async function metricBy(url: string, name: string, by?: string): Promise<Map<string, number>> {
   const text = await (await fetch(`${url}/metrics`).catch(() => undefined))?.text().catch(() => '');
-  let sum = 0;
-  for (const m of (text ?? '').matchAll(new RegExp(`^${name}(?:\\{([^}]*)\\})? (\\S+)$`, 'gm')))
-    if ((m[1] ?? '').includes(label)) sum += Number(m[2]);
-  return sum;
+  const out = new Map<string, number>();
+  for (const m of (text ?? '').matchAll(new RegExp(`^${name}(?:\\{([^}]*)\\})? (\\S+)$`, 'gm'))) {
+    const key = by ? (new RegExp(`${by}="([^"]*)"`).exec(m[1] ?? '')?.[1] ?? '') : '';
+    out.set(key, (out.get(key) ?? 0) + Number(m[2]));
+  }
+  return out;
+}
+
+const metric = async (url: string, name: string): Promise<number> =>
+  (await metricBy(url, name)).get('') ?? 0;
+
+/** "65 succeeded, 8 conflict": a counter by its result label, zeros left out. */
+async function results(url: string, name: string): Promise<string> {
+  const byResult = [...(await metricBy(url, name, 'result'))]
+    .filter(([, n]) => n > 0)
+    .sort(([a], [b]) => (a === 'succeeded' ? -1 : b === 'succeeded' ? 1 : a.localeCompare(b)));
+  return byResult.map(([result, n]) => `${n} ${result}`).join(', ') || 'none';
 }
 
 /** A container's requests as the kubelet reports them running (status), else as the spec asks. */
@@ -329,6 +342,33 @@ function resizes(pods: readonly V1Pod[], traffic: Traffic): Resizes {
     text: `resized ${resized}/${pods.length}, ${cpuText}, queue ${queues}`,
     long: `resized ${resized}/${pods.length} in place: ${cpuText}, memory ${PROXY_MEMORY} -> ${[...memory].join(',') || '?'}; queue length now ${queues}`,
   };
+}
+
+/**
+ * What tollgate's own log says about the run: leader terms (more than one means the
+ * lease was lost under load) and why writes did not succeed (e.g. a queued release
+ * superseded by a newer decision for the same pod).
+ */
+function logSummary(text: string): string {
+  let terms = 0;
+  const notDone = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    let entry: { msg?: string; result?: { result?: string; message?: string } };
+    try {
+      entry = JSON.parse(line) as typeof entry;
+    } catch {
+      continue;
+    }
+    if (entry.msg === 'became leader') terms += 1;
+    if (entry.msg?.endsWith('write did not succeed') && entry.result) {
+      // "superseded by a newer decision (gate-release:...)" -> one reason, not one per id
+      const why = `${entry.result.result}: ${(entry.result.message ?? '').replace(/ \(.*$/, '')}`;
+      notDone.set(why, (notDone.get(why) ?? 0) + 1);
+    }
+  }
+  const writes = [...notDone].map(([why, n]) => `${n} ${why}`).join('; ') || 'none';
+  return `tollgate's log: ${terms} leader term${terms === 1 ? '' : 's'}; writes that did not succeed: ${writes}`;
 }
 
 /** A compact status view: redrawn in place on a terminal, one plain line per tick otherwise. */
@@ -667,13 +707,14 @@ async function main(): Promise<number> {
     );
     say(`         api-frontend ${resized.long} (same pods, no restart)`);
     say(
-      `         releases recorded by tollgate: ${await metric(url, 'tollgate_releases_total')}; resizes: ${await metric(url, 'tollgate_resizes_total', 'result="succeeded"')}`,
+      `         tollgate's counters: releases ${await results(url, 'tollgate_releases_total')}; resizes ${await results(url, 'tollgate_resizes_total')}`,
     );
 
     // Stop tollgate first: a graceful stop pushes the last audit batch.
     child.kill('SIGTERM');
     const code = await exited;
     say(`tollgate run stopped (exit ${code})`);
+    say(logSummary(readFileSync(log, 'utf8')));
     if (code !== 0) failures.push(`tollgate run exited ${code}`);
 
     say('');
