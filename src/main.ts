@@ -31,6 +31,7 @@ import { formatFencingToken, LeaderElector, leaseClientFromKubeConfig } from './
 import type { ClusterView, ObjectReference } from './cluster/types.ts';
 import { createClusterView, type LiveClusterView } from './cluster/view.ts';
 import { createWriteExecutor } from './cluster/writer.ts';
+import { measureCacheLag } from './cluster/cache-lag.ts';
 import { createDispatcher } from './dispatch/queue.ts';
 import type { Dispatcher } from './dispatch/types.ts';
 import { startGateReleaseLoop, type GateReleaseLoop } from './loops/gate-release.ts';
@@ -211,6 +212,10 @@ async function start(
     resize: new StaleGuard({ policy: first.staleness, loop: 'resize' }),
   };
   for (const guard of Object.values(guards)) guard.markSynced();
+  // The view's lag, measured on tollgate's own pod writes (see the executor below).
+  liveView.cacheLag.onMeasured((ms) => {
+    for (const guard of Object.values(guards)) guard.observeCacheLag(ms);
+  });
   policies.onPolicy((policy) => {
     for (const guard of Object.values(guards)) guard.setPolicy(policy.staleness);
   });
@@ -256,7 +261,9 @@ async function start(
   });
   const termWrites = new TermWrites();
   const dispatcher: Dispatcher = createDispatcher({
-    executor: termWrites.executor(createWriteExecutor(kubeConfig)),
+    executor: termWrites.executor(
+      measureCacheLag(createWriteExecutor(kubeConfig), liveView.cacheLag),
+    ),
     fence: elector.fence,
     qps: config.api.qps,
     burst: config.api.qps * 2,
@@ -324,6 +331,7 @@ async function start(
         audit,
         policy: () => policies.current(),
         staleGuard: guards.gate,
+        cacheLagMs: () => liveView.cacheLag.lagMs(),
         events: toEvent,
         readPod,
         log,

@@ -46,6 +46,8 @@ export const restartReasons: readonly RestartReason[] = [
 export interface InformerHooks {
   restarted?(reason: RestartReason, error?: Error): void;
   objectCount?(count: number): void;
+  /** The informer has seen everything up to this resourceVersion (a list, an event or a bookmark). */
+  progressed?(resourceVersion: string): void;
 }
 
 export interface InformerOptions {
@@ -294,6 +296,7 @@ export class Informer {
     );
     this.#markSynced();
     for (const change of changes) this.#emit(change);
+    this.#hooks.progressed?.(resourceVersion);
   }
 
   #markSynced(): void {
@@ -336,8 +339,9 @@ export class Informer {
           if (version) this.#resourceVersion = version;
           this.#lastEventAt = this.#clock.now();
           this.#eventsSeen += 1;
-          if (type === 'BOOKMARK') return;
-          this.#applyEvent(type, object);
+          if (type !== 'BOOKMARK') this.#applyEvent(type, object);
+          // After the store holds the event, so whoever waits on this version finds it.
+          if (version) this.#hooks.progressed?.(version);
         },
         (error) => {
           if (error === null) settle('closed');

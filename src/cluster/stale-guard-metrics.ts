@@ -2,7 +2,7 @@
  * Metrics of the stale-guard and live reads. Label sets are closed (loop names, read
  * results) and pre-created at zero; no per-pod labels.
  */
-import { Counter, Gauge } from 'prom-client';
+import { Counter, Gauge, Histogram } from 'prom-client';
 import { registry } from '../observe/metrics.ts';
 
 export const liveReadResults = ['ok', 'not_found', 'error', 'throttled', 'breaker_open'] as const;
@@ -26,9 +26,10 @@ export const staleSkipsTotal = getOrCreate(
 export const cacheLagSeconds = getOrCreate(
   'tollgate_cache_lag_seconds',
   () =>
-    new Gauge({
+    new Histogram({
       name: 'tollgate_cache_lag_seconds',
-      help: 'Last measured lag of the informer cache behind the API server.',
+      help: "Lag of the cluster view behind the API server: time from the answer to tollgate's own pod write until the pod informer has seen its resourceVersion.",
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
       registers: [registry],
     }),
 );

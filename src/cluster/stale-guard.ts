@@ -12,7 +12,10 @@
  *   cache has caught up or the object is deleted, and capped in number (oldest evicted).
  * - `requireLive(key, kind, cacheLagMs)` says whether a destructive decision may go on
  *   from the cache, must first take a live read, or must wait: after a restart
- *   (`restored`), nothing is fresh until the view has synced (`markSynced`).
+ *   (`restored`), nothing is fresh until the view has synced (`markSynced`). The lag is
+ *   the view's measured one (cache-lag.ts: the age of tollgate's oldest write the view
+ *   has not shown yet, else the last measured lag); without it, the last lag fed to
+ *   `observeCacheLag` while recent, else unknown, which takes a live read.
  * - `LiveReader` spends live reads from a token bucket behind a circuit breaker, so a
  *   struggling API server is not hammered by reads: an open breaker makes the key wait
  *   and says why.
@@ -23,7 +26,6 @@ import { TokenBucket } from '../lib/token-bucket.ts';
 import type { ObjectKey, V1Pod } from './types.ts';
 import {
   breakerState,
-  cacheLagSeconds,
   liveReadsTotal,
   precreateStaleGuardSeries,
   staleSkipsTotal,
@@ -72,6 +74,9 @@ export interface StaleGuardOptions {
   readonly restored?: boolean;
   /** Remembered writes at most; the oldest is forgotten first. Default 50 000. */
   readonly maxEntries?: number;
+  readonly clock?: Clock;
+  /** How long a lag fed to `observeCacheLag` stands for the view's lag. Default 60 s. */
+  readonly cacheLagValidForMs?: number;
 }
 
 export class StaleGuard {
@@ -82,12 +87,17 @@ export class StaleGuard {
   #maxEntries: number;
   /** Keys whose freshness is unknown (a non-numeric resourceVersion): a destructive act needs a live read. */
   #unknown = new Set<ObjectKey>();
+  #clock: Clock;
+  #lagValidForMs: number;
+  #observedLag: { ms: number; at: number } | undefined;
 
   constructor(options: StaleGuardOptions) {
     this.loop = options.loop;
     this.#policy = options.policy;
     this.#restored = options.restored ?? true;
     this.#maxEntries = options.maxEntries ?? 50_000;
+    this.#clock = options.clock ?? systemClock;
+    this.#lagValidForMs = options.cacheLagValidForMs ?? 60_000;
     precreateStaleGuardSeries(this.loop);
   }
 
@@ -178,22 +188,30 @@ export class StaleGuard {
     return this.check(key, pod.metadata?.resourceVersion).fresh;
   }
 
-  /** The cache's lag behind the API server, when the view can measure it. */
+  /** A measured lag of the cache behind the API server (cache-lag.ts measures it). */
   observeCacheLag(ms: number): void {
-    cacheLagSeconds.set(Math.max(0, ms) / 1000);
+    this.#observedLag = { ms: Math.max(0, ms), at: this.#clock.now() };
+  }
+
+  /** The last lag fed to `observeCacheLag`, while it is recent; else undefined (unknown). */
+  get observedCacheLagMs(): number | undefined {
+    const observed = this.#observedLag;
+    if (!observed || this.#clock.now() - observed.at > this.#lagValidForMs) return undefined;
+    return observed.ms;
   }
 
   /**
    * Before a decision of `kind` on `key`: may it act on the cache alone? Destructive
    * kinds need a live read when the cache lag is unknown or beyond the policy's
    * threshold, or when the key's freshness is unknown; after a restart they wait for
-   * the view to sync.
+   * the view to sync. `cacheLagMs` undefined = the last observed lag, if recent.
    */
   requireLive(
     key: ObjectKey,
     kind: DecisionKindName,
-    cacheLagMs: number | undefined,
+    measuredLagMs: number | undefined,
   ): LiveDecision {
+    const cacheLagMs = measuredLagMs ?? this.observedCacheLagMs;
     if (!this.#policy.destructive.includes(kind)) return { action: 'proceed' };
     if (this.#restored) {
       return {
@@ -205,7 +223,6 @@ export class StaleGuard {
     if (cacheLagMs === undefined) {
       return { action: 'liveRead', reason: `${kind}: cache lag unknown` };
     }
-    this.observeCacheLag(cacheLagMs);
     if (cacheLagMs > this.#policy.maxCacheLagMs) {
       return {
         action: 'liveRead',

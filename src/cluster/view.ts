@@ -36,6 +36,8 @@ import type {
 import { systemClock, type Clock } from '../lib/clock.ts';
 import { silentLogger, type Logger } from '../observe/log.ts';
 import type { BackoffPolicy } from './backoff.ts';
+import { CacheLagMeter } from './cache-lag.ts';
+import { cacheLagSeconds } from './stale-guard-metrics.ts';
 import { Informer } from './informer.ts';
 import { countRestart, reportInformerStats, type ViewResource } from './informer-metrics.ts';
 import {
@@ -84,6 +86,12 @@ interface ObjectGroup {
 }
 
 export class LiveClusterView implements ClusterView {
+  /**
+   * The pod informer's lag behind the API server, measured on tollgate's own pod writes
+   * (feed it with `measureCacheLag` around the write executor); every measurement is
+   * observed in tollgate_cache_lag_seconds.
+   */
+  readonly cacheLag: CacheLagMeter;
   readonly #options: LiveClusterViewOptions;
   readonly #log: Logger;
   readonly #clock: Clock;
@@ -102,6 +110,10 @@ export class LiveClusterView implements ClusterView {
     this.#log = options.logger ?? silentLogger;
     this.#clock = options.clock ?? systemClock;
     this.#namespaces = options.namespaces ? new Set(options.namespaces) : undefined;
+    this.cacheLag = new CacheLagMeter({
+      clock: this.#clock,
+      onMeasured: (ms) => cacheLagSeconds.observe(ms / 1000),
+    });
     this.#pods = this.#informer(
       'pods',
       { apiVersion: 'v1', kind: 'Pod', labelSelector: options.podLabelSelector },
@@ -282,6 +294,9 @@ export class LiveClusterView implements ClusterView {
           countRestart(resource, reason);
           if (error) this.#log.debug({ resource, reason, err: error.message }, 'informer restart');
         },
+        ...(resource === 'pods'
+          ? { progressed: (version: string) => this.cacheLag.progressed(version) }
+          : {}),
       },
     });
     if (emit) informer.onChange((change) => this.#emit(resource as ViewChange['resource'], change));

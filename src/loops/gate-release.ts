@@ -20,6 +20,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import type { AuditSink } from '../audit/types.ts';
 import type { ClusterView, ObjectKey, ViewChange } from '../cluster/types.ts';
+import type { LiveDecision } from '../cluster/stale-guard.ts';
 import type { Decision, Outcome } from '../decide/decision.ts';
 import { ownedGate } from '../decide/gates.ts';
 import { timestampMs } from '../decide/objects.ts';
@@ -33,7 +34,7 @@ import {
 import type { Dispatcher, WriteRequest, WriteResult } from '../dispatch/types.ts';
 import { systemClock, type Clock } from '../lib/clock.ts';
 import { silentLogger, type Logger } from '../observe/log.ts';
-import type { Policy } from '../policy/model.ts';
+import type { DecisionKindName, Policy } from '../policy/model.ts';
 import {
   expiredTotal,
   gateDwellSeconds,
@@ -48,6 +49,15 @@ export interface GateReleaseStaleGuard {
   /** False while the view has not yet seen tollgate's own last write to the pod. */
   isFresh(key: ObjectKey, pod: V1Pod): boolean;
   recordWrite(key: ObjectKey, resourceVersion: string): void;
+  /**
+   * Before a destructive write: act on the cache, take a live read first, or hold.
+   * Without it every destructive write takes the live read.
+   */
+  requireLive?(
+    key: ObjectKey,
+    kind: DecisionKindName,
+    cacheLagMs: number | undefined,
+  ): LiveDecision;
 }
 
 /** A Kubernetes Event on a pod (src/cluster/events.ts implements it). */
@@ -66,8 +76,10 @@ export interface GateReleaseDeps {
   readonly events?: GateReleaseEventSink;
   readonly clock?: Clock;
   readonly log?: Logger;
-  /** A live GET, taken before a destructive write (Cancel deletes the pod). */
+  /** A live GET, taken before a destructive write (Cancel deletes the pod) when the stale-guard asks for it. */
   readonly readPod?: (namespace: string, name: string) => Promise<V1Pod | undefined>;
+  /** The view's measured lag behind the API server (LiveClusterView.cacheLag); undefined = unknown. */
+  readonly cacheLagMs?: () => number | undefined;
   /** Quiet time after a change before a pass runs, so a burst of watch events is one pass. Default 100 ms. */
   readonly debounceMs?: number;
   /** How long a write stays useful in the queue. Default 60 s. */
@@ -217,8 +229,28 @@ export function startGateReleaseLoop(deps: GateReleaseDeps): GateReleaseLoop {
     write: PlannedWrite,
     pod: V1Pod | undefined,
   ): Promise<void> => {
-    if (write.op.type === 'delete' && deps.readPod) {
-      // Destructive: confirm on a live read that the pod is still the one decided on.
+    // Only Cancel deletes a pod: that is the destructive kind judged here.
+    const verdict: LiveDecision | undefined =
+      write.op.type === 'delete'
+        ? (deps.staleGuard?.requireLive?.(write.key, 'Cancel', deps.cacheLagMs?.()) ?? {
+            action: 'liveRead',
+            reason: `${decision.kind}: no stale-guard to judge the cache`,
+          })
+        : undefined;
+    if (verdict?.action === 'hold') {
+      settle(decision, write, pod, { result: 'cancelled', message: verdict.reason });
+      return;
+    }
+    if (verdict?.action === 'proceed')
+      log.debug(
+        { pod: write.key, kind: decision.kind },
+        'destructive write from the cache: lag within bounds',
+      );
+    if (verdict?.action === 'liveRead' && deps.readPod) {
+      // Destructive and the cache may be behind: confirm on a live read that the pod is
+      // still the one decided on (the delete's uid + resourceVersion precondition guards
+      // the proceed path).
+      log.debug({ pod: write.key, reason: verdict.reason }, 'live read before a destructive write');
       const live = await deps.readPod(write.target.namespace, write.target.name);
       const policy = deps.policy();
       if (

@@ -311,3 +311,25 @@ test('whenSynced rejects when its signal aborts before the first list', async ()
   await assert.rejects(waiting, /shutting down/);
   await informer.stop();
 });
+
+test('the progressed hook reports every version the informer has seen: the list, each event (filtered ones too) and bookmarks, after the store holds the event', async () => {
+  const source = new ScriptedSource();
+  const seen: string[] = [];
+  const informer: Informer = new Informer({
+    source,
+    filter: (o) => o.metadata?.namespace === 'team-a',
+    watchTimeoutSeconds: () => 300,
+    hooks: {
+      progressed: (version) =>
+        seen.push(`${version}:${informer.get('team-a/b')?.metadata?.resourceVersion ?? '-'}`),
+    },
+  });
+  source.queueList(page('10', [pod('a', '5')]));
+  informer.start();
+  const session = await source.nextWatch();
+  session.emit('ADDED', pod('b', '11'));
+  session.emit('ADDED', pod('x', '12', 'elsewhere'));
+  session.emit('BOOKMARK', { kind: 'Pod', apiVersion: 'v1', metadata: { resourceVersion: '20' } });
+  assert.deepEqual(seen, ['10:-', '11:11', '12:11', '20:11']);
+  await informer.stop();
+});

@@ -296,3 +296,32 @@ test('a live read of a deleted object answers ok with no object and counts not_f
   assert.deepEqual(await reader.read('ns', 'gone'), { ok: true, object: undefined });
   assert.equal((await value('tollgate_live_reads_total', { result: 'not_found' })) - before, 1);
 });
+
+test('requireLive without a lag from the caller uses the last observed lag while it is recent', () => {
+  const clock = new ManualClock(0);
+  const guard = new StaleGuard({
+    policy,
+    loop: 'gate-release',
+    restored: false,
+    clock,
+    cacheLagValidForMs: 10_000,
+  });
+  assert.equal(guard.requireLive('ns/p', 'Cancel', undefined).action, 'liveRead', 'unknown');
+  guard.observeCacheLag(40);
+  assert.equal(guard.requireLive('ns/p', 'Cancel', undefined).action, 'proceed', 'measured small');
+  guard.observeCacheLag(2_500);
+  const slow = guard.requireLive('ns/p', 'Cancel', undefined);
+  assert.equal(slow.action, 'liveRead', 'measured beyond maxCacheLag');
+  assert.match(slow.action === 'liveRead' ? slow.reason : '', /2500 ms is beyond 2000 ms/);
+  assert.equal(
+    guard.requireLive('ns/p', 'Cancel', 10).action,
+    'proceed',
+    "the caller's measurement wins",
+  );
+  clock.advance(10_001);
+  assert.equal(
+    guard.requireLive('ns/p', 'Cancel', undefined).action,
+    'liveRead',
+    'an old measurement no longer stands',
+  );
+});
