@@ -202,3 +202,97 @@ test('a pod the stale-guard reports behind is skipped and recorded as SkipStale'
     ['SkipStale'],
   );
 });
+
+test('a pass larger than the first intent batch sends its first writes before the rest of its intents are recorded', async () => {
+  const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
+  const loop = startGateReleaseLoop({
+    view: viewOf(gatedPods()),
+    policy: () => policy,
+    dispatcher: h.dispatcher,
+    audit: h.audit,
+    clock: new ManualClock(),
+    autoStart: false,
+    firstIntentBatch: 1,
+  });
+  await (
+    await loop.pass()
+  ).settled;
+  await loop.stop();
+  assert.deepEqual(h.log, ['intents:1', 'write:a', 'intents:1', 'write:b']);
+});
+
+test('when the second intent commit of a pass fails, only the first part is written and the rest is decided again', async () => {
+  const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
+  let calls = 0;
+  const audit = {
+    ...h.audit,
+    async recordIntents(decisions: readonly Decision[]) {
+      calls += 1;
+      if (calls === 2) throw new Error('push rejected');
+      await h.audit.recordIntents(decisions);
+    },
+  };
+  const loop = startGateReleaseLoop({
+    view: viewOf(gatedPods()),
+    policy: () => policy,
+    dispatcher: h.dispatcher,
+    audit,
+    clock: new ManualClock(),
+    autoStart: false,
+    firstIntentBatch: 1,
+  });
+  await (
+    await loop.pass()
+  ).settled;
+  assert.deepEqual(h.log, ['intents:1', 'write:a']);
+  await (
+    await loop.pass()
+  ).settled;
+  await loop.stop();
+  assert.deepEqual(h.log, ['intents:1', 'write:a', 'intents:1', 'write:b']);
+});
+
+test('at most maxQueuedWrites of the loop wait in the dispatcher; the rest wait in plan order and are cancelled unsent when the loop stops', async () => {
+  const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
+  const answers: ((r: WriteResult) => void)[] = [];
+  const dispatcher: Dispatcher = {
+    ...h.dispatcher,
+    enqueue(request) {
+      h.requests.push(request);
+      return {
+        accepted: true,
+        coalesced: false,
+        done: new Promise<WriteResult>((resolve) => answers.push(resolve)),
+      };
+    },
+  };
+  const loop = startGateReleaseLoop({
+    view: viewOf(gatedPods()),
+    policy: () => policy,
+    dispatcher,
+    audit: h.audit,
+    clock: new ManualClock(),
+    autoStart: false,
+    maxQueuedWrites: 1,
+  });
+  await loop.pass();
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(
+    h.requests.map((r) => r.target.name),
+    ['a'],
+  );
+  const stopped = loop.stop();
+  answers[0]!({ result: 'succeeded', resourceVersion: '9' });
+  await stopped;
+  assert.deepEqual(
+    h.requests.map((r) => r.target.name),
+    ['a'],
+  );
+  assert.deepEqual(
+    h.recorded.filter((d) => d.kind === 'Release').map((d) => [d.target.name, d.outcome.result]),
+    [
+      ['a', 'succeeded'],
+      ['b', 'cancelled'],
+    ],
+  );
+});
