@@ -78,6 +78,16 @@ export interface GateReleaseDeps {
   readonly log?: Logger;
   /** A live GET, taken before a destructive write (Cancel deletes the pod) when the stale-guard asks for it. */
   readonly readPod?: (namespace: string, name: string) => Promise<V1Pod | undefined>;
+  /**
+   * At most this many intents go into a pass's first audit commit; the rest follow in a
+   * second one while the first writes are out. Default 500.
+   */
+  readonly firstIntentBatch?: number;
+  /**
+   * At most this many of the loop's writes wait in the dispatcher at once; the others
+   * wait here, in plan order, each woken alone. Default 500.
+   */
+  readonly maxQueuedWrites?: number;
   /** The view's measured lag behind the API server (LiveClusterView.cacheLag); undefined = unknown. */
   readonly cacheLagMs?: () => number | undefined;
   /** Quiet time after a change before a pass runs, so a burst of watch events is one pass. Default 100 ms. */
@@ -118,6 +128,8 @@ export function startGateReleaseLoop(deps: GateReleaseDeps): GateReleaseLoop {
   const clock = deps.clock ?? systemClock;
   const log = deps.log ?? silentLogger;
   const debounceMs = deps.debounceMs ?? 100;
+  const firstIntentBatch = deps.firstIntentBatch ?? 500;
+  const maxQueuedWrites = deps.maxQueuedWrites ?? 500;
   const deadlineMs = deps.writeDeadlineMs ?? 60_000;
   const autoStart = deps.autoStart ?? true;
 
@@ -290,6 +302,40 @@ export function startGateReleaseLoop(deps: GateReleaseDeps): GateReleaseLoop {
     }
   };
 
+  // Slots for writes in the dispatcher. Without them a pass of 10,000 releases parked
+  // 9,000 senders on `whenNotFull`, and every freed place woke all of them to find the
+  // queue full again: the event loop spent itself on that (lease renewals starved,
+  // shutdown did not finish in 30 s).
+  let freeSlots = maxQueuedWrites;
+  const slotWaiters: (() => void)[] = [];
+  const sendInTurn = async (
+    decision: Decision,
+    write: PlannedWrite,
+    pod: V1Pod | undefined,
+  ): Promise<void> => {
+    if (freeSlots > 0) freeSlots -= 1;
+    else await new Promise<void>((resolve) => slotWaiters.push(resolve));
+    try {
+      if (stopped) {
+        settle(decision, write, pod, {
+          result: 'cancelled',
+          message: 'gate-release loop stopped before the write was queued',
+        });
+        return;
+      }
+      await send(decision, write, pod);
+    } catch (error) {
+      settle(decision, write, pod, {
+        result: 'failed',
+        message: error instanceof Error ? error.message : String(error),
+      });
+    } finally {
+      const next = slotWaiters.shift();
+      if (next) next();
+      else freeSlots += 1;
+    }
+  };
+
   const onePass = async (): Promise<PassReport> => {
     const policy = deps.policy();
     const nothing: PassReport = {
@@ -394,45 +440,50 @@ export function startGateReleaseLoop(deps: GateReleaseDeps): GateReleaseLoop {
     // the next passes, which see these pods as acting (released, charged to the budget),
     // so a slow push costs latency, not throughput: the audit writer folds the intents
     // of passes that arrive meanwhile into its next commit.
+    // A large pass (a restart with thousands of pods ready) pushes its first
+    // `firstIntentBatch` intents alone and sends their writes while the rest are pushed:
+    // one commit of 10,000 intents kept the first write waiting seconds, while the
+    // dispatcher sends only `--api-qps` writes a second anyway.
+    const parts =
+      toSend.length > firstIntentBatch
+        ? [toSend.slice(0, firstIntentBatch), toSend.slice(firstIntentBatch)]
+        : [toSend];
     const carryOut = async (): Promise<void> => {
-      const before = performance.now();
-      try {
-        await deps.audit.recordIntents(toSend.map((s) => s.decision));
-      } catch (error) {
-        // No record, no write. Every pod of this pass is decided again later.
-        log.error(
-          { err: error, writes: toSend.length },
-          'audit intents not recorded; no write sent',
-        );
-        for (const s of toSend) {
-          state = withoutActing(state, s.write.target.uid);
-          if (s.write.op.type === 'removeGate')
-            releasesTotal.inc({ tenant: s.write.tenant, result: 'unrecorded' });
+      const sending: Promise<void>[] = [];
+      for (const [index, part] of parts.entries()) {
+        const before = performance.now();
+        try {
+          await deps.audit.recordIntents(part.map((s) => s.decision));
+        } catch (error) {
+          // No record, no write. Every pod of this part and the ones after it is decided again later.
+          const unrecorded = parts.slice(index).flat();
+          log.error(
+            { err: error, writes: unrecorded.length },
+            'audit intents not recorded; no write sent',
+          );
+          for (const s of unrecorded) {
+            state = withoutActing(state, s.write.target.uid);
+            if (s.write.op.type === 'removeGate')
+              releasesTotal.inc({ tenant: s.write.tenant, result: 'unrecorded' });
+          }
+          schedule(policy.staleness.requeue.maxMs);
+          break;
         }
-        schedule(policy.staleness.requeue.maxMs);
-        return;
+        log.info(
+          {
+            writes: part.length,
+            ...(parts.length > 1 ? { part: `${index + 1}/${parts.length}` } : {}),
+            decisions: plan.decisions.length,
+            skipped: skipped.size,
+            planMs,
+            intentsMs: Math.round(performance.now() - before),
+            queue: deps.dispatcher.depth,
+          },
+          'gate-release pass',
+        );
+        for (const s of part) sending.push(sendInTurn(s.decision, s.write, s.pod));
       }
-      log.info(
-        {
-          writes: toSend.length,
-          decisions: plan.decisions.length,
-          skipped: skipped.size,
-          planMs,
-          intentsMs: Math.round(performance.now() - before),
-          queue: deps.dispatcher.depth,
-        },
-        'gate-release pass',
-      );
-      await Promise.all(
-        toSend.map((s) =>
-          send(s.decision, s.write, s.pod).catch((error: unknown) => {
-            settle(s.decision, s.write, s.pod, {
-              result: 'failed',
-              message: error instanceof Error ? error.message : String(error),
-            });
-          }),
-        ),
-      );
+      await Promise.all(sending);
     };
     const settled = carryOut();
     pending.add(settled);
