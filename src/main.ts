@@ -304,13 +304,28 @@ async function start(
 
   let gateLoop: GateReleaseLoop | undefined;
   let resizeLoop: ResizeLoop | undefined;
+  // A new policy is acted on at once. Without this pass it waited for the next pod change
+  // or expiry sweep (up to --expiry-sweep later, 15 s by default): a raised budget
+  // released nothing until then.
+  policies.onPolicy(() => {
+    void gateLoop
+      ?.pass()
+      .catch((error: unknown) => log.warn({ err: error }, 'pass on a new policy failed'));
+  });
   const auditBranch = config.audit.branch ?? first.settings.audit.branch;
   const supervisor = new WhileLeader(
     elector,
     async (leaderTerm) => {
       const term = elector.term();
-      // The loops' queued writes are cancelled when this term ends, even if another begins.
-      const termDispatcher = termWrites.bind(dispatcher, leaderTerm.signal);
+      // The loops' queued writes are cancelled when this term ends, even if another begins,
+      // or when the loops stop (shutdown): stopping waits for the loops' writes, and
+      // without this it waited for the whole queue to drain at --api-qps (10,000 queued
+      // writes: minutes, far past a pod's termination grace period).
+      const stopping = new AbortController();
+      const termDispatcher = termWrites.bind(
+        dispatcher,
+        AbortSignal.any([leaderTerm.signal, stopping.signal]),
+      );
       log.info(
         { fencingToken: term ? formatFencingToken(term.token) : undefined },
         'leading: recovering audit outcomes, then starting loops',
@@ -359,6 +374,7 @@ async function start(
       }
       const generation: Generation = {
         stop: async () => {
+          stopping.abort(new Error('loops stopping'));
           const loops = [gateLoop?.stop(), resizeLoop?.stop()];
           gateLoop = undefined;
           resizeLoop = undefined;
