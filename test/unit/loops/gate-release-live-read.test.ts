@@ -1,0 +1,149 @@
+/**
+ * The gate-release loop's destructive write (Cancel deletes the pod) asks the real
+ * stale-guard whether the cache may be trusted, given the view's measured lag: from the
+ * cache, after a live read, or held. In-memory stand-ins for the view, dispatcher and
+ * audit; the proof against a real API server is test/e2e/stale-guard/cache-lag.test.ts.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { V1Pod } from '@kubernetes/client-node';
+import { startGateReleaseLoop } from '../../../src/loops/gate-release.ts';
+import { StaleGuard } from '../../../src/cluster/stale-guard.ts';
+import type { ClusterView } from '../../../src/cluster/types.ts';
+import type { Dispatcher, WriteRequest } from '../../../src/dispatch/types.ts';
+import type { AuditSink } from '../../../src/audit/types.ts';
+import type { Decision } from '../../../src/decide/decision.ts';
+import { aPod } from '../../builders/pod.ts';
+import { aGatePolicy, aPolicy, aTenant } from '../../builders/policy.ts';
+
+const gate = 'team-a.tollgate.io/ready';
+const policy = aPolicy()
+  .tenant(aTenant('team-a'))
+  .gatePolicy(aGatePolicy('ready', 'team-a').conditions({ type: 'Approved' }))
+  .approve('Cancel', 'team-a', 'doomed')
+  .obj();
+const maxCacheLagMs = policy.staleness.maxCacheLagMs;
+
+const cases: {
+  name: string;
+  lagMs: number | undefined;
+  restored?: boolean;
+  liveChanged?: boolean;
+  liveReads: number;
+  deleted: boolean;
+  outcome: RegExp;
+}[] = [
+  {
+    name: 'a measured lag within maxCacheLag deletes from the cache, without a live read',
+    lagMs: maxCacheLagMs - 1,
+    liveReads: 0,
+    deleted: true,
+    outcome: /succeeded/,
+  },
+  {
+    name: 'a measured lag beyond maxCacheLag takes a live read first, then deletes',
+    lagMs: maxCacheLagMs + 1,
+    liveReads: 1,
+    deleted: true,
+    outcome: /succeeded/,
+  },
+  {
+    name: 'an unknown lag takes a live read first',
+    lagMs: undefined,
+    liveReads: 1,
+    deleted: true,
+    outcome: /succeeded/,
+  },
+  {
+    name: 'a live read that shows the pod changed cancels the delete',
+    lagMs: maxCacheLagMs + 1,
+    liveChanged: true,
+    liveReads: 1,
+    deleted: false,
+    outcome: /cancelled: live read: the pod changed/,
+  },
+  {
+    name: 'before the view has synced since start, nothing is read or deleted: the Cancel is skipped as stale',
+    lagMs: 0,
+    restored: true,
+    liveReads: 0,
+    deleted: false,
+    outcome: /SkipStale recorded/,
+  },
+];
+
+for (const c of cases) {
+  test(c.name, async () => {
+    const pod = aPod('doomed', 'team-a').gated(gate).obj();
+    const view: ClusterView = {
+      synced: true,
+      whenSynced: async () => undefined,
+      pods: () => [pod],
+      pod: (ns, name) => (ns === 'team-a' && name === 'doomed' ? pod : undefined),
+      nodes: () => [],
+      object: () => undefined,
+      lastResourceVersion: () => undefined,
+      onChange: () => () => undefined,
+    };
+    const requests: WriteRequest[] = [];
+    const dispatcher: Dispatcher = {
+      enqueue(request) {
+        requests.push(request);
+        return {
+          accepted: true,
+          coalesced: false,
+          done: Promise.resolve({ result: 'succeeded', resourceVersion: '999' }),
+        };
+      },
+      whenNotFull: async () => undefined,
+      cancel: () => undefined,
+      depth: 0,
+      close: async () => undefined,
+    };
+    const recorded: Decision[] = [];
+    const audit: AuditSink = {
+      recordIntents: async () => undefined,
+      record: (decisions) => void recorded.push(...decisions),
+      flush: async () => undefined,
+      backlog: 0,
+      close: async () => undefined,
+    };
+    const guard = new StaleGuard({
+      policy: policy.staleness,
+      loop: 'gate-release',
+      restored: c.restored ?? false,
+    });
+    let liveReads = 0;
+    const loop = startGateReleaseLoop({
+      view,
+      dispatcher,
+      audit,
+      policy: () => policy,
+      staleGuard: guard,
+      cacheLagMs: () => c.lagMs,
+      readPod: async () => {
+        liveReads += 1;
+        const live = structuredClone(pod) as V1Pod;
+        if (c.liveChanged && live.metadata) live.metadata.resourceVersion = '12345';
+        return live;
+      },
+      autoStart: false,
+    });
+    const report = await loop.pass();
+    await report.settled;
+    await loop.stop();
+    assert.equal(liveReads, c.liveReads, 'live reads');
+    assert.equal(
+      requests.some((r) => r.op.type === 'delete'),
+      c.deleted,
+      'delete sent',
+    );
+    const cancel = recorded.find((d) => d.kind === 'Cancel');
+    const outcome = cancel
+      ? `${cancel.outcome.result}: ${'message' in cancel.outcome ? cancel.outcome.message : ''}`
+      : recorded.some((d) => d.kind === 'SkipStale')
+        ? 'SkipStale recorded'
+        : 'no Cancel recorded';
+    assert.match(outcome, c.outcome);
+  });
+}
