@@ -553,12 +553,10 @@ async function main(): Promise<number> {
         `127.0.0.1:${port}`,
         '--lease-namespace',
         'tollgate-system',
-        '--lease-duration',
-        '5s',
-        '--renew-deadline',
-        '3s',
-        '--retry-period',
-        '1s',
+        // The default lease timings (15s / 10s / 2s): with 5s / 3s / 1s the full demo lost
+        // its lease 8 times in 2 minutes on a busy 2-core machine (a renewal late by 2 s),
+        // and every loss cancels the queued writes of the term. A fresh lease is taken at
+        // once anyway, so shorter timings bought nothing.
         '--prometheus-url',
         prometheus.url,
         '--resize-interval',
@@ -608,16 +606,21 @@ async function main(): Promise<number> {
       progress.show(counts, resized.text, await metric(url, 'tollgate_dispatch_queue_depth'), note);
       return counts;
     };
-    // The API load rises now; tollgate sees it once it has lasted a whole window.
+    // The API load rises after a few scrapes at the baseline; tollgate steps up once the
+    // higher load has lasted a whole window.
     const queueBefore = traffic.queue(parseQuantity(PROXY_CPU));
-    traffic.demand = DEMAND_AFTER;
-    traffic.update(api);
-    say(
-      `api-frontend load rises: proxy cpu demand ${DEMAND_BEFORE} -> ${DEMAND_AFTER} cores, queue length ${queueBefore} -> ${traffic.queue(parseQuantity(PROXY_CPU))} (ResizePolicy scales up above ${QUEUE_UP})`,
-    );
+    const rise = (): void => {
+      traffic.demand = DEMAND_AFTER;
+      traffic.update(api);
+      if (!progress.tty)
+        say(
+          `api-frontend load rises: proxy cpu demand ${DEMAND_BEFORE} -> ${DEMAND_AFTER} cores, queue length ${queueBefore} -> ${traffic.queue(parseQuantity(PROXY_CPU))} (ResizePolicy scales up above ${QUEUE_UP})`,
+        );
+    };
     // Phase 1: the dataset is not ready; trainers must stay gated whatever else holds.
     let counts = new Map<string, Counts>();
     for (let i = 0; i < (short ? 4 : 8); i++) {
+      if (i === 2) rise();
       counts = await tick('dataset-ready=false');
       await sleep(1000);
     }
