@@ -372,8 +372,6 @@ export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
 
   /** The namespace's quotas as they will be once the step-ups still charged are admitted. */
   function quotasFor(namespace: string): ResourceQuotaLike[] {
-    const quotas = deps.quotas?.(namespace) ?? [];
-    if (quotas.length === 0) return [];
     const seen = deps.quotasSeenThrough?.();
     const now = clock.now();
     const charges: QuotaCharge[] = [];
@@ -388,16 +386,19 @@ export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
       }
       if (hold.namespace === namespace) charges.push(hold.charge);
     }
-    return chargeQuotas(quotas, charges);
+    const quotas = deps.quotas?.(namespace) ?? [];
+    return quotas.length === 0 ? [] : chargeQuotas(quotas, charges);
   }
 
   /** Charges a planned step-up against its namespace's quota until the view shows it. */
   function chargeOf(pod: V1Pod, plan: PodResizePlan): QuotaHold | undefined {
-    if (!deps.quotas) return undefined;
+    const namespace = pod.metadata?.namespace ?? '';
+    // A namespace without a quota has nothing to charge.
+    if (!deps.quotas || deps.quotas(namespace).length === 0) return undefined;
     for (const write of plan.writes) {
       const charge = resizeCharge(pod, write.op);
       if (!charge) continue;
-      const hold: QuotaHold = { namespace: pod.metadata?.namespace ?? '', charge };
+      const hold: QuotaHold = { namespace, charge };
       quotaHolds.add(hold);
       return hold;
     }
