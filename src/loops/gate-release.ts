@@ -451,6 +451,12 @@ export function startGateReleaseLoop(deps: GateReleaseDeps): GateReleaseLoop {
     const carryOut = async (): Promise<void> => {
       const sending: Promise<void>[] = [];
       for (const [index, part] of parts.entries()) {
+        if (index > 0 && stopped) {
+          // Stopping: the rest gets no intent and no write; the next term decides it again.
+          for (const s of parts.slice(index).flat())
+            state = withoutActing(state, s.write.target.uid);
+          break;
+        }
         const before = performance.now();
         try {
           await deps.audit.recordIntents(part.map((s) => s.decision));

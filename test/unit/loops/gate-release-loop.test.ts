@@ -296,3 +296,34 @@ test('at most maxQueuedWrites of the loop wait in the dispatcher; the rest wait 
     ],
   );
 });
+
+test('a loop stopped while the first part of a large pass is being recorded sends nothing and records no intent for the rest', async () => {
+  const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
+  let release: () => void = () => undefined;
+  const audit = {
+    ...h.audit,
+    async recordIntents(decisions: readonly Decision[]) {
+      await h.audit.recordIntents(decisions);
+      await new Promise<void>((resolve) => (release = resolve));
+    },
+  };
+  const loop = startGateReleaseLoop({
+    view: viewOf(gatedPods()),
+    policy: () => policy,
+    dispatcher: h.dispatcher,
+    audit,
+    clock: new ManualClock(),
+    autoStart: false,
+    firstIntentBatch: 1,
+  });
+  await loop.pass();
+  const stopped = loop.stop();
+  release();
+  await stopped;
+  // a's intent was recorded: its outcome says it was never sent. b has neither.
+  assert.deepEqual(h.log, ['intents:1']);
+  assert.deepEqual(
+    h.recorded.filter((d) => d.kind === 'Release').map((d) => [d.target.name, d.outcome.result]),
+    [['a', 'cancelled']],
+  );
+});
