@@ -2,7 +2,7 @@
  * Lifecycle timings of the real `tollgate run` process (src/cli/main.ts as a child
  * process, the unprivileged `tollgate` identity, policy and audit on a real Git server):
  *
- *   node bench/lifecycle.ts [--pods 10000] [--repeat 3] [--only restart|failover|propagation]
+ *   node bench/lifecycle.ts [--pods 10000] [--repeat 3] [--only restart,failover,propagation]
  *                           [--failover-pods 3000] [--propagation-pods 2000] [--profile]
  *
  * - restart: N gated pods whose conditions hold (tenant without budget, pacing far above
@@ -65,9 +65,13 @@ const propagationPods = positiveInt('propagation-pods', values['propagation-pods
 const RATE = positiveInt('rate', values.rate);
 const scenarios = ['restart', 'failover', 'propagation'] as const;
 type Scenario = (typeof scenarios)[number];
-if (values.only !== undefined && !scenarios.includes(values.only as Scenario))
-  throw new Error(`--only: must be one of ${scenarios.join(', ')}, got ${values.only}`);
-const wanted = (s: Scenario): boolean => values.only === undefined || values.only === s;
+const only = values.only?.split(',');
+for (const name of only ?? [])
+  if (!scenarios.includes(name as Scenario))
+    throw new Error(
+      `--only: must be one of ${scenarios.join(', ')} (comma-separated), got ${name}`,
+    );
+const wanted = (s: Scenario): boolean => only === undefined || only.includes(s);
 
 const gate = 'bench.tollgate.io/ready';
 const runId = Date.now().toString(36);
@@ -379,12 +383,22 @@ async function waitLine(
   }
 }
 
-async function stopReplica(replica: Replica, signal: NodeJS.Signals): Promise<void> {
+async function stopReplica(
+  replica: Replica,
+  signal: NodeJS.Signals,
+  timeoutMs = 30_000,
+): Promise<void> {
   if (replica.child.exitCode !== null || replica.child.signalCode !== null) return;
+  const signalled = Date.now();
   replica.child.kill(signal);
-  const code = await Promise.race([replica.exited, sleep(30_000).then(() => 'timeout' as const)]);
-  if (code === 'timeout') {
-    say(`${replica.identity} did not exit within 30 s of ${signal}; SIGKILL`);
+  const code = await Promise.race([
+    replica.exited,
+    sleep(timeoutMs).then(() => 'timeout' as const),
+  ]);
+  if (code !== 'timeout')
+    say(`${replica.identity} exited ${Date.now() - signalled} ms after ${signal}`);
+  else {
+    say(`${replica.identity} did not exit within ${timeoutMs} ms of ${signal}; SIGKILL`);
     replica.child.kill('SIGKILL');
     await replica.exited;
   }
@@ -451,6 +465,8 @@ interface RestartRun {
   planMs?: number;
   intentsMs?: number;
   writesInFirstPass?: number;
+  /** Terms lost before the first release (a blocked event loop missing the renew deadline). */
+  leadershipLost: number;
   profiled: boolean;
 }
 
@@ -467,7 +483,6 @@ async function restartScenario(env: Env): Promise<RestartRun[]> {
   const namespace = `life-${runId}-restart`;
   await ensureNamespace(env.adminKc, namespace);
   const policyUrl = env.git.createRepo('policy-restart');
-  const auditUrl = env.git.createRepo('audit-restart');
   await pushTree(env.git, policyUrl, policyFiles({ namespaces: [namespace] }), {
     message: 'restart policy',
   });
@@ -482,14 +497,19 @@ async function restartScenario(env: Env): Promise<RestartRun[]> {
     await sleep(2000); // let the API server and etcd settle after the creations
     const profDir = profiled ? mkdtempSync(join(env.work, 'prof-')) : undefined;
     const loadAtStart = load();
+    // A lease and an audit branch of its own per repeat: a clean start, not one that
+    // waits out the lease of, or recovers the open intents of, a previous repeat that
+    // had to be killed.
     const replica = await spawnTollgate({
       identity: `restart-${r}`,
       cp: env.cp,
       git: env.git,
       policyUrl,
-      auditUrl,
-      leaseName: 'lifecycle-restart',
-      timings: SHORT_LEASE,
+      auditUrl: env.git.createRepo(`audit-restart-${r}`),
+      leaseName: `lifecycle-restart-${r}`,
+      // The shipped timings: the first pass over N pods keeps the event loop busy for
+      // seconds, and a short renew deadline would lose the lease in the middle of it.
+      timings: SHIPPED_LEASE,
       ...(profDir ? { cpuProfDir: profDir } : {}),
       work: env.work,
     });
@@ -516,6 +536,8 @@ async function restartScenario(env: Env): Promise<RestartRun[]> {
         ...(typeof pass?.planMs === 'number' ? { planMs: pass.planMs } : {}),
         ...(typeof pass?.intentsMs === 'number' ? { intentsMs: pass.intentsMs } : {}),
         ...(typeof pass?.writes === 'number' ? { writesInFirstPass: pass.writes } : {}),
+        leadershipLost: replica.lines.filter((l) => l.msg === 'leadership ended' && l.time <= first)
+          .length,
         profiled,
       };
       runs.push(run);
@@ -524,10 +546,12 @@ async function restartScenario(env: Env): Promise<RestartRun[]> {
           Object.entries(steps)
             .map(([k, v]) => `${k} ${v}`)
             .join(', ') +
-          `; planMs ${run.planMs}, intentsMs ${run.intentsMs}, writes ${run.writesInFirstPass}; load ${loadAtStart}`,
+          `; planMs ${run.planMs}, intentsMs ${run.intentsMs}, writes ${run.writesInFirstPass}, ` +
+          `terms lost ${run.leadershipLost}; load ${loadAtStart}`,
       );
     } finally {
-      await stopReplica(replica, 'SIGTERM');
+      // A profile is written only on a normal exit: give the profiled run time to drain.
+      await stopReplica(replica, 'SIGTERM', profiled ? 300_000 : 30_000);
       await watcher.stop();
     }
     if (profDir) {
@@ -609,7 +633,7 @@ async function failoverScenario(env: Env): Promise<FailoverRun[]> {
           const signalledAt = Date.now();
           leader.child.kill(kind);
           const became = await waitLine(standby, 'became leader', 120_000, signalledAt);
-          const first = await watcher.waitFirstAfter(became.time, 60_000, 'failover release');
+          const first = await watcher.waitFirstAfter(became.time, 180_000, 'failover release');
           const run: FailoverRun = {
             timings: `${timings.lease}/${timings.renew}/${timings.retry}`,
             kind,
