@@ -421,7 +421,12 @@ async function main(): Promise<number> {
   let child: ReturnType<typeof spawn> | undefined;
   const failures: string[] = [];
   try {
-    say(`tollgate demo${short ? ' (short)' : ''}: starting the local control plane...`);
+    say(
+      `tollgate demo${short ? ' (short)' : ''}: starting Prometheus and the local control plane...`,
+    );
+    // First, so a missing binary fails in a second with the install command.
+    prometheus = await startPrometheus();
+    say(`prometheus ${prometheus.url} (scrapes the api-frontend pods' stand-in metrics)`);
     cp = await startControlPlane({ name: 'demo' });
     say(`control plane ready at ${cp.server} in ${(cp.startMillis / 1000).toFixed(1)}s`);
     const core = cp.kubeConfig('admin').makeApiClient(CoreV1Api);
@@ -460,9 +465,7 @@ async function main(): Promise<number> {
       `policy repository ${repo} (policy-examples/ at ${commit.slice(0, 12)}, then ${overlay.slice(0, 12)}: ${resizeFile} window ${RESIZE_WINDOW}, cooldown ${RESIZE_COOLDOWN})`,
     );
 
-    prometheus = await startPrometheus();
     const traffic = new Traffic(prometheus);
-    say(`prometheus ${prometheus.url} (scrapes the api-frontend pods' stand-in metrics)`);
 
     for (const ns of ['ml-train', 'ml-eval', 'etl', 'etl-staging', 'api-prod', 'api-canary'])
       await core.createNamespace({ body: { metadata: { name: ns } } });
