@@ -16,7 +16,9 @@
  *   unpaginated list, typed objects with Date fields, managedFields kept).
  * - `tollgate`: `createClusterView` wired as `tollgate run` wires it (src/main.ts): pods of
  *   the managed namespace (cluster-wide pod watch filtered to it), nodes (none here: no
- *   kubelet), and one referenced ConfigMap, as a policy with an ObjectCondition makes it.
+ *   kubelet), the managed namespace's ResourceQuotas (none here), and one referenced
+ *   ConfigMap, as a policy with an ObjectCondition makes it. Only the view: not the policy
+ *   source, loops, dispatcher or audit writer of a whole `tollgate run` process.
  *
  * All three use the unprivileged `tollgate` identity. Each child waits until it holds all
  * N pods (time to sync), runs gc() three times, samples process.memoryUsage() five times
