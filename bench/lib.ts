@@ -11,6 +11,7 @@ import {
   type KubeConfig,
   type V1Pod,
 } from '@kubernetes/client-node';
+import { stringify } from 'yaml';
 
 export async function inPool<T>(
   items: readonly T[],
@@ -183,4 +184,52 @@ function readStatus(pid: number): string {
   } catch {
     return '';
   }
+}
+
+/**
+ * The benchmarks' policy repository: one tenant `bench` over `namespaces` with no budget
+ * (the Budget condition always holds) and pacing far above `pods`, and one GatePolicy on
+ * `gate` with `conditions`.
+ */
+export function benchPolicyFiles(options: {
+  namespaces: string[];
+  pods: number;
+  gate: string;
+  gatePolicy: string;
+  conditions: unknown[];
+}): Record<string, string> {
+  const doc = (kind: string, name: string, spec: unknown): string =>
+    stringify({ apiVersion: 'tollgate.io/v1alpha1', kind, metadata: { name }, spec });
+  const pacing = {
+    maxInFlight: options.pods * 2,
+    releasesPerSecond: 1_000_000,
+    batchSize: options.pods * 2,
+  };
+  return {
+    'tollgate.yaml': doc('Settings', 'tollgate', {
+      cluster: 'bench',
+      audit: {
+        branch: 'tollgate/audit',
+        mode: 'strict',
+        batch: { maxDecisions: 1000, maxDelay: '200ms' },
+      },
+      pacing,
+    }),
+    'staleness.yaml': doc('StalenessPolicy', 'default', {
+      maxCacheLag: '5s',
+      destructive: ['Cancel'],
+      requeue: { base: '200ms', max: '5s' },
+      liveReads: { qps: 20, burst: 40, breaker: { failureThreshold: 5, open: '10s' } },
+    }),
+    'tenants/bench.yaml': doc('Tenant', 'bench', {
+      namespaces: options.namespaces,
+      gatePrefixes: ['bench.tollgate.io/'],
+      pacing,
+    }),
+    'gates/bench.yaml': doc('GatePolicy', options.gatePolicy, {
+      tenant: 'bench',
+      gate: options.gate,
+      conditions: options.conditions,
+    }),
+  };
 }

@@ -26,22 +26,22 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { stringify } from 'yaml';
 import { CoreV1Api, makeInformer, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { startControlPlane } from '../test/support/control-plane.ts';
 import { SimulatedKubelet } from '../test/support/kubelet.ts';
 import { pushTree, startGitServer, type GitServer } from '../test/support/git-server.ts';
-import { createClusterView } from '../src/cluster/view.ts';
-import { createWriteExecutor } from '../src/cluster/writer.ts';
-import { StaleGuard } from '../src/cluster/stale-guard.ts';
-import { createEventRecorder } from '../src/cluster/events.ts';
-import { GitAuditWriter, type AuditMode } from '../src/audit/writer.ts';
-import { startGateReleaseLoop } from '../src/loops/gate-release.ts';
-import { PolicySource } from '../src/policy/source.ts';
-import { createDispatcher } from '../src/dispatch/queue.ts';
+import type { AuditMode } from '../src/audit/writer.ts';
 import { createLogger } from '../src/observe/log.ts';
-import type { Dispatcher, WriteExecutor, WriteResult } from '../src/dispatch/types.ts';
-import { createGatedPods, ensureNamespace, median, percentile, rawRelease } from './lib.ts';
+import type { WriteResult } from '../src/dispatch/types.ts';
+import { prepareGateReleaseStack } from '../test/support/gate-release-stack.ts';
+import {
+  benchPolicyFiles,
+  createGatedPods,
+  ensureNamespace,
+  median,
+  percentile,
+  rawRelease,
+} from './lib.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const { values } = parseArgs({
@@ -91,40 +91,6 @@ interface TollgateRun {
   /** `first`: loop start to the first release (debounce, decide, and in strict mode the intent push). */
   latencyMs: { first: number; p50: number; p99: number; max: number };
   leftGated: number;
-}
-
-function policyFiles(namespaces: string[]): Record<string, string> {
-  const doc = (kind: string, name: string, spec: unknown): string =>
-    stringify({ apiVersion: 'tollgate.io/v1alpha1', kind, metadata: { name }, spec });
-  const pacing = { maxInFlight: pods * 2, releasesPerSecond: 1_000_000, batchSize: pods * 2 };
-  return {
-    'tollgate.yaml': doc('Settings', 'tollgate', {
-      cluster: 'bench',
-      audit: {
-        branch: 'tollgate/audit',
-        mode: 'strict',
-        batch: { maxDecisions: 1000, maxDelay: '200ms' },
-      },
-      pacing,
-    }),
-    'staleness.yaml': doc('StalenessPolicy', 'default', {
-      maxCacheLag: '5s',
-      destructive: ['Cancel'],
-      requeue: { base: '200ms', max: '5s' },
-      liveReads: { qps: 20, burst: 40, breaker: { failureThreshold: 5, open: '10s' } },
-    }),
-    // No budget: the Budget condition always holds.
-    'tenants/bench.yaml': doc('Tenant', 'bench', {
-      namespaces,
-      gatePrefixes: ['bench.tollgate.io/'],
-      pacing,
-    }),
-    'gates/bench.yaml': doc('GatePolicy', 'bench-ready', {
-      tenant: 'bench',
-      gate,
-      conditions: [{ type: 'Budget' }],
-    }),
-  };
 }
 
 /** Own informer on one namespace: when each pod was first seen without the gate. */
@@ -177,105 +143,24 @@ async function runTollgate(
   policyUrl: string,
   ceilingPodsPerSecond: number,
 ): Promise<TollgateRun> {
-  const cacheDir = mkdtempSync(join(tmpdir(), `tollgate-bench-${mode}-`));
-  const policies = new PolicySource({
-    location: policyUrl,
+  const stack = await prepareGateReleaseStack({
+    kubeConfig: tollgateKc,
+    policyUrl,
+    auditUrl: git.createRepo(`audit-${namespace}`),
     token: git.token,
-    cacheDir: join(cacheDir, 'policy'),
-    intervalMs: 5000,
-    logger: log,
-  });
-  const first = await policies.start();
-  if (first.kind !== 'applied') throw new Error(`bench policy: ${JSON.stringify(first)}`);
-  const policy = policies.current()!;
-
-  const view = createClusterView({ kubeConfig: tollgateKc, logger: log });
-  view.start();
-  await view.whenSynced();
-
-  // Counted at the executor (every send, retries included) and at the dispatcher (one result per write).
-  let sends = 0;
-  let succeeded = 0;
-  const executor = createWriteExecutor(tollgateKc);
-  const counting: WriteExecutor = async (request, signal) => {
-    sends += 1;
-    const out = await executor(request, signal);
-    succeeded += 1;
-    return out;
-  };
-  const results: Record<WriteResult['result'], number> = {
-    succeeded: 0,
-    conflict: 0,
-    failed: 0,
-    expired: 0,
-    cancelled: 0,
-  };
-  const real = createDispatcher({
-    executor: counting,
-    capacity: pods * 2,
-    concurrency: CONCURRENCY,
-    qps: 100_000,
-    burst: 100_000,
-  });
-  let accepted = 0;
-  const dispatcher: Dispatcher = {
-    enqueue(request) {
-      const out = real.enqueue(request);
-      if (out.accepted && !out.coalesced) {
-        accepted += 1;
-        void out.done.then((r) => {
-          results[r.result] += 1;
-        });
-      }
-      return out;
-    },
-    whenNotFull: (signal) => real.whenNotFull(signal),
-    cancel: (key, reason) => real.cancel(key, reason),
-    get depth() {
-      return real.depth;
-    },
-    close: (options) => real.close(options),
-  };
-
-  const auditUrl = git.createRepo(`audit-${namespace}`);
-  const { writer: audit } = await GitAuditWriter.open({
-    url: auditUrl,
-    token: git.token,
-    cacheDir,
-    cluster: 'bench',
+    cacheDir: mkdtempSync(join(tmpdir(), `tollgate-bench-${mode}-`)),
     controller: `bench-${mode}`,
-    mode,
-    batch: { maxDecisions: 1000, maxDelayMs: 200 },
-    logger: log,
+    cluster: 'bench',
+    auditMode: mode,
+    log,
+    policyIntervalMs: 5000,
+    dispatcher: { capacity: pods * 2, concurrency: CONCURRENCY, qps: 100_000, burst: 100_000 },
   });
-  const recorder = createEventRecorder(tollgateKc, {
-    ratePerSecond: 50,
-    burst: 100,
-    logger: log,
-    reportingInstance: `bench-${mode}`,
-  });
-  const staleGuard = new StaleGuard({ policy: policy.staleness, loop: 'gate-release' });
-  staleGuard.markSynced();
+  const { counters } = stack;
 
   const watcher = await watchReleases(adminKc, namespace);
   const started = performance.now();
-  const loop = startGateReleaseLoop({
-    view,
-    dispatcher,
-    audit,
-    policy: () => policies.current(),
-    staleGuard,
-    events: (pod, e) =>
-      recorder.record(
-        {
-          namespace: pod.metadata?.namespace ?? '',
-          name: pod.metadata?.name ?? '',
-          uid: pod.metadata?.uid ?? '',
-        },
-        { type: e.type, reason: e.reason, action: e.action, note: e.message },
-      ),
-    log,
-  });
+  stack.startLoop();
   const deadline = started + timeoutMs;
   while (watcher.released.size < pods && performance.now() < deadline)
     await new Promise((resolve) => setTimeout(resolve, 20));
@@ -283,13 +168,7 @@ async function runTollgate(
   const millis = times.length === pods ? Math.max(...times) : performance.now() - started;
   if (times.length < pods) say(`${mode}: only ${times.length}/${pods} released in ${timeoutMs} ms`);
 
-  await loop.stop();
-  await dispatcher.close({ cancelQueued: false });
-  await audit.flush();
-  await audit.close();
-  await recorder.close();
-  policies.stop();
-  await view.stop();
+  await stack.stop();
   await watcher.stop();
   const leftGated = await countGated(adminKc, namespace);
 
@@ -302,12 +181,13 @@ async function runTollgate(
     millis,
     podsPerSecond,
     ratioToCeiling: podsPerSecond / ceilingPodsPerSecond,
-    successfulWrites: succeeded,
-    writesPerRelease: released > 0 ? succeeded / released : Number.NaN,
-    sends,
-    conflictsPer1000: released > 0 ? (results.conflict / released) * 1000 : Number.NaN,
-    retriesPer1000: released > 0 ? ((sends - accepted) / released) * 1000 : Number.NaN,
-    results,
+    successfulWrites: counters.succeeded,
+    writesPerRelease: released > 0 ? counters.succeeded / released : Number.NaN,
+    sends: counters.sends,
+    conflictsPer1000: released > 0 ? (counters.results.conflict / released) * 1000 : Number.NaN,
+    retriesPer1000:
+      released > 0 ? ((counters.sends - counters.accepted) / released) * 1000 : Number.NaN,
+    results: { ...counters.results },
     latencyMs: {
       first: Math.min(...times),
       p50: percentile(times, 50),
@@ -341,7 +221,18 @@ await kubelet.start();
 const tollgateNamespaces: string[] = [];
 for (let r = 1; r <= repeats; r++) for (const m of modes) tollgateNamespaces.push(nsOf(r, m));
 const policyUrl = git.createRepo('policy');
-await pushTree(git, policyUrl, policyFiles(tollgateNamespaces), { message: 'bench policy' });
+await pushTree(
+  git,
+  policyUrl,
+  benchPolicyFiles({
+    namespaces: tollgateNamespaces,
+    pods,
+    gate,
+    gatePolicy: 'bench-ready',
+    conditions: [{ type: 'Budget' }],
+  }),
+  { message: 'bench policy' },
+);
 
 const ceilings: CeilingRun[] = [];
 const tollgates: TollgateRun[] = [];
