@@ -487,6 +487,22 @@ export function startGateReleaseLoop(deps: GateReleaseDeps): GateReleaseLoop {
           },
           'gate-release pass',
         );
+        if (stopped) {
+          // Stopped while these intents were pushed: one outcome record for all of them.
+          // One by one (a log line, an audit record and a wake-up each) 10,000 of them held
+          // the event loop for tens of seconds on a busy machine, past the renew deadline.
+          const message = 'gate-release loop stopped before the write was queued';
+          deps.audit.record(
+            part.map((s) => ({ ...s.decision, outcome: { result: 'cancelled', message } })),
+          );
+          for (const s of part) {
+            state = withoutActing(state, s.write.target.uid);
+            if (s.write.op.type === 'removeGate')
+              releasesTotal.inc({ tenant: s.write.tenant, result: 'cancelled' });
+          }
+          log.info({ writes: part.length }, `gate-release writes cancelled: ${message}`);
+          continue;
+        }
         for (const s of part) sending.push(sendInTurn(s.decision, s.write, s.pod));
       }
       await Promise.all(sending);

@@ -327,3 +327,44 @@ test('a loop stopped while the first part of a large pass is being recorded send
     [['a', 'cancelled']],
   );
 });
+
+test('a loop stopped while the rest of a large pass is being recorded records those writes cancelled, unsent, at once', async () => {
+  const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
+  let calls = 0;
+  let release: () => void = () => undefined;
+  let started: () => void = () => undefined;
+  const secondStarted = new Promise<void>((resolve) => (started = resolve));
+  const audit = {
+    ...h.audit,
+    async recordIntents(decisions: readonly Decision[]) {
+      await h.audit.recordIntents(decisions);
+      calls += 1;
+      if (calls === 2) {
+        started();
+        await new Promise<void>((resolve) => (release = resolve));
+      }
+    },
+  };
+  const loop = startGateReleaseLoop({
+    view: viewOf(gatedPods()),
+    policy: () => policy,
+    dispatcher: h.dispatcher,
+    audit,
+    clock: new ManualClock(),
+    autoStart: false,
+    firstIntentBatch: 1,
+  });
+  await loop.pass();
+  await secondStarted;
+  const stopped = loop.stop();
+  release();
+  await stopped;
+  assert.deepEqual(h.log, ['intents:1', 'write:a', 'intents:1']);
+  assert.deepEqual(
+    h.recorded.filter((d) => d.kind === 'Release').map((d) => [d.target.name, d.outcome.result]),
+    [
+      ['a', 'succeeded'],
+      ['b', 'cancelled'],
+    ],
+  );
+});
