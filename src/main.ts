@@ -270,7 +270,8 @@ async function start(
     concurrency: config.api.concurrency,
   });
   started('dispatcher', () => closeWithin(dispatcher, config.shutdownTimeoutMs, log));
-  const events: EventRecorder = createEventRecorder(kubeConfig, {
+  // Events are the dispatcher's lowest-priority writes (see cluster/events.ts).
+  const events: EventRecorder = createEventRecorder(dispatcher, {
     reportingInstance: config.identity,
     logger: log,
   });
@@ -364,8 +365,8 @@ async function start(
           staleGuard: guards.resize,
           events: toEvent,
           readPod,
-          logger: log,
           ...quotasFromView(liveView),
+          logger: log,
         });
       } else if ((policies.current()?.resizePolicies.length ?? 0) > 0) {
         log.warn(
