@@ -1,5 +1,6 @@
 /**
- * The short demo (`scripts/demo.ts --short`) as a child process, as CI runs it: it boots
+ * The short demo, started the way a user starts it (`tollgate demo --short`, which runs
+ * `scripts/demo.ts --short` as a child process), as CI runs it: it boots
  * its own control plane, Git server and `tollgate run`, and checks its own releases; here
  * we assert its exit code and the lines that show each part worked.
  *
@@ -15,7 +16,7 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 
 test('the short demo releases and resizes what it should, records it in Git and exits 0', async () => {
   const { code, stdout } = await new Promise<{ code: number | null; stdout: string }>((done) => {
-    const child = spawn(process.execPath, [join(root, 'scripts/demo.ts'), '--short'], {
+    const child = spawn(process.execPath, [join(root, 'src/cli/main.ts'), 'demo', '--short'], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let stdout = '';
