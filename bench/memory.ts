@@ -3,7 +3,7 @@
  * @kubernetes/client-node's plain informer holding the same pods, on one real control plane.
  *
  *   node bench/memory.ts [--pods 10000,50000] [--repeat 3,1] [--concurrency 96]
- *                        [--node-flags '--max-semi-space-size=1']
+ *                        [--node-flags=--optimize-for-size]
  *
  * The parent starts the control plane (test/support/control-plane.ts) and creates gated
  * batch-like pods (`batchPod` below) in one namespace, topping it up to each N in turn
