@@ -2,6 +2,7 @@
  * Where tollgate's API credentials come from: an explicit kubeconfig path, the
  * in-cluster service account, or the default chain ($KUBECONFIG, ~/.kube/config).
  */
+import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { KubeConfig } from '@kubernetes/client-node';
 
@@ -48,5 +49,73 @@ export function loadKubeConfig(source: KubeConfigSource = { kind: 'default' }): 
     throw new Error(
       `${origin}: no current context with a cluster (current-context: ${kubeConfig.getCurrentContext() || 'unset'})`,
     );
+  return reuseConnections(kubeConfig);
+}
+
+type DispatcherFactory = (cluster: unknown, agentOptions: Record<string, unknown>) => unknown;
+const reusing = new WeakSet<KubeConfig>();
+/** Distinct TLS identities kept per KubeConfig; a rotated client certificate is a new one. */
+const maxAgents = 8;
+
+/**
+ * Makes every API request of this KubeConfig share one connection pool.
+ *
+ * @kubernetes/client-node 2.0 builds a new undici Agent for every request
+ * (`KubeConfig.createDispatcher`, called from `applySecurityAuthentication`), so each
+ * request opens its own connection with a full TLS handshake, and idle sockets pile up
+ * until their keep-alive ends: at hundreds of writes per second most of tollgate's and
+ * the apiserver's CPU went to handshakes. Here the Agent is kept per TLS identity
+ * (server, CA, client certificate and key, verification settings, proxy), hashed so no
+ * key material is held twice; a changed certificate file gives a new Agent and the
+ * oldest beyond `maxAgents` is closed gracefully (its requests in flight finish).
+ * Bearer tokens travel in headers, not in the Agent, so token refresh is unaffected.
+ *
+ * The hook is a private method of the library; if a release renames it, this leaves
+ * the KubeConfig as it was (correct, only slower) instead of failing.
+ */
+export function reuseConnections(kubeConfig: KubeConfig): KubeConfig {
+  const target = kubeConfig as unknown as { createDispatcher?: DispatcherFactory };
+  const original = target.createDispatcher;
+  if (typeof original !== 'function' || reusing.has(kubeConfig)) return kubeConfig;
+  reusing.add(kubeConfig);
+  const agents = new Map<string, unknown>();
+  target.createDispatcher = function (cluster, agentOptions) {
+    const key = tlsIdentity(cluster, agentOptions);
+    if (agents.has(key)) return agents.get(key);
+    const agent: unknown = original.call(this, cluster, agentOptions);
+    if (agents.size >= maxAgents) {
+      const [oldestKey, oldest] = agents.entries().next().value as [string, unknown];
+      agents.delete(oldestKey);
+      void (oldest as { close?: () => Promise<void> } | undefined)
+        ?.close?.()
+        .catch(() => undefined);
+    }
+    agents.set(key, agent);
+    return agent;
+  };
   return kubeConfig;
+}
+
+function tlsIdentity(cluster: unknown, agentOptions: Record<string, unknown>): string {
+  const c = (cluster ?? {}) as Record<string, unknown>;
+  const hash = createHash('sha256');
+  for (const value of [
+    c.server,
+    c.proxyUrl,
+    c.skipTLSVerify,
+    c.tlsServerName,
+    ...['ca', 'cert', 'key', 'pfx', 'passphrase', 'rejectUnauthorized', 'servername'].map(
+      (name) => agentOptions[name],
+    ),
+  ]) {
+    hash.update(
+      value === undefined
+        ? '\u0000undefined'
+        : Buffer.isBuffer(value)
+          ? value
+          : JSON.stringify(value),
+    );
+    hash.update('\u0000|');
+  }
+  return hash.digest('hex');
 }

@@ -23,6 +23,7 @@
  * and the `tollgate`/`intruder` identities are service accounts in tollgate-system with
  * tokens from the TokenRequest API.
  */
+import { reuseConnections } from '../../src/cluster/client.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
@@ -364,10 +365,11 @@ function kubeconfigYaml(server: string, user: string, token: string, caFile?: st
   });
 }
 
+/** Like tollgate's own client (src/cluster/client.ts): one connection pool per identity. */
 function loadKubeConfig(file: string): KubeConfig {
   const kc = new KubeConfig();
   kc.loadFromFile(file);
-  return kc;
+  return reuseConnections(kc);
 }
 
 /** Server-side applies every document of deploy/base/rbac.yaml (idempotent on reuse). */

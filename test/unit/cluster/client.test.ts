@@ -1,0 +1,60 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { HttpMethod, KubeConfig, RequestContext } from '@kubernetes/client-node';
+import { reuseConnections } from '../../../src/cluster/client.ts';
+
+// A self-signed CA is not needed: the Agent is built, never connected.
+const fakeCa = Buffer.from('-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n');
+
+function kubeConfig(certData = 'client-cert-1'): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'c', server: 'https://127.0.0.1:6443', caData: fakeCa.toString('base64') }],
+    users: [
+      {
+        name: 'u',
+        certData: Buffer.from(certData).toString('base64'),
+        keyData: Buffer.from('key').toString('base64'),
+      },
+    ],
+    contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
+    currentContext: 'ctx',
+  });
+  return kc;
+}
+
+async function dispatcherOf(kc: KubeConfig): Promise<unknown> {
+  const context = new RequestContext('https://127.0.0.1:6443/api/v1/namespaces', HttpMethod.GET);
+  await kc.applySecurityAuthentication(context);
+  return context.getDispatcher();
+}
+
+test('without tollgate, the client library builds a new connection pool for every request', async () => {
+  // When this starts failing, the library reuses connections itself and reuseConnections can go.
+  const kc = kubeConfig();
+  const first = await dispatcherOf(kc);
+  assert.ok(first !== undefined);
+  assert.notEqual(await dispatcherOf(kc), first);
+});
+
+test('with reuseConnections, every request of one KubeConfig shares one connection pool', async () => {
+  const kc = reuseConnections(kubeConfig());
+  const first = await dispatcherOf(kc);
+  assert.ok(first !== undefined);
+  for (let i = 0; i < 5; i++) assert.equal(await dispatcherOf(kc), first);
+});
+
+test('a rotated client certificate gets a new pool; the same one again is served from the cache', async () => {
+  const kc = reuseConnections(kubeConfig('client-cert-1'));
+  const first = await dispatcherOf(kc);
+  const user = kc.getCurrentUser() as { certData?: string };
+  user.certData = Buffer.from('client-cert-2').toString('base64');
+  const rotated = await dispatcherOf(kc);
+  assert.notEqual(rotated, first);
+  assert.equal(await dispatcherOf(kc), rotated);
+});
+
+test('applying reuseConnections twice is harmless', async () => {
+  const kc = reuseConnections(reuseConnections(kubeConfig()));
+  assert.equal(await dispatcherOf(kc), await dispatcherOf(kc));
+});
