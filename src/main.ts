@@ -19,13 +19,13 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
+import type { V1Pod } from '@kubernetes/client-node';
 import { CronJob } from 'cron';
 import { openAuditSource } from './audit/reader.ts';
 import { GitAuditWriter } from './audit/writer.ts';
 import type { AuditSink } from './audit/types.ts';
 import type { RunConfig } from './cli/run-config.ts';
-import { loadKubeConfig } from './cluster/client.ts';
+import { loadKubeConfig, podReader } from './cluster/client.ts';
 import { createEventRecorder, type EventRecorder } from './cluster/events.ts';
 import { formatFencingToken, LeaderElector, leaseClientFromKubeConfig } from './cluster/leader.ts';
 import type { ClusterView, ObjectReference } from './cluster/types.ts';
@@ -283,15 +283,7 @@ async function start(
     }
   });
 
-  const core = kubeConfig.makeApiClient(CoreV1Api);
-  const readPod = async (namespace: string, name: string): Promise<V1Pod | undefined> => {
-    try {
-      return await core.readNamespacedPod({ namespace, name });
-    } catch (error) {
-      if ((error as { code?: number }).code === 404) return undefined;
-      throw error;
-    }
-  };
+  const readPod = podReader(kubeConfig);
   const toEvent = (
     pod: V1Pod,
     event: { type: 'Normal' | 'Warning'; reason: string; message: string },

@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
 
 export type KubeConfigSource =
   | { readonly kind: 'file'; readonly path: string }
@@ -118,4 +118,19 @@ function tlsIdentity(cluster: unknown, agentOptions: Record<string, unknown>): s
     hash.update('\u0000|');
   }
   return hash.digest('hex');
+}
+
+/** A live read of one pod (the stale-guard's and the loops' bounded reads); undefined once it is gone. */
+export function podReader(
+  kubeConfig: KubeConfig,
+): (namespace: string, name: string) => Promise<V1Pod | undefined> {
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  return async (namespace, name) => {
+    try {
+      return await core.readNamespacedPod({ namespace, name });
+    } catch (error) {
+      if ((error as { code?: number }).code === 404) return undefined;
+      throw error;
+    }
+  };
 }

@@ -14,8 +14,9 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { createClusterView } from '../../src/cluster/view.ts';
+import { podReader } from '../../src/cluster/client.ts';
 import { createWriteExecutor } from '../../src/cluster/writer.ts';
 import type { ClusterView, ObjectReference } from '../../src/cluster/types.ts';
 import { StaleGuard } from '../../src/cluster/stale-guard.ts';
@@ -225,15 +226,7 @@ export async function prepareGateReleaseStack(
     loop: 'gate-release',
   });
   staleGuard.markSynced();
-  const core = kc.makeApiClient(CoreV1Api);
-  const readPod = async (namespace: string, name: string): Promise<V1Pod | undefined> => {
-    try {
-      return await core.readNamespacedPod({ namespace, name });
-    } catch (error) {
-      if ((error as { code?: number }).code === 404) return undefined;
-      throw error;
-    }
-  };
+  const readPod = podReader(kc);
 
   const tracedAudit: AuditSink = trace?.intents
     ? {
