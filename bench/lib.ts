@@ -197,6 +197,10 @@ export function benchPolicyFiles(options: {
   gate: string;
   gatePolicy: string;
   conditions: unknown[];
+  /** Pacing of the settings and the tenant; default: twice the pods, unlimited rate. */
+  pacing?: { settings?: object; tenant?: object };
+  /** Tenant pod budget; absent = none. */
+  budgetPods?: number;
 }): Record<string, string> {
   const doc = (kind: string, name: string, spec: unknown): string =>
     stringify({ apiVersion: 'tollgate.io/v1alpha1', kind, metadata: { name }, spec });
@@ -213,7 +217,7 @@ export function benchPolicyFiles(options: {
         mode: 'strict',
         batch: { maxDecisions: 1000, maxDelay: '200ms' },
       },
-      pacing,
+      pacing: options.pacing?.settings ?? pacing,
     }),
     'staleness.yaml': doc('StalenessPolicy', 'default', {
       maxCacheLag: '5s',
@@ -224,7 +228,8 @@ export function benchPolicyFiles(options: {
     'tenants/bench.yaml': doc('Tenant', 'bench', {
       namespaces: options.namespaces,
       gatePrefixes: ['bench.tollgate.io/'],
-      pacing,
+      pacing: options.pacing?.tenant ?? pacing,
+      ...(options.budgetPods === undefined ? {} : { budget: { pods: options.budgetPods } }),
     }),
     'gates/bench.yaml': doc('GatePolicy', options.gatePolicy, {
       tenant: 'bench',

@@ -34,11 +34,10 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { stringify } from 'yaml';
 import { CoreV1Api, makeInformer, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { startControlPlane, type ControlPlane } from '../test/support/control-plane.ts';
 import { pushTree, startGitServer, type GitServer } from '../test/support/git-server.ts';
-import { createGatedPods, ensureNamespace, inPool, median } from './lib.ts';
+import { benchPolicyFiles, createGatedPods, ensureNamespace, inPool, median } from './lib.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const cli = join(resolve(here, '..'), 'src/cli/main.ts');
@@ -110,41 +109,22 @@ interface PolicyShape {
 }
 
 function policyFiles(shape: PolicyShape): Record<string, string> {
-  const doc = (kind: string, name: string, spec: unknown): string =>
-    stringify({ apiVersion: 'tollgate.io/v1alpha1', kind, metadata: { name }, spec });
   const unlimited = { maxInFlight: 1_000_000, releasesPerSecond: 1_000_000, batchSize: 1_000_000 };
-  const tenantPacing =
-    shape.rate === undefined
-      ? unlimited
-      : { maxInFlight: 1_000_000, releasesPerSecond: shape.rate, batchSize: shape.rate };
-  return {
-    'tollgate.yaml': doc('Settings', 'tollgate', {
-      cluster: 'bench',
-      audit: {
-        branch: 'tollgate/audit',
-        mode: 'strict',
-        batch: { maxDecisions: 1000, maxDelay: '200ms' },
-      },
-      pacing: unlimited,
-    }),
-    'staleness.yaml': doc('StalenessPolicy', 'default', {
-      maxCacheLag: '5s',
-      destructive: ['Cancel'],
-      requeue: { base: '200ms', max: '5s' },
-      liveReads: { qps: 20, burst: 40, breaker: { failureThreshold: 5, open: '10s' } },
-    }),
-    'tenants/bench.yaml': doc('Tenant', 'bench', {
-      namespaces: shape.namespaces,
-      gatePrefixes: ['bench.tollgate.io/'],
-      pacing: tenantPacing,
-      ...(shape.budgetPods === undefined ? {} : { budget: { pods: shape.budgetPods } }),
-    }),
-    'gates/bench.yaml': doc('GatePolicy', 'bench-ready', {
-      tenant: 'bench',
-      gate,
-      conditions: [{ type: 'Budget' }],
-    }),
-  };
+  return benchPolicyFiles({
+    namespaces: shape.namespaces,
+    pods: 0,
+    gate,
+    gatePolicy: 'bench-ready',
+    conditions: [{ type: 'Budget' }],
+    pacing: {
+      settings: unlimited,
+      tenant:
+        shape.rate === undefined
+          ? unlimited
+          : { maxInFlight: 1_000_000, releasesPerSecond: shape.rate, batchSize: shape.rate },
+    },
+    ...(shape.budgetPods === undefined ? {} : { budgetPods: shape.budgetPods }),
+  });
 }
 
 // ---- the independent watcher
