@@ -92,6 +92,14 @@ export interface GateReleaseDeps {
   readonly cacheLagMs?: () => number | undefined;
   /** Quiet time after a change before a pass runs, so a burst of watch events is one pass. Default 100 ms. */
   readonly debounceMs?: number;
+  /**
+   * The share of the event loop passes may take (default 0.25): after a pass that took P
+   * ms, the next starts no sooner than P * (1 / share - 1) ms after it ended. A pass over
+   * 10,000 pods takes about 100 ms; with a change every 200 ms, passes back to back
+   * left the audit writer's Git push (in this process) waiting seconds behind them, and
+   * every strict release waits for that push.
+   */
+  readonly passShare?: number;
   /** How long a write stays useful in the queue. Default 60 s. */
   readonly writeDeadlineMs?: number;
   /** Hysteresis: how long a raised budget takes to open fully. Default 10 s. */
@@ -131,6 +139,15 @@ export function startGateReleaseLoop(deps: GateReleaseDeps): GateReleaseLoop {
   const clock = deps.clock ?? systemClock;
   const log = deps.log ?? silentLogger;
   const debounceMs = deps.debounceMs ?? 100;
+  const passShare = deps.passShare ?? 0.25;
+  if (!(passShare > 0 && passShare <= 1))
+    throw new Error(`gate-release: passShare must be in (0, 1], got ${passShare}`);
+  /** When the last pass ended and how long its work took (waiting for the view excluded). */
+  let lastPassEnd = Number.NEGATIVE_INFINITY;
+  let lastPassMs = 0;
+  let passStartedAt: number | undefined;
+  /** Spacing never exceeds this, however slow a pass was. */
+  const maxSpacingMs = 1_000;
   const firstIntentBatch = deps.firstIntentBatch ?? 500;
   const maxQueuedWrites = deps.maxQueuedWrites ?? 500;
   const deadlineMs = deps.writeDeadlineMs ?? 60_000;
@@ -148,9 +165,12 @@ export function startGateReleaseLoop(deps: GateReleaseDeps): GateReleaseLoop {
   const pending = new Set<Promise<void>>();
   let lastCommit: string | undefined;
 
-  const schedule = (delayMs: number): void => {
+  const schedule = (wantedMs: number): void => {
     if (stopped || !autoStart) return;
-    const at = clock.now() + Math.max(0, delayMs);
+    const now = clock.now();
+    const spacing = Math.min(maxSpacingMs, lastPassMs * (1 / passShare - 1));
+    const delayMs = Math.max(wantedMs, lastPassEnd + spacing - now);
+    const at = now + Math.max(0, delayMs);
     if (timer && at >= timerAt) return;
     if (timer) clearTimeout(timer);
     timerAt = at;
@@ -349,6 +369,7 @@ export function startGateReleaseLoop(deps: GateReleaseDeps): GateReleaseLoop {
     };
     if (!policy || stopped) return nothing;
     if (!deps.view.synced) await deps.view.whenSynced();
+    passStartedAt = performance.now();
     if (policy.commit !== lastCommit) {
       precreateGateReleaseSeries(policy);
       lastCommit = policy.commit;
@@ -523,10 +544,13 @@ export function startGateReleaseLoop(deps: GateReleaseDeps): GateReleaseLoop {
       rerun = true;
       return running;
     }
+    passStartedAt = undefined;
     running = onePass();
     try {
       return await running;
     } finally {
+      lastPassMs = passStartedAt === undefined ? 0 : performance.now() - passStartedAt;
+      lastPassEnd = clock.now();
       running = undefined;
       if (rerun && !stopped) {
         rerun = false;

@@ -368,3 +368,20 @@ test('a loop stopped while the rest of a large pass is being recorded records th
     ],
   );
 });
+
+test('a passShare outside (0, 1] is refused with the value named', () => {
+  const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
+  for (const passShare of [0, -0.5, 1.5])
+    assert.throws(
+      () =>
+        startGateReleaseLoop({
+          view: viewOf(gatedPods()),
+          policy: () => policy,
+          dispatcher: h.dispatcher,
+          audit: h.audit,
+          autoStart: false,
+          passShare,
+        }),
+      new RegExp(`passShare must be in \\(0, 1\\], got ${passShare}`),
+    );
+});
