@@ -62,6 +62,9 @@ import {
 import { podRequests } from './requests.ts';
 
 /** A write the loop hands to the dispatcher; the shape mirrors dispatch's `WriteOperation`. */
+
+/** A Release decided by an expiry whose action is Release starts its reason with this (the stale-guard's `ExpireRelease`). */
+export const expiryReleasePrefix = 'expired (';
 export type PlannedOperation =
   | { readonly type: 'removeGate'; readonly gate: string; readonly gateIndex: number }
   | { readonly type: 'delete'; readonly reason: string }
@@ -374,7 +377,7 @@ export function planReleases(
           owned: owned2,
           inputs,
           requests,
-          reasonPrefix: `expired (${age}); policy action Release waives ${failing.join(', ')}`,
+          reasonPrefix: `${expiryReleasePrefix}${age}); policy action Release waives ${failing.join(', ')}`,
         });
         break;
       case 'Cancel': {

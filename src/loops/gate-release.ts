@@ -26,6 +26,7 @@ import { ownedGate } from '../decide/gates.ts';
 import { timestampMs } from '../decide/objects.ts';
 import {
   emptyPlanState,
+  expiryReleasePrefix,
   planReleases,
   type Plan,
   type PlannedWrite,
@@ -264,14 +265,24 @@ export function startGateReleaseLoop(deps: GateReleaseDeps): GateReleaseLoop {
     write: PlannedWrite,
     pod: V1Pod | undefined,
   ): Promise<void> => {
-    // Only Cancel deletes a pod: that is the destructive kind judged here.
-    const verdict: LiveDecision | undefined =
+    // The StalenessPolicy says which kinds are destructive (by default Cancel, which
+    // deletes the pod, and a Release forced by expiry); the guard answers proceed for the
+    // others. Without a guard only a delete takes the live read.
+    const guardKind: DecisionKindName | undefined =
       write.op.type === 'delete'
-        ? (deps.staleGuard?.requireLive?.(write.key, 'Cancel', deps.cacheLagMs?.()) ?? {
-            action: 'liveRead',
-            reason: `${decision.kind}: no stale-guard to judge the cache`,
-          })
-        : undefined;
+        ? 'Cancel'
+        : write.op.type === 'removeGate'
+          ? decision.reason.startsWith(expiryReleasePrefix)
+            ? 'ExpireRelease'
+            : 'Release'
+          : undefined;
+    const verdict: LiveDecision | undefined =
+      guardKind === undefined
+        ? undefined
+        : (deps.staleGuard?.requireLive?.(write.key, guardKind, deps.cacheLagMs?.()) ??
+          (write.op.type === 'delete'
+            ? { action: 'liveRead', reason: `${decision.kind}: no stale-guard to judge the cache` }
+            : undefined));
     if (verdict?.action === 'hold') {
       settle(decision, write, pod, { result: 'cancelled', message: verdict.reason });
       return;

@@ -13,6 +13,7 @@ import type { ClusterView } from '../../../src/cluster/types.ts';
 import type { Dispatcher, WriteRequest } from '../../../src/dispatch/types.ts';
 import type { AuditSink } from '../../../src/audit/types.ts';
 import type { Decision } from '../../../src/decide/decision.ts';
+import type { DecisionKindName, Policy } from '../../../src/policy/model.ts';
 import { aPod } from '../../builders/pod.ts';
 import { aGatePolicy, aPolicy, aTenant } from '../../builders/policy.ts';
 
@@ -72,66 +73,76 @@ const cases: {
   },
 ];
 
+/** One pass of the real loop and stale-guard over one pod, with in-memory edges. */
+async function onePass(
+  policyIn: Policy,
+  pod: V1Pod,
+  c: { lagMs: number | undefined; restored?: boolean; liveChanged?: boolean },
+): Promise<{ liveReads: number; requests: WriteRequest[]; recorded: Decision[] }> {
+  const view: ClusterView = {
+    synced: true,
+    whenSynced: async () => undefined,
+    pods: () => [pod],
+    pod: (ns, name) => (ns === 'team-a' && name === pod.metadata?.name ? pod : undefined),
+    nodes: () => [],
+    object: () => undefined,
+    lastResourceVersion: () => undefined,
+    onChange: () => () => undefined,
+  };
+  const requests: WriteRequest[] = [];
+  const dispatcher: Dispatcher = {
+    enqueue(request) {
+      requests.push(request);
+      return {
+        accepted: true,
+        coalesced: false,
+        done: Promise.resolve({ result: 'succeeded', resourceVersion: '999' }),
+      };
+    },
+    whenNotFull: async () => undefined,
+    cancel: () => undefined,
+    depth: 0,
+    close: async () => undefined,
+  };
+  const recorded: Decision[] = [];
+  const audit: AuditSink = {
+    recordIntents: async () => undefined,
+    record: (decisions) => void recorded.push(...decisions),
+    flush: async () => undefined,
+    backlog: 0,
+    close: async () => undefined,
+  };
+  const guard = new StaleGuard({
+    policy: policyIn.staleness,
+    loop: 'gate-release',
+    restored: c.restored ?? false,
+  });
+  let liveReads = 0;
+  const loop = startGateReleaseLoop({
+    view,
+    dispatcher,
+    audit,
+    policy: () => policyIn,
+    staleGuard: guard,
+    cacheLagMs: () => c.lagMs,
+    readPod: async () => {
+      liveReads += 1;
+      const live = structuredClone(pod) as V1Pod;
+      if (c.liveChanged && live.metadata) live.metadata.resourceVersion = '12345';
+      return live;
+    },
+    autoStart: false,
+  });
+  const report = await loop.pass();
+  await report.settled;
+  await loop.stop();
+  return { liveReads, requests, recorded };
+}
+
 for (const c of cases) {
   test(c.name, async () => {
     const pod = aPod('doomed', 'team-a').gated(gate).obj();
-    const view: ClusterView = {
-      synced: true,
-      whenSynced: async () => undefined,
-      pods: () => [pod],
-      pod: (ns, name) => (ns === 'team-a' && name === 'doomed' ? pod : undefined),
-      nodes: () => [],
-      object: () => undefined,
-      lastResourceVersion: () => undefined,
-      onChange: () => () => undefined,
-    };
-    const requests: WriteRequest[] = [];
-    const dispatcher: Dispatcher = {
-      enqueue(request) {
-        requests.push(request);
-        return {
-          accepted: true,
-          coalesced: false,
-          done: Promise.resolve({ result: 'succeeded', resourceVersion: '999' }),
-        };
-      },
-      whenNotFull: async () => undefined,
-      cancel: () => undefined,
-      depth: 0,
-      close: async () => undefined,
-    };
-    const recorded: Decision[] = [];
-    const audit: AuditSink = {
-      recordIntents: async () => undefined,
-      record: (decisions) => void recorded.push(...decisions),
-      flush: async () => undefined,
-      backlog: 0,
-      close: async () => undefined,
-    };
-    const guard = new StaleGuard({
-      policy: policy.staleness,
-      loop: 'gate-release',
-      restored: c.restored ?? false,
-    });
-    let liveReads = 0;
-    const loop = startGateReleaseLoop({
-      view,
-      dispatcher,
-      audit,
-      policy: () => policy,
-      staleGuard: guard,
-      cacheLagMs: () => c.lagMs,
-      readPod: async () => {
-        liveReads += 1;
-        const live = structuredClone(pod) as V1Pod;
-        if (c.liveChanged && live.metadata) live.metadata.resourceVersion = '12345';
-        return live;
-      },
-      autoStart: false,
-    });
-    const report = await loop.pass();
-    await report.settled;
-    await loop.stop();
+    const { liveReads, requests, recorded } = await onePass(policy, pod, c);
     assert.equal(liveReads, c.liveReads, 'live reads');
     assert.equal(
       requests.some((r) => r.op.type === 'delete'),
@@ -145,5 +156,82 @@ for (const c of cases) {
         ? 'SkipStale recorded'
         : 'no Cancel recorded';
     assert.match(outcome, c.outcome);
+  });
+}
+
+// A Release forced by expiry (action Release) is destructive by default; a plain Release
+// only when the StalenessPolicy lists it.
+const withDestructive = (p: Policy, destructive: DecisionKindName[]): Policy => ({
+  ...p,
+  staleness: { ...p.staleness, destructive },
+});
+const expiring = aPolicy()
+  .tenant(aTenant('team-a'))
+  .gatePolicy(
+    aGatePolicy('ready', 'team-a').conditions({ type: 'Approved' }).expiry(1000, 'Release'),
+  )
+  .obj();
+const approved = aPolicy()
+  .tenant(aTenant('team-a'))
+  .gatePolicy(aGatePolicy('ready', 'team-a').conditions({ type: 'Approved' }))
+  .approve('Release', 'team-a', 'ready-pod')
+  .obj();
+
+const releaseCases: {
+  name: string;
+  policy: Policy;
+  lagMs: number | undefined;
+  liveChanged?: boolean;
+  liveReads: number;
+  released: boolean;
+}[] = [
+  {
+    name: 'an expiry Release with ExpireRelease destructive and the lag beyond maxCacheLag takes a live read, then releases',
+    policy: withDestructive(expiring, ['Cancel', 'ExpireRelease']),
+    lagMs: maxCacheLagMs + 1,
+    liveReads: 1,
+    released: true,
+  },
+  {
+    name: 'an expiry Release whose pod changed under the cache is not released',
+    policy: withDestructive(expiring, ['Cancel', 'ExpireRelease']),
+    lagMs: undefined,
+    liveChanged: true,
+    liveReads: 1,
+    released: false,
+  },
+  {
+    name: 'an expiry Release within maxCacheLag releases from the cache',
+    policy: withDestructive(expiring, ['Cancel', 'ExpireRelease']),
+    lagMs: 0,
+    liveReads: 0,
+    released: true,
+  },
+  {
+    name: 'a plain Release not listed as destructive never takes a live read, even with the lag unknown',
+    policy: withDestructive(approved, ['Cancel', 'ExpireRelease']),
+    lagMs: undefined,
+    liveReads: 0,
+    released: true,
+  },
+  {
+    name: 'a plain Release listed as destructive takes a live read when the lag is unknown',
+    policy: withDestructive(approved, ['Release']),
+    lagMs: undefined,
+    liveReads: 1,
+    released: true,
+  },
+];
+
+for (const c of releaseCases) {
+  test(c.name, async () => {
+    const pod = aPod('ready-pod', 'team-a').gated(gate).obj();
+    const { liveReads, requests } = await onePass(c.policy, pod, c);
+    assert.equal(liveReads, c.liveReads, 'live reads');
+    assert.equal(
+      requests.some((r) => r.op.type === 'removeGate'),
+      c.released,
+      'gate removal sent',
+    );
   });
 }
