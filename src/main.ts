@@ -358,6 +358,7 @@ async function start(
           events: toEvent,
           readPod,
           ...quotasFromView(liveView),
+          cacheLagMs: () => liveView.cacheLag.lagMs(),
           logger: log,
         });
       } else if ((policies.current()?.resizePolicies.length ?? 0) > 0) {

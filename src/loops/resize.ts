@@ -17,6 +17,7 @@
  * waits for room (backpressure) rather than dropping a rollback.
  */
 import type { V1Pod } from '@kubernetes/client-node';
+import type { LiveDecision } from '../cluster/stale-guard.ts';
 import type { ClusterView, ObjectKey } from '../cluster/types.ts';
 import { objectKey } from '../cluster/types.ts';
 import type { AuditSink } from '../audit/types.ts';
@@ -56,6 +57,15 @@ import {
 export interface ResizeStaleGuard {
   isFresh(key: ObjectKey, pod: V1Pod): boolean;
   recordWrite(key: ObjectKey, resourceVersion: string): void;
+  /**
+   * Before a write of a kind the StalenessPolicy lists as destructive (by default
+   * Rollback): act on the cache, take a live read first, or hold. Absent = act on the cache.
+   */
+  requireLive?(
+    key: ObjectKey,
+    kind: 'Resize' | 'Rollback',
+    cacheLagMs: number | undefined,
+  ): LiveDecision;
 }
 
 /** A Kubernetes Event on a pod (src/cluster/events.ts implements it). */
@@ -76,6 +86,8 @@ export interface ResizeLoopDeps {
   readonly stepMs?: (policy: ResizePolicy) => number;
   readonly clock?: Clock;
   readonly staleGuard?: ResizeStaleGuard;
+  /** The view's measured lag behind the API server; undefined = unknown. */
+  readonly cacheLagMs?: () => number | undefined;
   readonly events?: ResizeEventSink;
   /** ResourceQuotas of a namespace, when the view has them (`quotasFromView`). */
   readonly quotas?: (namespace: string) => readonly ResourceQuotaLike[];
@@ -504,6 +516,28 @@ export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
           ]);
           skipped.set(key, 'stale');
           return;
+        }
+        const kind = plan.decisions.some((d) => d.kind === 'Rollback') ? 'Rollback' : 'Resize';
+        const verdict = guard.requireLive?.(key, kind, deps.cacheLagMs?.());
+        if (verdict?.action === 'hold') {
+          skipped.set(key, verdict.reason);
+          return;
+        }
+        if (verdict?.action === 'liveRead' && deps.readPod && round === 0) {
+          // Destructive and the cache may be behind: decide again from the live pod if
+          // it moved (the write's resourceVersion precondition guards the rest).
+          const live = await deps
+            .readPod(pod.metadata?.namespace ?? '', pod.metadata?.name ?? '')
+            .catch(() => undefined);
+          if (!live || live.metadata?.uid !== current.metadata?.uid) {
+            skipped.set(key, `${kind}: live read found the pod gone or replaced`);
+            return;
+          }
+          if (live.metadata?.resourceVersion !== current.metadata?.resourceVersion) {
+            log.info({ pod: key, kind }, 'resize: live read newer than the cache; decided again');
+            current = live;
+            continue;
+          }
         }
         refused.delete(key);
         const intents = plan.decisions.filter((d) => d.outcome.result === 'pending');

@@ -328,3 +328,76 @@ test('a step-up the API server did not admit frees its quota room at once', asyn
     'web-1 gets the room the refused step did not take',
   );
 });
+
+test('a resize the stale-guard judges destructive with the cache behind takes a live read and decides again from a newer pod', async () => {
+  const one = [pods()[0] as V1Pod];
+  const h = harness(one, (_r, n) => ({ result: 'succeeded', resourceVersion: String(700 + n) }));
+  const live = aRunningPod('web-0', 'team-a')
+    .container('app', { cpu: '500m', memory: '256Mi' })
+    .obj();
+  (live.metadata as { resourceVersion: string }).resourceVersion = '160';
+  const asked: string[] = [];
+  let reads = 0;
+  const loop = startResizeLoop({
+    view: viewOf(one),
+    policy: policyWith,
+    dispatcher: h.dispatcher,
+    audit: h.audit,
+    prometheus: h.prometheus,
+    intervalMs: 3_600_000,
+    clock,
+    cacheLagMs: () => 9_000,
+    staleGuard: {
+      ...alwaysFresh,
+      requireLive: (_key, kind, lag) => {
+        asked.push(`${kind}@${lag}`);
+        return { action: 'liveRead', reason: `${kind}: cache lag ${lag} ms` };
+      },
+    },
+    readPod: async () => {
+      reads += 1;
+      return live;
+    },
+  });
+  await loop.pass();
+  await loop.stop();
+  assert.deepEqual(
+    asked,
+    ['Resize@9000', 'Resize@9000'],
+    'asked before the write, again after re-deciding',
+  );
+  assert.equal(reads, 1, 'one live read: the second decision is made on the live pod');
+  assert.deepEqual(
+    h.requests.map((r) => [r.op.type, r.target.resourceVersion]),
+    [
+      ['annotate', '160'],
+      ['resize', '701'],
+    ],
+  );
+});
+
+test('a resize held by the stale-guard sends nothing and says why', async () => {
+  const one = [pods()[0] as V1Pod];
+  const h = harness(one, () => ({ result: 'succeeded', resourceVersion: '800' }));
+  const loop = startResizeLoop({
+    view: viewOf(one),
+    policy: policyWith,
+    dispatcher: h.dispatcher,
+    audit: h.audit,
+    prometheus: h.prometheus,
+    intervalMs: 3_600_000,
+    clock,
+    staleGuard: {
+      ...alwaysFresh,
+      requireLive: () => ({
+        action: 'hold',
+        reason: 'Resize held: view not synced',
+        retryAfterMs: 100,
+      }),
+    },
+  });
+  const summary = await loop.pass();
+  await loop.stop();
+  assert.equal(h.requests.length, 0);
+  assert.equal(summary.skipped.get('team-a/web-0'), 'Resize held: view not synced');
+});
