@@ -92,6 +92,19 @@ function harness(_pods: V1Pod[], answer: (r: WriteRequest, n: number) => WriteRe
   return { log, requests, recorded, queries, dispatcher, audit, prometheus };
 }
 
+/** The deps every test here shares: the harness's edges, one pass per call, the shared clock. */
+function common(h: ReturnType<typeof harness>, podsInView: V1Pod[]) {
+  return {
+    view: viewOf(podsInView),
+    policy: policyWith,
+    dispatcher: h.dispatcher,
+    audit: h.audit,
+    prometheus: h.prometheus,
+    intervalMs: 3_600_000,
+    clock,
+  };
+}
+
 const pods = () =>
   ['web-0', 'web-1', 'web-2'].map((n) =>
     aRunningPod(n, 'team-a').container('app', { cpu: '500m', memory: '256Mi' }).obj(),
@@ -172,13 +185,7 @@ test('a 409 reads the pod again and decides again from it', async () => {
     .obj();
   (fresh.metadata as { resourceVersion: string }).resourceVersion = '150';
   const loop = startResizeLoop({
-    view: viewOf(one),
-    policy: policyWith,
-    dispatcher: h.dispatcher,
-    audit: h.audit,
-    prometheus: h.prometheus,
-    intervalMs: 3_600_000,
-    clock,
+    ...common(h, one),
     readPod: async () => {
       reads += 1;
       return fresh;
@@ -205,13 +212,7 @@ test('a pod whose own last write the view has not seen is skipped as stale', asy
   const one = [pods()[0] as V1Pod];
   const h = harness(one, (_r, n) => ({ result: 'succeeded', resourceVersion: String(500 + n) }));
   const loop = startResizeLoop({
-    view: viewOf(one),
-    policy: policyWith,
-    dispatcher: h.dispatcher,
-    audit: h.audit,
-    prometheus: h.prometheus,
-    intervalMs: 3_600_000,
-    clock,
+    ...common(h, one),
   });
   await loop.pass();
   const before = h.requests.length;
@@ -251,13 +252,7 @@ test('pods of one namespace share the quota room: a pass sends only the step-ups
   };
   let seenThrough = '100';
   const loop = startResizeLoop({
-    view: viewOf(three),
-    policy: policyWith,
-    dispatcher: h.dispatcher,
-    audit: h.audit,
-    prometheus: h.prometheus,
-    intervalMs: 3_600_000,
-    clock,
+    ...common(h, three),
     quotas: (ns) => (ns === 'team-a' ? [quota] : []),
     quotasSeenThrough: () => seenThrough,
     // The view here never changes: freshness is not what this test is about.
@@ -304,13 +299,7 @@ test('a step-up the API server did not admit frees its quota room at once', asyn
     status: { hard: { 'requests.cpu': '1250m' }, used: { 'requests.cpu': '1000m' } },
   };
   const loop = startResizeLoop({
-    view: viewOf(two),
-    policy: policyWith,
-    dispatcher: h.dispatcher,
-    audit: h.audit,
-    prometheus: h.prometheus,
-    intervalMs: 3_600_000,
-    clock,
+    ...common(h, two),
     quotas: () => [quota],
     quotasSeenThrough: () => '1',
     staleGuard: alwaysFresh,
@@ -339,13 +328,7 @@ test('a resize the stale-guard judges destructive with the cache behind takes a 
   const asked: string[] = [];
   let reads = 0;
   const loop = startResizeLoop({
-    view: viewOf(one),
-    policy: policyWith,
-    dispatcher: h.dispatcher,
-    audit: h.audit,
-    prometheus: h.prometheus,
-    intervalMs: 3_600_000,
-    clock,
+    ...common(h, one),
     cacheLagMs: () => 9_000,
     staleGuard: {
       ...alwaysFresh,
@@ -380,13 +363,7 @@ test('a resize held by the stale-guard sends nothing and says why', async () => 
   const one = [pods()[0] as V1Pod];
   const h = harness(one, () => ({ result: 'succeeded', resourceVersion: '800' }));
   const loop = startResizeLoop({
-    view: viewOf(one),
-    policy: policyWith,
-    dispatcher: h.dispatcher,
-    audit: h.audit,
-    prometheus: h.prometheus,
-    intervalMs: 3_600_000,
-    clock,
+    ...common(h, one),
     staleGuard: {
       ...alwaysFresh,
       requireLive: () => ({
