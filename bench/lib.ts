@@ -121,6 +121,19 @@ export async function withRetries(
   }
 }
 
+/** Every pod of a namespace, in pages of 1,000. */
+export async function listAllPods(kc: KubeConfig, namespace: string): Promise<V1Pod[]> {
+  const core = kc.makeApiClient(CoreV1Api);
+  const pods: V1Pod[] = [];
+  let _continue: string | undefined;
+  do {
+    const page = await core.listNamespacedPod({ namespace, limit: 1000, _continue });
+    pods.push(...page.items);
+    _continue = page.metadata?._continue;
+  } while (_continue);
+  return pods;
+}
+
 /**
  * The ceiling: removes the same gates with the same JSON patch and concurrency as
  * tollgate, with no policy, audit, guard or queue. What this achieves is the API
@@ -133,13 +146,7 @@ export async function rawRelease(
   concurrency: number,
 ): Promise<{ pods: number; millis: number; writes: number }> {
   const core = kc.makeApiClient(CoreV1Api);
-  const pods: V1Pod[] = [];
-  let _continue: string | undefined;
-  do {
-    const page = await core.listNamespacedPod({ namespace, limit: 1000, _continue });
-    pods.push(...page.items);
-    _continue = page.metadata?._continue;
-  } while (_continue);
+  const pods = await listAllPods(kc, namespace);
   const started = performance.now();
   let writes = 0;
   await inPool(pods, concurrency, async (pod) => {

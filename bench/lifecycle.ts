@@ -37,7 +37,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CoreV1Api, makeInformer, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { startControlPlane, type ControlPlane } from '../test/support/control-plane.ts';
 import { pushTree, startGitServer, type GitServer } from '../test/support/git-server.ts';
-import { benchPolicyFiles, createGatedPods, ensureNamespace, inPool, median } from './lib.ts';
+import {
+  benchPolicyFiles,
+  createGatedPods,
+  ensureNamespace,
+  inPool,
+  listAllPods,
+  median,
+} from './lib.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const cli = join(resolve(here, '..'), 'src/cli/main.ts');
@@ -194,13 +201,7 @@ class ReleaseWatcher {
 /** Deletes released pods and creates fresh gated ones until `count` gated pods exist. */
 async function topUp(kc: KubeConfig, namespace: string, count: number): Promise<void> {
   const core = kc.makeApiClient(CoreV1Api);
-  const pods: V1Pod[] = [];
-  let _continue: string | undefined;
-  do {
-    const page = await core.listNamespacedPod({ namespace, limit: 1000, _continue });
-    pods.push(...page.items);
-    _continue = page.metadata?._continue;
-  } while (_continue);
+  const pods = await listAllPods(kc, namespace);
   const released = pods.filter((p) => !hasGate(p) && !p.metadata?.deletionTimestamp);
   await inPool(released, 32, async (pod) => {
     await core
