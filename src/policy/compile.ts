@@ -41,6 +41,7 @@ import type {
   Tenant,
 } from './model.ts';
 import type { ParsedDocument } from './parse.ts';
+import { namespaceScopeProblems } from './promql.ts';
 import { apiVersion, policyKinds, validateDocument, type PolicyKind } from './schema.ts';
 
 export type PolicyResult =
@@ -142,37 +143,6 @@ function underPrefix(gate: string, prefix: string): boolean {
 /** Same rule the decisions use: a prefix owns the names that start with it. */
 function prefixesOverlap(a: string, b: string): boolean {
   return a.startsWith(b) || b.startsWith(a);
-}
-
-/**
- * The namespaces a PromQL query selects through `namespace` matchers: `"$namespace"`
- * (the pod's own, substituted at query time) is always fine, a literal must be one of
- * the tenant's, and a regex or negative matcher could reach any tenant, so it is refused.
- * A query without any namespace matcher would read every tenant's series.
- */
-function queryNamespaceProblems(query: string, owned: readonly string[]): string[] {
-  const problems: string[] = [];
-  const matcher = /\bnamespace\s*(=~|!=|!~|=)\s*"([^"]*)"/g;
-  let found = false;
-  for (const m of query.matchAll(matcher)) {
-    found = true;
-    const [, op, value] = m;
-    if (op !== '=') {
-      problems.push(
-        `namespace matcher ${op}"${value}" could select other tenants' namespaces; use namespace="$namespace"`,
-      );
-    } else if (value !== '$namespace' && !owned.includes(value ?? '')) {
-      problems.push(
-        `namespace "${value}" is not one of the tenant's namespaces (${owned.join(', ')})`,
-      );
-    }
-  }
-  if (!found) {
-    problems.push(
-      'query has no namespace matcher; scope it with namespace="$namespace" so it reads only the tenant\'s series',
-    );
-  }
-  return problems;
 }
 
 function kindOf(value: unknown): PolicyKind | string | undefined {
@@ -568,7 +538,7 @@ function compileResizePolicy(
       );
     }
     if (tenant)
-      for (const p of queryNamespaceProblems(s.query, tenant.namespaces))
+      for (const p of namespaceScopeProblems(s.query, tenant.namespaces))
         report(`${path}.query`, p);
     return {
       name: s.name,
@@ -578,7 +548,7 @@ function compileResizePolicy(
     };
   });
   if (spec.slo && tenant) {
-    for (const p of queryNamespaceProblems(spec.slo.query, tenant.namespaces))
+    for (const p of namespaceScopeProblems(spec.slo.query, tenant.namespaces))
       report('spec.slo.query', p);
   }
   const selector = selectorOf(report, spec.selector);
