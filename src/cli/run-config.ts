@@ -264,218 +264,305 @@ const dnsLabel = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const dnsSubdomain =
   /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
-export function parseRunConfig(flags: RawRunSettings, context: RunConfigContext): RunConfigResult {
-  const problems: string[] = [];
-  const settingByKey = new Map<string, RunSetting>(runSettings.map((s) => [s.key, s]));
-  const label = (key: RunSettingKey): string => {
-    const setting = settingByKey.get(key)!;
+/**
+ * Reads one setting from its flag, else its variable, else its default, and collects
+ * the problems found, each named by flag and variable.
+ */
+class SettingReader {
+  readonly problems: string[] = [];
+  readonly #flags: RawRunSettings;
+  readonly #env: RunConfigContext['env'];
+  readonly #settings = new Map<string, RunSetting>(runSettings.map((s) => [s.key, s]));
+
+  constructor(flags: RawRunSettings, env: RunConfigContext['env']) {
+    this.#flags = flags;
+    this.#env = env;
+  }
+
+  /** `--flag / TOLLGATE_VARIABLE`, how every problem names its setting. */
+  label(key: RunSettingKey): string {
+    const setting = this.#settings.get(key)!;
     return `--${setting.flag} / ${setting.env}`;
-  };
-  const raw = (key: RunSettingKey): string | undefined => {
-    const setting = settingByKey.get(key)!;
-    const value = flags[key] ?? context.env[setting.env];
+  }
+
+  /** The value given (trimmed), or undefined when neither flag nor variable is set. */
+  raw(key: RunSettingKey): string | undefined {
+    const setting = this.#settings.get(key)!;
+    const value = this.#flags[key] ?? this.#env[setting.env];
     return value === undefined || value.trim() === '' ? undefined : value.trim();
-  };
-  const value = (key: RunSettingKey): string =>
-    raw(key) ?? settingByKey.get(key)!.defaultValue ?? '';
-  const problem = (key: RunSettingKey, reason: string): void => {
-    problems.push(`${label(key)}: ${reason}`);
-  };
-
-  // Cluster access.
-  let cluster: RunConfig['cluster'] = { mode: 'in-cluster' };
-  const kubeconfig = raw('kubeconfig');
-  if (kubeconfig !== undefined) {
-    if (!context.isFile(kubeconfig))
-      problem('kubeconfig', `"${kubeconfig}" is not a readable file`);
-    cluster = { mode: 'kubeconfig', path: kubeconfig, context: raw('kubeContext') };
-  } else if (!context.env.KUBERNETES_SERVICE_HOST || !context.isFile(inClusterTokenFile)) {
-    problem(
-      'kubeconfig',
-      'not set, and this is not a pod (KUBERNETES_SERVICE_HOST or the service account token is missing): give a kubeconfig path',
-    );
-  } else if (raw('kubeContext') !== undefined) {
-    problem('kubeContext', 'only applies with --kubeconfig');
   }
 
-  // Policy source: exactly one of a repository and a folder.
-  const policyRepo = raw('policyRepo');
-  const policyDir = raw('policyDir');
-  const policyPath = value('policyPath');
-  if (policyPath.startsWith('/') || policyPath.split('/').includes('..')) {
-    problem(
-      'policyPath',
-      `"${policyPath}" must be a relative path inside the repository, without ".."`,
-    );
-  }
-  let policy: RunConfig['policy'] | undefined;
-  if (policyRepo !== undefined && policyDir !== undefined) {
-    problems.push(
-      `${label('policyRepo')} and ${label('policyDir')}: give one policy source, not both`,
-    );
-  } else if (policyRepo !== undefined) {
-    if (!isHttpUrl(policyRepo))
-      problem(
-        'policyRepo',
-        `"${redact(policyRepo)}" is not an http(s) URL (isomorphic-git speaks only HTTP)`,
-      );
-    else if (hasCredentials(policyRepo))
-      problem(
-        'policyRepo',
-        'must not carry credentials in the URL; use --git-token-env or --git-token-file',
-      );
-    const ref = value('policyRef');
-    if (!/^[\w./-]+$/.test(ref) || ref.includes('..'))
-      problem('policyRef', `"${ref}" is not a branch or tag name`);
-    policy = { source: 'git', url: policyRepo, ref, path: policyPath };
-  } else if (policyDir !== undefined) {
-    if (!context.isDirectory(policyDir)) problem('policyDir', `"${policyDir}" is not a folder`);
-    policy = { source: 'dir', dir: policyDir, path: policyPath };
-  } else {
-    problems.push(`${label('policyRepo')} or ${label('policyDir')}: a policy source is required`);
+  /** The value given, else the default. */
+  value(key: RunSettingKey): string {
+    return this.raw(key) ?? this.#settings.get(key)!.defaultValue ?? '';
   }
 
-  // Git token and cache.
-  const tokenEnv = raw('gitTokenEnv');
-  const tokenFile = raw('gitTokenFile');
-  let token: RunConfig['git']['token'];
-  if (tokenEnv !== undefined && tokenFile !== undefined) {
-    problems.push(
-      `${label('gitTokenEnv')} and ${label('gitTokenFile')}: give one token source, not both`,
-    );
-  } else if (tokenEnv !== undefined) {
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(tokenEnv))
-      problem('gitTokenEnv', `"${tokenEnv}" is not an environment variable name`);
-    else if (!context.env[tokenEnv])
-      problem('gitTokenEnv', `the variable ${tokenEnv} is not set or empty`);
-    token = { from: 'env', name: tokenEnv };
-  } else if (tokenFile !== undefined) {
-    if (!context.isFile(tokenFile))
-      problem('gitTokenFile', `"${tokenFile}" is not a readable file`);
-    token = { from: 'file', path: tokenFile };
-  }
-  const usesGit = policy?.source === 'git' || raw('auditRepo') !== undefined;
-  const cacheDir = value('gitCacheDir');
-  if (usesGit && !cacheDir.startsWith('/'))
-    problem('gitCacheDir', `"${cacheDir}" must be an absolute path`);
-
-  // Audit target.
-  const auditRepo = raw('auditRepo');
-  if (auditRepo !== undefined) {
-    if (!isHttpUrl(auditRepo)) problem('auditRepo', `"${redact(auditRepo)}" is not an http(s) URL`);
-    else if (hasCredentials(auditRepo))
-      problem(
-        'auditRepo',
-        'must not carry credentials in the URL; use --git-token-env or --git-token-file',
-      );
-  }
-  const auditBranch = raw('auditBranch');
-  if (
-    auditBranch !== undefined &&
-    (!/^[\w./-]+$/.test(auditBranch) || auditBranch.includes('..') || auditBranch.endsWith('/'))
-  ) {
-    problem('auditBranch', `"${auditBranch}" is not a branch name`);
+  problem(key: RunSettingKey, reason: string): void {
+    this.problems.push(`${this.label(key)}: ${reason}`);
   }
 
-  // Identity and endpoints.
-  const identity = raw('identity') ?? context.hostname;
-  if (!identity) problem('identity', 'not set and the host name is empty');
-  else if (identity.length > 253 || /\s/.test(identity))
-    problem('identity', `"${identity}" must be at most 253 characters without spaces`);
-  const metricsAddress = value('metricsAddress');
-  try {
-    parseListenAddress(metricsAddress);
-  } catch (error) {
-    problem('metricsAddress', (error as Error).message);
-  }
-
-  // Lease.
-  const leaseNamespace = raw('leaseNamespace') ?? context.env.POD_NAMESPACE ?? 'tollgate-system';
-  if (!dnsLabel.test(leaseNamespace))
-    problem('leaseNamespace', `"${leaseNamespace}" is not a namespace name`);
-  const leaseName = value('leaseName');
-  if (!dnsSubdomain.test(leaseName))
-    problem('leaseName', `"${leaseName}" is not a valid object name`);
-  const duration = (key: RunSettingKey): number => {
+  /** A duration in ms; NaN (and a problem) when it does not parse. */
+  duration(key: RunSettingKey): number {
     try {
-      return parseDuration(value(key));
+      return parseDuration(this.value(key));
     } catch (error) {
-      problem(key, (error as Error).message);
+      this.problem(key, (error as Error).message);
       return Number.NaN;
     }
-  };
-  const timings: LeaderTimings = {
-    leaseDurationMs: duration('leaseDuration'),
-    renewDeadlineMs: duration('renewDeadline'),
-    retryPeriodMs: duration('retryPeriod'),
-  };
-  if (Object.values(timings).every(Number.isFinite)) {
-    for (const reason of leaderTimingProblems(timings)) {
-      problems.push(
-        `${label('leaseDuration')}, ${label('renewDeadline')}, ${label('retryPeriod')}: ${reason}`,
-      );
-    }
   }
+}
 
-  // Sweeps.
-  const schedule = (key: 'expirySweep' | 'policyResync' | 'auditFlush'): string => {
-    const expression = value(key);
-    const { valid, error } = validateCronExpression(expression);
-    if (!valid)
-      problem(key, `"${expression}" is not a cron expression${error ? ` (${error.message})` : ''}`);
-    return expression;
-  };
-  const schedules = {
-    expirySweep: schedule('expirySweep'),
-    policyResync: schedule('policyResync'),
-    auditFlush: schedule('auditFlush'),
-  };
-  const shutdownTimeoutMs = duration('shutdownTimeout');
-
-  const positive = (key: 'apiQps' | 'apiConcurrency', integer: boolean): number => {
-    const text = value(key);
-    const number = Number(text);
-    if (!Number.isFinite(number) || number <= 0 || (integer && !Number.isInteger(number))) {
-      problem(key, `"${text}" must be a positive ${integer ? 'integer' : 'number'}`);
-    }
-    return number;
-  };
-  const api = { qps: positive('apiQps', false), concurrency: positive('apiConcurrency', true) };
-
-  // Resize: a Prometheus that is not an http(s) URL would only fail at the first pass,
-  // after the lease is taken; a pass interval under a second would hammer Prometheus.
-  const prometheusUrl = raw('prometheusUrl');
-  if (prometheusUrl !== undefined && !isHttpUrl(prometheusUrl))
-    problem('prometheusUrl', `"${redact(prometheusUrl)}" is not an http(s) URL`);
-  const resizeIntervalMs = duration('resizeInterval');
-  if (Number.isFinite(resizeIntervalMs) && resizeIntervalMs < 1000)
-    problem('resizeInterval', `"${value('resizeInterval')}" must be at least 1s`);
-
-  const logLevel = value('logLevel');
-  if (!logLevels.includes(logLevel))
-    problem('logLevel', `"${logLevel}" is not one of ${logLevels.join(', ')}`);
-
-  if (problems.length > 0 || policy === undefined) return { ok: false, problems };
+/**
+ * The whole configuration, one concern after the other; every problem of every concern
+ * is reported together (in this order), and a config is returned only when there is none.
+ */
+export function parseRunConfig(flags: RawRunSettings, context: RunConfigContext): RunConfigResult {
+  const read = new SettingReader(flags, context.env);
+  const cluster = parseClusterAccess(read, context);
+  const policy = parsePolicySource(read, context);
+  const git = parseGitAccess(read, context, policy);
+  const audit = parseAuditTarget(read);
+  const identity = parseIdentity(read, context);
+  const metricsAddress = parseMetricsAddress(read);
+  const lease = parseLease(read, context);
+  const schedules = parseSchedules(read);
+  const shutdownTimeoutMs = read.duration('shutdownTimeout');
+  const api = parseApiLimits(read);
+  const resize = parseResize(read);
+  const logLevel = parseLogLevel(read);
+  if (read.problems.length > 0 || policy === undefined) {
+    return { ok: false, problems: read.problems };
+  }
   return {
     ok: true,
     config: {
       cluster,
       policy,
-      git: { token, cacheDir },
-      audit: { repo: auditRepo, branch: auditBranch },
+      git,
+      audit,
       identity,
       metricsAddress,
-      lease: { namespace: leaseNamespace, name: leaseName, timings },
+      lease,
       schedules,
       api,
-      resize: {
-        ...(prometheusUrl === undefined ? {} : { prometheusUrl }),
-        intervalMs: resizeIntervalMs,
-      },
+      resize,
       shutdownTimeoutMs,
       logLevel,
     },
   };
+}
+
+/** A kubeconfig file (and context), else the pod's service account, which must exist. */
+function parseClusterAccess(read: SettingReader, context: RunConfigContext): RunConfig['cluster'] {
+  const kubeconfig = read.raw('kubeconfig');
+  if (kubeconfig !== undefined) {
+    if (!context.isFile(kubeconfig))
+      read.problem('kubeconfig', `"${kubeconfig}" is not a readable file`);
+    return { mode: 'kubeconfig', path: kubeconfig, context: read.raw('kubeContext') };
+  }
+  if (!context.env.KUBERNETES_SERVICE_HOST || !context.isFile(inClusterTokenFile)) {
+    read.problem(
+      'kubeconfig',
+      'not set, and this is not a pod (KUBERNETES_SERVICE_HOST or the service account token is missing): give a kubeconfig path',
+    );
+  } else if (read.raw('kubeContext') !== undefined) {
+    read.problem('kubeContext', 'only applies with --kubeconfig');
+  }
+  return { mode: 'in-cluster' };
+}
+
+/** Exactly one of a repository and a folder; undefined when neither or both. */
+function parsePolicySource(
+  read: SettingReader,
+  context: RunConfigContext,
+): RunConfig['policy'] | undefined {
+  const policyRepo = read.raw('policyRepo');
+  const policyDir = read.raw('policyDir');
+  const policyPath = read.value('policyPath');
+  if (policyPath.startsWith('/') || policyPath.split('/').includes('..')) {
+    read.problem(
+      'policyPath',
+      `"${policyPath}" must be a relative path inside the repository, without ".."`,
+    );
+  }
+  if (policyRepo !== undefined && policyDir !== undefined) {
+    read.problems.push(
+      `${read.label('policyRepo')} and ${read.label('policyDir')}: give one policy source, not both`,
+    );
+    return undefined;
+  }
+  if (policyRepo !== undefined) {
+    if (!isHttpUrl(policyRepo))
+      read.problem(
+        'policyRepo',
+        `"${redact(policyRepo)}" is not an http(s) URL (isomorphic-git speaks only HTTP)`,
+      );
+    else if (hasCredentials(policyRepo))
+      read.problem(
+        'policyRepo',
+        'must not carry credentials in the URL; use --git-token-env or --git-token-file',
+      );
+    const ref = read.value('policyRef');
+    if (!/^[\w./-]+$/.test(ref) || ref.includes('..'))
+      read.problem('policyRef', `"${ref}" is not a branch or tag name`);
+    return { source: 'git', url: policyRepo, ref, path: policyPath };
+  }
+  if (policyDir !== undefined) {
+    if (!context.isDirectory(policyDir))
+      read.problem('policyDir', `"${policyDir}" is not a folder`);
+    return { source: 'dir', dir: policyDir, path: policyPath };
+  }
+  read.problems.push(
+    `${read.label('policyRepo')} or ${read.label('policyDir')}: a policy source is required`,
+  );
+  return undefined;
+}
+
+/** The Git token (a variable or a file, not both) and the clone cache folder. */
+function parseGitAccess(
+  read: SettingReader,
+  context: RunConfigContext,
+  policy: RunConfig['policy'] | undefined,
+): RunConfig['git'] {
+  const tokenEnv = read.raw('gitTokenEnv');
+  const tokenFile = read.raw('gitTokenFile');
+  let token: RunConfig['git']['token'];
+  if (tokenEnv !== undefined && tokenFile !== undefined) {
+    read.problems.push(
+      `${read.label('gitTokenEnv')} and ${read.label('gitTokenFile')}: give one token source, not both`,
+    );
+  } else if (tokenEnv !== undefined) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(tokenEnv))
+      read.problem('gitTokenEnv', `"${tokenEnv}" is not an environment variable name`);
+    else if (!context.env[tokenEnv])
+      read.problem('gitTokenEnv', `the variable ${tokenEnv} is not set or empty`);
+    token = { from: 'env', name: tokenEnv };
+  } else if (tokenFile !== undefined) {
+    if (!context.isFile(tokenFile))
+      read.problem('gitTokenFile', `"${tokenFile}" is not a readable file`);
+    token = { from: 'file', path: tokenFile };
+  }
+  const usesGit = policy?.source === 'git' || read.raw('auditRepo') !== undefined;
+  const cacheDir = read.value('gitCacheDir');
+  if (usesGit && !cacheDir.startsWith('/'))
+    read.problem('gitCacheDir', `"${cacheDir}" must be an absolute path`);
+  return { token, cacheDir };
+}
+
+/** The audit repository and branch, when given here rather than in the policy settings. */
+function parseAuditTarget(read: SettingReader): RunConfig['audit'] {
+  const auditRepo = read.raw('auditRepo');
+  if (auditRepo !== undefined) {
+    if (!isHttpUrl(auditRepo))
+      read.problem('auditRepo', `"${redact(auditRepo)}" is not an http(s) URL`);
+    else if (hasCredentials(auditRepo))
+      read.problem(
+        'auditRepo',
+        'must not carry credentials in the URL; use --git-token-env or --git-token-file',
+      );
+  }
+  const auditBranch = read.raw('auditBranch');
+  if (
+    auditBranch !== undefined &&
+    (!/^[\w./-]+$/.test(auditBranch) || auditBranch.includes('..') || auditBranch.endsWith('/'))
+  ) {
+    read.problem('auditBranch', `"${auditBranch}" is not a branch name`);
+  }
+  return { repo: auditRepo, branch: auditBranch };
+}
+
+/** This replica's name in the lease and the audit trailers: the flag, else the host name. */
+function parseIdentity(read: SettingReader, context: RunConfigContext): string {
+  const identity = read.raw('identity') ?? context.hostname;
+  if (!identity) read.problem('identity', 'not set and the host name is empty');
+  else if (identity.length > 253 || /\s/.test(identity))
+    read.problem('identity', `"${identity}" must be at most 253 characters without spaces`);
+  return identity;
+}
+
+function parseMetricsAddress(read: SettingReader): string {
+  const metricsAddress = read.value('metricsAddress');
+  try {
+    parseListenAddress(metricsAddress);
+  } catch (error) {
+    read.problem('metricsAddress', (error as Error).message);
+  }
+  return metricsAddress;
+}
+
+/** The leader Lease's place and name, and timings that hold together. */
+function parseLease(read: SettingReader, context: RunConfigContext): RunConfig['lease'] {
+  const namespace = read.raw('leaseNamespace') ?? context.env.POD_NAMESPACE ?? 'tollgate-system';
+  if (!dnsLabel.test(namespace))
+    read.problem('leaseNamespace', `"${namespace}" is not a namespace name`);
+  const name = read.value('leaseName');
+  if (!dnsSubdomain.test(name)) read.problem('leaseName', `"${name}" is not a valid object name`);
+  const timings: LeaderTimings = {
+    leaseDurationMs: read.duration('leaseDuration'),
+    renewDeadlineMs: read.duration('renewDeadline'),
+    retryPeriodMs: read.duration('retryPeriod'),
+  };
+  if (Object.values(timings).every(Number.isFinite)) {
+    for (const reason of leaderTimingProblems(timings)) {
+      read.problems.push(
+        `${read.label('leaseDuration')}, ${read.label('renewDeadline')}, ${read.label('retryPeriod')}: ${reason}`,
+      );
+    }
+  }
+  return { namespace, name, timings };
+}
+
+/** The cron sweeps, each a valid expression (with seconds). */
+function parseSchedules(read: SettingReader): RunConfig['schedules'] {
+  const schedule = (key: 'expirySweep' | 'policyResync' | 'auditFlush'): string => {
+    const expression = read.value(key);
+    const { valid, error } = validateCronExpression(expression);
+    if (!valid)
+      read.problem(
+        key,
+        `"${expression}" is not a cron expression${error ? ` (${error.message})` : ''}`,
+      );
+    return expression;
+  };
+  return {
+    expirySweep: schedule('expirySweep'),
+    policyResync: schedule('policyResync'),
+    auditFlush: schedule('auditFlush'),
+  };
+}
+
+/** The dispatcher's write rate and concurrency, both positive. */
+function parseApiLimits(read: SettingReader): RunConfig['api'] {
+  const positive = (key: 'apiQps' | 'apiConcurrency', integer: boolean): number => {
+    const text = read.value(key);
+    const number = Number(text);
+    if (!Number.isFinite(number) || number <= 0 || (integer && !Number.isInteger(number))) {
+      read.problem(key, `"${text}" must be a positive ${integer ? 'integer' : 'number'}`);
+    }
+    return number;
+  };
+  return { qps: positive('apiQps', false), concurrency: positive('apiConcurrency', true) };
+}
+
+/**
+ * A Prometheus that is not an http(s) URL would only fail at the first pass, after the
+ * lease is taken; a pass interval under a second would hammer Prometheus.
+ */
+function parseResize(read: SettingReader): RunConfig['resize'] {
+  const prometheusUrl = read.raw('prometheusUrl');
+  if (prometheusUrl !== undefined && !isHttpUrl(prometheusUrl))
+    read.problem('prometheusUrl', `"${redact(prometheusUrl)}" is not an http(s) URL`);
+  const intervalMs = read.duration('resizeInterval');
+  if (Number.isFinite(intervalMs) && intervalMs < 1000)
+    read.problem('resizeInterval', `"${read.value('resizeInterval')}" must be at least 1s`);
+  return { ...(prometheusUrl === undefined ? {} : { prometheusUrl }), intervalMs };
+}
+
+function parseLogLevel(read: SettingReader): string {
+  const logLevel = read.value('logLevel');
+  if (!logLevels.includes(logLevel))
+    read.problem('logLevel', `"${logLevel}" is not one of ${logLevels.join(', ')}`);
+  return logLevel;
 }
 
 function isHttpUrl(text: string): boolean {

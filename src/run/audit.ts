@@ -1,0 +1,121 @@
+/**
+ * Part 4 of `tollgate run`: the audit trail (a remote that is down only queues commits),
+ * and the recovery of outcomes a previous leader left open, run at each term's start.
+ */
+import { join } from 'node:path';
+import { openAuditSource } from '../audit/reader.ts';
+import type { AuditSink } from '../audit/types.ts';
+import { GitAuditWriter } from '../audit/writer.ts';
+import type { RunConfig } from '../cli/run-config.ts';
+import type { ClusterView } from '../cluster/types.ts';
+import { systemClock } from '../lib/clock.ts';
+import { recoverGateReleaseIntents } from '../loops/gate-release-recovery.ts';
+import type { Logger } from '../observe/log.ts';
+import type { Policy } from '../policy/model.ts';
+
+/** Where the audit trail is written. */
+export interface AuditTarget {
+  readonly url: string;
+  readonly branch: string;
+}
+
+/**
+ * The flag, else the policy settings, else the policy repository itself; the branch the
+ * same way. A policy folder has no remote to fall back on: no repository is an error.
+ */
+export function auditTarget(
+  config: Pick<RunConfig, 'audit' | 'policy'>,
+  first: Policy,
+): AuditTarget {
+  const url =
+    config.audit.repo ??
+    first.settings.audit.repo ??
+    (config.policy.source === 'git' ? config.policy.url : undefined);
+  if (url === undefined) {
+    throw new Error(
+      'no audit repository: set --audit-repo / TOLLGATE_AUDIT_REPO or settings.audit.repo in the policy (a policy folder has no remote to write to)',
+    );
+  }
+  return { url, branch: config.audit.branch ?? first.settings.audit.branch };
+}
+
+export async function openAudit(options: {
+  config: RunConfig;
+  first: Policy;
+  target: AuditTarget;
+  token: string | undefined;
+  log: Logger;
+}): Promise<GitAuditWriter> {
+  const { config, first, token, log } = options;
+  const { writer } = await GitAuditWriter.open({
+    url: options.target.url,
+    branch: options.target.branch,
+    ...(token === undefined ? {} : { token }),
+    cacheDir: join(config.git.cacheDir, 'audit'),
+    cluster: first.settings.cluster,
+    controller: config.identity,
+    mode: first.settings.audit.mode,
+    batch: first.settings.audit.batch,
+    logger: log,
+  });
+  return writer;
+}
+
+/** A last flush (a failure leaves the commits queued locally), then close. */
+export async function closeAudit(audit: GitAuditWriter, log: Logger): Promise<void> {
+  await audit
+    .flush()
+    .catch((error: unknown) =>
+      log.error({ err: error }, 'final audit flush failed; commits stay queued locally'),
+    );
+  await audit.close();
+}
+
+/**
+ * A new term first records the outcomes a crashed predecessor (or this replica before a
+ * restart) left open: gate-release intents whose write may or may not have happened,
+ * decided from the pod's state (src/loops/gate-release-recovery.ts). A failure is logged
+ * and does not block the loops: missing outcomes are a gap in the record, not a safety
+ * problem (every write re-checks state). Resize intents are left to `tollgate audit verify`.
+ */
+export async function recoverOutcomes(options: {
+  auditUrl: string;
+  branch: string;
+  token: string | undefined;
+  cluster: string;
+  audit: AuditSink;
+  view: ClusterView;
+  policy: Policy;
+  log: Logger;
+}): Promise<void> {
+  const started = Date.now();
+  try {
+    const source = await openAuditSource(
+      options.auditUrl,
+      options.branch,
+      options.token === undefined ? {} : { token: options.token },
+    );
+    try {
+      const recovered = await recoverGateReleaseIntents({
+        source,
+        cluster: options.cluster,
+        view: options.view,
+        policy: options.policy,
+        audit: options.audit,
+        clock: systemClock,
+        log: options.log,
+      });
+      options.log.info(
+        { recovered: recovered.length, ms: Date.now() - started },
+        'audit: open intents checked at the start of the term',
+      );
+    } finally {
+      source.close();
+    }
+  } catch (error) {
+    options.log.warn(
+      { err: error },
+      'audit recovery failed; open intents stay without outcome until `tollgate audit verify`',
+    );
+  }
+}

@@ -1,0 +1,43 @@
+/**
+ * Part 1 of `tollgate run`: the HTTP server (/healthz, /readyz, /metrics), started
+ * first so /readyz can say WHY the replica is not ready yet while the other parts start.
+ */
+import type { LiveClusterView } from '../cluster/view.ts';
+import { startObserveServer, type HealthChecks, type ObserveServer } from '../observe/http.ts';
+import type { Logger } from '../observe/log.ts';
+import { registry } from '../observe/metrics.ts';
+import type { RunConfig } from '../cli/run-config.ts';
+import type { PolicyFeed } from './policy.ts';
+
+/** Filled in as the parts start; read by the readiness checks meanwhile. */
+export interface StartedParts {
+  policies?: Pick<PolicyFeed, 'current'>;
+  view?: Pick<LiveClusterView, 'synced'>;
+}
+
+/** /readyz: a policy loaded and the cluster view synced, each with the reason it is not. */
+export function readinessChecks(parts: StartedParts): HealthChecks {
+  return {
+    policy: () => (parts.policies?.current() ? undefined : 'no valid policy loaded yet'),
+    'cluster-view': () =>
+      parts.view === undefined
+        ? 'cluster view not started'
+        : parts.view.synced
+          ? undefined
+          : 'cluster view has not finished its initial list of pods, nodes and referenced objects',
+  };
+}
+
+export async function startObservability(
+  config: Pick<RunConfig, 'metricsAddress'>,
+  parts: StartedParts,
+  log: Logger,
+): Promise<ObserveServer> {
+  const server = await startObserveServer(config.metricsAddress, {
+    registry,
+    logger: log,
+    readiness: readinessChecks(parts),
+  });
+  log.info({ url: server.url }, 'serving /metrics, /healthz, /readyz');
+  return server;
+}

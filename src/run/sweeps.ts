@@ -1,0 +1,56 @@
+/**
+ * Part 7 of `tollgate run`: cron sweeps. They only trigger work the loops, the policy
+ * source and the audit do anyway: an expiry pass, a policy fetch, an audit flush.
+ */
+import { CronJob } from 'cron';
+import type { RunConfig } from '../cli/run-config.ts';
+import type { Logger } from '../observe/log.ts';
+
+export interface SweepTargets {
+  /** A gate-release pass, if a loop runs; its failure is logged with the message given. */
+  passGateRelease(whatFailed: string): void;
+  refreshPolicy(): Promise<void>;
+  flushAudit(): Promise<void>;
+}
+
+export interface Sweeps {
+  stop(): Promise<void>;
+}
+
+export function startSweeps(
+  schedules: RunConfig['schedules'],
+  targets: SweepTargets,
+  log: Logger,
+): Sweeps {
+  const jobs = [
+    CronJob.from({
+      cronTime: schedules.expirySweep,
+      onTick: () => targets.passGateRelease('expiry sweep pass failed'),
+      start: true,
+      waitForCompletion: true,
+    }),
+    CronJob.from({
+      cronTime: schedules.policyResync,
+      onTick: () =>
+        targets
+          .refreshPolicy()
+          .catch((error: unknown) => log.warn({ err: error }, 'policy resync failed')),
+      start: true,
+      waitForCompletion: true,
+    }),
+    CronJob.from({
+      cronTime: schedules.auditFlush,
+      onTick: () =>
+        targets
+          .flushAudit()
+          .catch((error: unknown) => log.warn({ err: error }, 'audit flush failed')),
+      start: true,
+      waitForCompletion: true,
+    }),
+  ];
+  return {
+    stop: async () => {
+      await Promise.all(jobs.map((job) => job.stop()));
+    },
+  };
+}
