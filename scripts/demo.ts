@@ -39,6 +39,7 @@ import { pushTree, startGitServer, type GitServer } from '../test/support/git-se
 import { startPrometheus, type TestPrometheus } from '../test/support/prometheus.ts';
 import { createResourceSource, type ResourceSource } from '../src/cluster/source.ts';
 import { parseQuantity } from '../src/lib/quantity.ts';
+import { APPROVAL_HOURS, APPROVED, approvalFile } from './demo-time.ts';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(root, 'src/cli/main.ts');
@@ -50,7 +51,6 @@ const GANG_SIZE = 8;
 const LOADS = short ? 150 : 2500;
 const ML_BUDGET = 64; // policy-examples/tenants/ml-training.yaml
 const TRAINER_IMAGE = 'registry.example.com/ml/trainer:2026.11';
-const APPROVED = { namespace: 'etl', name: 'nightly-load-29112026-x7k2p' }; // policy-examples/approvals/
 /**
  * The resize part. The example policy judges signals over 5 minutes with a 10-minute
  * cooldown; the demo pushes one commit on top that makes them 15 s, and runs passes
@@ -461,8 +461,16 @@ async function main(): Promise<number> {
       { [resizeFile]: resizePolicy.toString() },
       { message: `demo: api-frontend resize window ${RESIZE_WINDOW}, cooldown ${RESIZE_COOLDOWN}` },
     );
+    // The approval for tonight's load, merged as the demo starts and good for a few hours.
+    const approval = approvalFile(Date.now());
+    const approvalCommit = await pushTree(
+      git,
+      repo,
+      { [approval.path]: approval.content },
+      { message: `demo: approve ${APPROVED.namespace}/${APPROVED.name} for ${APPROVAL_HOURS}h` },
+    );
     say(
-      `policy repository ${repo} (policy-examples/ at ${commit.slice(0, 12)}, then ${overlay.slice(0, 12)}: ${resizeFile} window ${RESIZE_WINDOW}, cooldown ${RESIZE_COOLDOWN})`,
+      `policy repository ${repo} (policy-examples/ at ${commit.slice(0, 12)}, then ${overlay.slice(0, 12)}: ${resizeFile} window ${RESIZE_WINDOW}, cooldown ${RESIZE_COOLDOWN}, then ${approvalCommit.slice(0, 12)}: ${approval.path} for ${APPROVAL_HOURS}h)`,
     );
 
     const traffic = new Traffic(prometheus);

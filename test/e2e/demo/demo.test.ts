@@ -46,6 +46,6 @@ test('the short demo releases and resizes what it should, records it in Git and 
   assert.match(stdout, /outcome +Resize +api-prod\/api-frontend-0 \[succeeded\]/);
   assert.match(stdout, /tollgate run stopped \(exit 0\)/);
   assert.match(stdout, /^[0-9a-f]{7,} release \d+ pods? in ml-training/m);
-  assert.match(stdout, /outcome Release +etl\/nightly-load-29112026-x7k2p \[succeeded\]/);
+  assert.match(stdout, /outcome Release +etl\/nightly-load-approved \[succeeded\]/);
   assert.match(stdout, /demo checks passed/);
 });

@@ -1,0 +1,35 @@
+/**
+ * The demo's rules about time, pure and apart from scripts/demo.ts (which runs the demo
+ * when imported) so unit tests can drive them with an injected clock:
+ * - the demo's own Approval, valid for a few hours from the moment the demo runs, so
+ *   the demo never depends on a date written in policy-examples/;
+ */
+import { stringify } from 'yaml';
+
+/** The one nightly load the demo approves, by a commit of its own (approvalFile). */
+export const APPROVED = { namespace: 'etl', name: 'nightly-load-approved' } as const;
+/** How long the demo's approval counts, from the moment the demo runs. */
+export const APPROVAL_HOURS = 3;
+
+/**
+ * The demo's Approval of APPROVED as a policy file: like an operator merging one for
+ * tonight's run, it expires APPROVAL_HOURS after `now`.
+ */
+export function approvalFile(now: number): { path: string; content: string } {
+  const approval = {
+    apiVersion: 'tollgate.io/v1alpha1',
+    kind: 'Approval',
+    metadata: { name: 'demo-nightly-load-approved' },
+    spec: {
+      action: 'Release',
+      target: { kind: 'Pod', namespace: APPROVED.namespace, name: APPROVED.name },
+      approvedBy: 'demo@example.com',
+      reason: `tollgate demo run started ${new Date(now).toISOString()}`,
+      expiresAt: new Date(now + APPROVAL_HOURS * 3_600_000).toISOString(),
+    },
+  };
+  return {
+    path: 'approvals/demo-nightly-load-approved.yaml',
+    content: `# yaml-language-server: $schema=../../schemas/Approval.schema.json\n${stringify(approval)}`,
+  };
+}
