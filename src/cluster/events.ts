@@ -268,8 +268,9 @@ export function createEventRecorder(
 
   async function drain(): Promise<void> {
     for (;;) {
-      const wait = bucket.waitMs();
-      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      // Until the clock (not the timer) has a token: a timer firing early adds none.
+      for (let wait = bucket.waitMs(); wait > 0; wait = bucket.waitMs())
+        await new Promise((resolve) => setTimeout(resolve, wait));
       const series = aggregator.next();
       if (!series) break;
       if (series.count === series.writtenCount) continue;
