@@ -3,8 +3,11 @@
  * when imported) so unit tests can drive them with an injected clock:
  * - the demo's own Approval, valid for a few hours from the moment the demo runs, so
  *   the demo never depends on a date written in policy-examples/;
+ * - when stdout is not a terminal (CI logs, a pipe), a progress line when what it shows
+ *   changes, or every ~10 s while nothing does, not one per second.
  */
 import { stringify } from 'yaml';
+import type { Clock } from '../src/lib/clock.ts';
 
 /** The one nightly load the demo approves, by a commit of its own (approvalFile). */
 export const APPROVED = { namespace: 'etl', name: 'nightly-load-approved' } as const;
@@ -32,4 +35,30 @@ export function approvalFile(now: number): { path: string; content: string } {
     path: 'approvals/demo-nightly-load-approved.yaml',
     content: `# yaml-language-server: $schema=../../schemas/Approval.schema.json\n${stringify(approval)}`,
   };
+}
+
+/**
+ * Decides when a plain progress line is worth printing: for the first state, when the
+ * state differs from the last printed one, or when `everyMs` of clock time have passed
+ * since the last line (a heartbeat, so a stalled run still shows it is alive).
+ * `state` is what the line says without its clock parts (elapsed time, rates).
+ */
+export class ProgressLines {
+  readonly #clock: Clock;
+  readonly #everyMs: number;
+  #last: { readonly state: string; readonly at: number } | undefined;
+
+  constructor(clock: Clock, everyMs = 10_000) {
+    this.#clock = clock;
+    this.#everyMs = everyMs;
+  }
+
+  /** True when a line is due for `state`; the caller prints it. */
+  due(state: string): boolean {
+    const now = this.#clock.now();
+    const last = this.#last;
+    if (last && last.state === state && now - last.at < this.#everyMs) return false;
+    this.#last = { state, at: now };
+    return true;
+  }
 }

@@ -39,7 +39,8 @@ import { pushTree, startGitServer, type GitServer } from '../test/support/git-se
 import { startPrometheus, type TestPrometheus } from '../test/support/prometheus.ts';
 import { createResourceSource, type ResourceSource } from '../src/cluster/source.ts';
 import { parseQuantity } from '../src/lib/quantity.ts';
-import { APPROVAL_HOURS, APPROVED, approvalFile } from './demo-time.ts';
+import { systemClock } from '../src/lib/clock.ts';
+import { APPROVAL_HOURS, APPROVED, ProgressLines, approvalFile } from './demo-time.ts';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(root, 'src/cli/main.ts');
@@ -371,16 +372,25 @@ function logSummary(text: string): string {
   return `tollgate's log: ${terms} leader term${terms === 1 ? '' : 's'}; writes that did not succeed: ${writes}`;
 }
 
-/** A compact status view: redrawn in place on a terminal, one plain line per tick otherwise. */
+/**
+ * A compact status view: redrawn in place every tick on a terminal; otherwise (CI logs,
+ * a pipe) a plain line when the counts, the resize or the phase change, or every ~10 s
+ * while they do not (ProgressLines), with rates over the time since the last line.
+ */
 class Progress {
   #lines = 0;
   #last = new Map<string, number>();
-  #lastAt = Date.now();
-  readonly #start = Date.now();
+  readonly #clock = systemClock;
+  #lastAt = this.#clock.now();
+  readonly #start = this.#clock.now();
+  readonly #plain = new ProgressLines(this.#clock, 10_000);
   readonly tty = process.stdout.isTTY === true;
 
   show(counts: Map<string, Counts>, resize: string, queue: number, note: string): void {
-    const now = Date.now();
+    const now = this.#clock.now();
+    const parts = [...counts].map(([t, c]) => `${t} ${c.gated}/${c.released}/${c.running}`);
+    const state = `${parts.join('  ')} (gated/released/running)  api-frontend ${resize}`;
+    if (!this.tty && !this.#plain.due(`${state} ${note}`)) return;
     const secs = Math.max((now - this.#lastAt) / 1000, 0.001);
     const rows: string[] = [];
     let total = 0;
@@ -393,10 +403,11 @@ class Progress {
       );
     }
     this.#lastAt = now;
+    const elapsed = `t+${Math.round((now - this.#start) / 1000)}s`;
     if (this.tty) {
       if (this.#lines > 0) process.stdout.write(`\x1b[${this.#lines}A`);
       const view = [
-        `tollgate demo  t+${Math.round((now - this.#start) / 1000)}s  ${note}`,
+        `tollgate demo  ${elapsed}  ${note}`,
         ...rows,
         `  api-frontend   ${resize}`,
         `  dispatcher queue depth ${queue}`,
@@ -404,10 +415,7 @@ class Progress {
       for (const line of view) process.stdout.write(`\x1b[2K${line}\n`);
       this.#lines = view.length;
     } else {
-      const parts = [...counts].map(([t, c]) => `${t} ${c.gated}/${c.released}/${c.running}`);
-      say(
-        `progress: ${parts.join('  ')} (gated/released/running)  api-frontend ${resize}  rate ${total.toFixed(1)}/s  queue ${queue}  t+${Math.round((now - this.#start) / 1000)}s  ${note}`,
-      );
+      say(`progress: ${state}  rate ${total.toFixed(1)}/s  queue ${queue}  ${elapsed}  ${note}`);
     }
   }
 }

@@ -9,7 +9,12 @@ import { loadPolicyFromFiles, readPolicyDirectory } from '../../../src/policy/lo
 import { formatPolicyError } from '../../../src/policy/errors.ts';
 import { approvalFor } from '../../../src/decide/conditions.ts';
 import { ManualClock, systemClock } from '../../../src/lib/clock.ts';
-import { APPROVAL_HOURS, APPROVED, approvalFile } from '../../../scripts/demo-time.ts';
+import {
+  APPROVAL_HOURS,
+  APPROVED,
+  ProgressLines,
+  approvalFile,
+} from '../../../scripts/demo-time.ts';
 import { aPod } from '../../builders/pod.ts';
 
 const examples = resolve(import.meta.dirname, '../../../policy-examples');
@@ -46,4 +51,47 @@ test("the demo approves a load of its own, not the example approval's target", a
   const examplesOnly = policy.approvals.filter((a) => a.name !== 'demo-nightly-load-approved');
   const load = aPod(APPROVED.name, APPROVED.namespace).obj();
   assert.equal(approvalFor(examplesOnly, load, 'Release', systemClock.now()), undefined);
+});
+
+// ---- progress lines when stdout is not a terminal
+
+const SECOND = 1000;
+
+/** Feeds one state per second of clock time; returns the seconds at which a line printed. */
+function printedAt(states: readonly string[], everyMs = 10 * SECOND): number[] {
+  const clock = new ManualClock(0);
+  const lines = new ProgressLines(clock, everyMs);
+  const printed: number[] = [];
+  for (const state of states) {
+    if (lines.due(state)) printed.push(clock.now() / SECOND);
+    clock.advance(SECOND);
+  }
+  return printed;
+}
+
+test('a progress line prints for the first state and for every change, in order', () => {
+  assert.deepEqual(printedAt(['a', 'b', 'b', 'c', 'a']), [0, 1, 3, 4]);
+});
+
+test('an unchanged state prints again only every 10 s of clock time, not every second', () => {
+  const states = Array.from({ length: 35 }, () => 'same');
+  assert.deepEqual(printedAt(states), [0, 10, 20, 30]);
+});
+
+test('a change restarts the 10 s: the next unchanged line is 10 s after the change', () => {
+  const states = [
+    ...Array.from({ length: 4 }, () => 'a'),
+    ...Array.from({ length: 16 }, () => 'b'),
+  ];
+  assert.deepEqual(printedAt(states), [0, 4, 14]);
+});
+
+test('the interval is the caller’s: every 3 s', () => {
+  assert.deepEqual(
+    printedAt(
+      Array.from({ length: 7 }, () => 'x'),
+      3 * SECOND,
+    ),
+    [0, 3, 6],
+  );
 });
