@@ -3,7 +3,14 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { resolve } from 'node:path';
-import { runValidate, type ValidateOptions } from '../../../src/cli/validate.ts';
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { approvalWarnings, runValidate, type ValidateOptions } from '../../../src/cli/validate.ts';
+import { formatPolicyError } from '../../../src/policy/errors.ts';
+import type { Approval, Policy } from '../../../src/policy/model.ts';
+import { aGatePolicy, aPolicy, aTenant } from '../../builders/policy.ts';
+import { aResizePolicy } from '../../builders/resize.ts';
 
 const root = resolve(import.meta.dirname, '../../..');
 const examples = resolve(root, 'policy-examples');
@@ -90,4 +97,166 @@ test('the command is registered on the tollgate CLI with its exit codes', async 
       return true;
     },
   );
+});
+
+// ---- warnings: approvals that are expired or target nothing plausible (exit 0)
+
+const HOUR = 3_600_000;
+const now = Date.UTC(2030, 0, 1); // an injected "now", compared with nothing else
+const releasing = aGatePolicy('load', 'etl').conditions({ type: 'Approved' });
+const reviewing = aGatePolicy('train', 'ml').expiry(6 * HOUR, 'Review');
+const cancelling = aGatePolicy('eval', 'ev').expiry(6 * HOUR, 'Cancel');
+const base = () =>
+  aPolicy()
+    .tenant(aTenant('etl'), aTenant('ml'), aTenant('ev'), aTenant('svc'))
+    .gatePolicy(releasing, reviewing, cancelling);
+const resume = (name: string, extra: Partial<Approval['target']> = {}): Approval => ({
+  name,
+  source: { file: `approvals/${name}.yaml`, document: 0 },
+  action: 'Resume',
+  target: { kind: 'ResizePolicy', name: 'web-resize', ...extra } as Approval['target'],
+  approvedBy: 'alice@example.com',
+  reason: 'checked',
+});
+
+const cases: { name: string; policy: Policy; want: string[] }[] = [
+  {
+    name: 'a Release approval for a pod an Approved condition holds, not expired',
+    policy: base()
+      .approve('Release', 'etl', 'load-1', now + HOUR)
+      .obj(),
+    want: [],
+  },
+  {
+    name: 'a Release approval for a pod a Review expiry holds, without expiry',
+    policy: base().approve('Release', 'ml', 'train-0').obj(),
+    want: [],
+  },
+  {
+    name: 'a Cancel approval for a pod of a tenant with any GatePolicy',
+    policy: base().approve('Cancel', 'ev', 'eval-3').obj(),
+    want: [],
+  },
+  {
+    name: 'an approval that expired before now',
+    policy: base()
+      .approve('Release', 'etl', 'load-1', now - HOUR)
+      .obj(),
+    want: [
+      'approvals/etl-load-1.yaml#0 spec.expiresAt: approval "release-etl-load-1" expired at 2029-12-31T23:00:00.000Z (now is 2030-01-01T00:00:00.000Z): it approves nothing; renew or delete it',
+    ],
+  },
+  {
+    name: 'an approval that expires exactly now',
+    policy: base().approve('Cancel', 'ev', 'eval-3', now).obj(),
+    want: [
+      'approvals/ev-eval-3.yaml#0 spec.expiresAt: approval "cancel-ev-eval-3" expired at 2030-01-01T00:00:00.000Z (now is 2030-01-01T00:00:00.000Z): it approves nothing; renew or delete it',
+    ],
+  },
+  {
+    name: 'a Release approval where no GatePolicy of the tenant waits for an approval',
+    policy: base().approve('Release', 'ev', 'eval-3').obj(),
+    want: [
+      'approvals/ev-eval-3.yaml#0 spec.target: no GatePolicy of tenant "ev" (namespace ev) has an Approved condition or a Review expiry: a Release approval there releases nothing',
+    ],
+  },
+  {
+    name: 'a Release or Cancel approval in a namespace whose tenant has no GatePolicy',
+    policy: base().approve('Cancel', 'svc', 'web-0').obj(),
+    want: [
+      'approvals/svc-web-0.yaml#0 spec.target: tenant "svc" (namespace svc) has no GatePolicy, so tollgate holds none of its pods: a Cancel approval there cancels nothing',
+    ],
+  },
+  {
+    name: 'a pod name no pod can have (a pattern, upper case)',
+    policy: base().approve('Release', 'etl', 'load-*').approve('Release', 'etl', 'Load_1').obj(),
+    want: [
+      'approvals/etl-load-*.yaml#0 spec.target.name: "load-*" is not a valid pod name (lower-case letters, digits, "-" and "."): an approval names one pod, never a pattern',
+      'approvals/etl-Load_1.yaml#0 spec.target.name: "Load_1" is not a valid pod name (lower-case letters, digits, "-" and "."): an approval names one pod, never a pattern',
+    ],
+  },
+  {
+    name: 'a Resume approval for a ResizePolicy that pauses for review, on a pod name that can exist',
+    policy: {
+      ...base().obj(),
+      resizePolicies: [aResizePolicy()],
+      approvals: [resume('go', { pod: 'web-0' })],
+    },
+    want: [],
+  },
+  {
+    name: 'a Resume approval for a ResizePolicy that never pauses, and one naming an impossible pod',
+    policy: {
+      ...base().obj(),
+      resizePolicies: [aResizePolicy({ rollback: { onOOMKilled: true, pauseForReview: false } })],
+      approvals: [resume('never'), resume('bad', { pod: 'web_0' })],
+    },
+    want: [
+      'approvals/never.yaml#0 spec.target.name: ResizePolicy "web-resize" never pauses (rollback.pauseForReview is false): a Resume approval resumes nothing',
+      'approvals/bad.yaml#0 spec.target.name: ResizePolicy "web-resize" never pauses (rollback.pauseForReview is false): a Resume approval resumes nothing',
+      'approvals/bad.yaml#0 spec.target.pod: "web_0" is not a valid pod name (lower-case letters, digits, "-" and "."): an approval names one pod, never a pattern',
+    ],
+  },
+];
+
+for (const c of cases) {
+  test(`validate warns about ${c.name}: ${c.want.length} warning(s)`, () => {
+    assert.deepEqual(approvalWarnings(c.policy, now).map(formatPolicyError), c.want);
+  });
+}
+
+/** policy-examples/ plus files of a case, in a temporary folder. */
+function examplesWith(files: Record<string, string>): string {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-validate-'));
+  cpSync(examples, dir, { recursive: true });
+  for (const [path, content] of Object.entries(files)) writeFileSync(join(dir, path), content);
+  return dir;
+}
+
+test('the examples today: valid, no warning', async () => {
+  const { code, stdout } = await run(examples);
+  assert.equal(code, 0);
+  assert.doesNotMatch(stdout, /warning/);
+});
+
+test('--now past the example approval: exit 0, a warning line naming file and field, counted', async () => {
+  const { code, stdout } = await run(examples, { now: '2100-01-01T00:00:00Z' });
+  assert.equal(code, 0);
+  assert.match(
+    stdout,
+    /^warning: approvals\/nightly-load-x7k2p\.yaml#0 spec\.expiresAt: approval "nightly-load-x7k2p" expired at 2099-12-31T23:59:59\.000Z \(now is 2100-01-01T00:00:00\.000Z\)/m,
+  );
+  assert.match(stdout, /valid at .*\(3 tenants, .*1 approvals\), 1 warning$/m);
+});
+
+test('an approval expired an hour before the clock: warned without --now; json carries it', async () => {
+  const expired = new Date(Date.now() - HOUR).toISOString();
+  const dir = examplesWith({
+    'approvals/old.yaml': `apiVersion: tollgate.io/v1alpha1\nkind: Approval\nmetadata:\n  name: old\nspec:\n  action: Cancel\n  target: { kind: Pod, namespace: api-prod, name: web-0 }\n  approvedBy: a@example.com\n  reason: r\n  expiresAt: '${expired}'\n`,
+  });
+  try {
+    const text = await run(dir);
+    assert.equal(text.code, 0);
+    const lines = text.stdout.split('\n').filter((l) => l.startsWith('warning: '));
+    assert.deepEqual(
+      lines.map((l) => /^warning: (\S+ \S+):/.exec(l)?.[1]),
+      ['approvals/old.yaml#0 spec.expiresAt', 'approvals/old.yaml#0 spec.target'],
+    );
+    const json = await run(dir, { output: 'json' });
+    assert.equal(json.code, 0);
+    const parsed = JSON.parse(json.stdout) as { valid: boolean; warnings: { path: string }[] };
+    assert.equal(parsed.valid, true);
+    assert.deepEqual(
+      parsed.warnings.map((w) => w.path),
+      ['spec.expiresAt', 'spec.target'],
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('--now that is not an RFC 3339 time is a usage error: exit 2', async () => {
+  const { code, stderr } = await run(examples, { now: 'tomorrow' });
+  assert.equal(code, 2);
+  assert.match(stderr, /--now "tomorrow" is not an RFC 3339 time/);
 });
