@@ -14,6 +14,7 @@ import type { Dispatcher, WriteRequest } from '../../../src/dispatch/types.ts';
 import type { AuditSink } from '../../../src/audit/types.ts';
 import type { Decision } from '../../../src/decide/decision.ts';
 import type { DecisionKindName, Policy } from '../../../src/policy/model.ts';
+import { ManualClock } from '../../../src/lib/clock.ts';
 import { aPod } from '../../builders/pod.ts';
 import { aGatePolicy, aPolicy, aTenant } from '../../builders/policy.ts';
 
@@ -118,7 +119,12 @@ async function onePass(
     restored: c.restored ?? false,
   });
   let liveReads = 0;
+  // The builder's pods are created at the ManualClock's start: 2 s on, a 1 s expiry has
+  // passed, whatever the machine's date.
+  const clock = new ManualClock();
+  clock.advance(2_000);
   const loop = startGateReleaseLoop({
+    clock,
     view,
     dispatcher,
     audit,
