@@ -311,8 +311,14 @@ test('tollgate plan on the real control plane', async (t) => {
       golden('resize-usage.txt', text);
       golden('resize-usage.md', outputs.markdown as string);
       golden('resize-usage.json', outputs.json as string);
-      // At an instant Prometheus has no data for, nothing is resized and the plan says why.
-      const past = await plan(['--policy', proposed, '--base', base, '--prometheus-url', prom.url]);
+      // At an instant Prometheus has no data for (a day before it started), nothing is
+      // resized and the plan says why.
+      const dayBefore = new Date(Date.now() - 86_400_000).toISOString();
+      const past = await plan(
+        ['--policy', proposed, '--base', base, '--prometheus-url', prom.url],
+        {},
+        dayBefore,
+      );
       assert.equal(past.code, 0, past.err);
       assert.match(
         past.out,
