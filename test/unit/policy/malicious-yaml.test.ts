@@ -1,8 +1,10 @@
 /**
  * Hostile YAML, as anyone with a pull request could write it. Each case must be refused
- * with a clear error, quickly, without crashing the process or growing its memory.
- * Time bounds leave room for a loaded CI machine; without the nesting pre-scan the
- * 100k case alone takes about 3 s (the parser unwinds a stack overflow), with it ~30 ms.
+ * with a clear error by the guard made for it (the message names which: the size cap,
+ * the nesting pre-scan that runs before the recursive parser, the alias limit), without
+ * crashing the process or growing its memory. How much time the guards save is measured
+ * in bench/hostile-yaml.ts as ratios (without the pre-scan the 100k nesting cases take
+ * hundreds of times longer), not asserted on the wall clock of a shared machine.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -25,76 +27,64 @@ const billionLaughs = [
   'i: [*h,*h,*h,*h,*h,*h,*h,*h,*h]',
 ].join('\n');
 
-const cases: { name: string; text: () => string; message: RegExp; withinMs: number }[] = [
+const cases: { name: string; text: () => string; message: RegExp }[] = [
   {
     name: 'a billion laughs alias bomb is refused as resource exhaustion',
     text: () => billionLaughs,
     message: /aliases expand to too many nodes/,
-    withinMs: 1_500,
   },
   {
     name: '100k nested flow sequences are refused before the parser recurses',
     text: () => '['.repeat(100_000) + ']'.repeat(100_000),
     message: /nesting is deeper than 64 levels/,
-    withinMs: 1_500,
   },
   {
     name: '100k nested flow mappings are refused',
     text: () => 'a: ' + '{a: '.repeat(100_000) + '1' + '}'.repeat(100_000),
     message: /nesting is deeper than 64 levels/,
-    withinMs: 1_500,
   },
   {
     name: '100k compact block sequences on one line are refused',
     text: () => '- '.repeat(100_000) + 'x',
     message: /nesting is deeper than 64 levels/,
-    withinMs: 1_500,
   },
   {
     name: 'a 20 MB file is refused by size before parsing',
     text: () => `a: "${'x'.repeat(20 * 1024 * 1024)}"`,
     message: /larger than the 1048576 byte limit/,
-    withinMs: 1_500,
   },
   {
     name: 'duplicate keys are refused',
     text: () => 'kind: Tenant\nkind: GatePolicy\n',
     message: /DUPLICATE_KEY: Map keys must be unique \(line 2, column 1\)/,
-    withinMs: 1_500,
   },
   {
     name: 'a !!js/function tag is refused, not turned into a string or code',
     text: () => 'spec:\n  priority: !!js/function "function () { process.exit(1) }"\n',
     message: /TAG_RESOLVE_FAILED: Unresolved tag: tag:yaml.org,2002:js\/function/,
-    withinMs: 1_500,
   },
   {
     name: 'a custom local tag is refused',
     text: () => 'spec: !Ref other\n',
     message: /TAG_RESOLVE_FAILED/,
-    withinMs: 1_500,
   },
   {
     name: 'merge keys are not applied',
     text: () => 'base: &b {x: 1}\nspec:\n  <<: *b\n  <<: *b\n',
     message: /DUPLICATE_KEY/,
-    withinMs: 1_500,
   },
 ];
 
 for (const c of cases) {
   test(c.name, () => {
     const text = c.text();
-    const started = performance.now();
     const result = parsePolicyFile('evil.yaml', text);
-    const elapsed = performance.now() - started;
     assert.deepEqual(result.documents, []);
     assert.ok(result.errors.length > 0, 'refused with an error');
     assert.ok(result.errors.length <= limits.maxErrorsPerFile, 'errors are capped per file');
     const printed = result.errors.map(formatPolicyError).join('\n');
     assert.match(printed, c.message);
     assert.match(printed, /^evil\.yaml/);
-    assert.ok(elapsed < c.withinMs, `took ${elapsed.toFixed(0)} ms`);
   });
 }
 
@@ -122,9 +112,7 @@ test('a 20 MB file in a policy folder is refused from its size alone and memory 
     writeFileSync(join(dir, 'tenants/huge.yaml'), Buffer.alloc(20 * 1024 * 1024, 'a'));
     globalThis.gc?.();
     const before = process.memoryUsage().rss;
-    const started = performance.now();
     const result = await loadPolicyFromDirectory(dir);
-    const elapsed = performance.now() - started;
     const grown = process.memoryUsage().rss - before;
     assert.equal(result.ok, false);
     if (!result.ok) {
@@ -133,7 +121,6 @@ test('a 20 MB file in a policy folder is refused from its size alone and memory 
         /^tenants\/huge\.yaml: file is 20971520 bytes, over the 1048576 byte limit/,
       );
     }
-    assert.ok(elapsed < 2_000, `took ${elapsed.toFixed(0)} ms`);
     // The file is never read: memory grows by far less than its 20 MB.
     assert.ok(grown < 10 * 1024 * 1024, `rss grew ${(grown / 1024 / 1024).toFixed(1)} MiB`);
   } finally {
