@@ -6,8 +6,19 @@ import { Counter, Gauge, Histogram } from 'prom-client';
 import { registry } from '../observe/metrics.ts';
 import { batchKinds } from './record.ts';
 
-/** Why a push attempt failed: lost a race, refused credentials, network or HTTP trouble, anything else. */
-export const pushFailureReasons = ['rejected', 'auth', 'network', 'http', 'other'] as const;
+/**
+ * Why a push attempt failed: lost a race, refused credentials, network or HTTP trouble,
+ * the remote branch was rewritten (no longer contains the last commit tollgate saw
+ * there: refused, see AuditHistoryRewrittenError), anything else.
+ */
+export const pushFailureReasons = [
+  'rejected',
+  'auth',
+  'network',
+  'http',
+  'rewritten',
+  'other',
+] as const;
 export type PushFailureReason = (typeof pushFailureReasons)[number];
 
 export const auditCommitsTotal = new Counter({

@@ -24,9 +24,12 @@ export interface AuditCommit {
   /** Committer time, epoch seconds. */
   readonly committedAt: number;
   readonly changes: readonly Change[];
-  readonly records: readonly (AuditRecord & { readonly file: string })[];
+  /** Records of the files the commit added, with the file and 1-based line each came from. */
+  readonly records: readonly (AuditRecord & { readonly file: string; readonly line?: number })[];
   /** Files that could not be parsed, with the reason (named file, line and field). */
   readonly errors: readonly string[];
+  /** The commit's SSH/GPG signature and the exact bytes it signs, when signed. */
+  readonly signature?: { readonly armored: string; readonly payload: string };
 }
 
 export interface AuditSource extends Repo {
@@ -108,63 +111,122 @@ export interface ReadOptions {
   readonly limit?: number;
 }
 
+/**
+ * The branch history newest first, one commit at a time, along first parents: memory
+ * holds one commit's records, whatever the length of the history. `audit verify` and
+ * recovery stream through this; `readAuditHistory` collects it for small ranges.
+ */
+export async function* walkAuditHistory(
+  source: AuditSource,
+  options: ReadOptions = {},
+): AsyncGenerator<AuditCommit> {
+  let oid = source.tip;
+  let count = 0;
+  while (oid !== undefined && count < (options.limit ?? Number.POSITIVE_INFINITY)) {
+    const found = await readOneCommit(source, oid, options);
+    if (found === undefined) return;
+    count += 1;
+    yield found;
+    oid = found.parents[0];
+  }
+}
+
+async function readOneCommit(
+  source: AuditSource,
+  oid: string,
+  options: ReadOptions,
+): Promise<AuditCommit | undefined> {
+  const { commit } = await git.readCommit({
+    fs,
+    gitdir: source.gitdir,
+    oid,
+    cache: source.cache,
+  });
+  if (options.since !== undefined && commit.committer.timestamp * 1000 < options.since)
+    return undefined;
+  const parent = commit.parent[0];
+  const parentTree = parent
+    ? (await git.readCommit({ fs, gitdir: source.gitdir, oid: parent, cache: source.cache })).commit
+        .tree
+    : undefined;
+  const changes = await diffTrees(source, parentTree, commit.tree);
+  const records: (AuditRecord & { file: string; line: number })[] = [];
+  const errors: string[] = [];
+  for (const change of changes) {
+    if (change.change !== 'added' || !change.path.endsWith('.jsonl')) continue;
+    if (options.pathPrefix && !change.path.startsWith(options.pathPrefix)) continue;
+    const { blob } = await git.readBlob({
+      fs,
+      gitdir: source.gitdir,
+      oid: change.oid,
+      cache: source.cache,
+    });
+    try {
+      for (const [index, record] of parseBatch(
+        Buffer.from(blob).toString('utf8'),
+        change.path,
+      ).entries())
+        records.push({ ...record, file: change.path, line: index + 1 });
+    } catch (error) {
+      errors.push((error as Error).message);
+    }
+  }
+  return {
+    oid,
+    parents: commit.parent,
+    message: commit.message,
+    summary: commit.message.split('\n')[0] ?? '',
+    trailers: parseTrailers(commit.message),
+    author: {
+      name: commit.author.name,
+      email: commit.author.email,
+      timestamp: commit.author.timestamp,
+    },
+    committedAt: commit.committer.timestamp,
+    changes,
+    records,
+    errors,
+    ...(commit.gpgsig
+      ? { signature: { armored: commit.gpgsig, payload: await signedPayload(source, oid) } }
+      : {}),
+  };
+}
+
+/**
+ * The bytes a commit signature covers: the raw commit without its `gpgsig` header
+ * (and the header's continuation lines), as `git verify-commit` computes it.
+ * isomorphic-git's own `payload` only knows PGP armor and mangles SSH-signed commits.
+ */
+async function signedPayload(source: AuditSource, oid: string): Promise<string> {
+  const { object } = await git.readObject({
+    fs,
+    gitdir: source.gitdir,
+    oid,
+    format: 'content',
+    cache: source.cache,
+  });
+  const text = Buffer.from(object as Uint8Array).toString('utf8');
+  const end = text.indexOf('\n\n');
+  const headers = (end < 0 ? text : text.slice(0, end)).split('\n');
+  const kept: string[] = [];
+  let inSignature = false;
+  for (const line of headers) {
+    if (line.startsWith('gpgsig ')) inSignature = true;
+    else if (!(inSignature && line.startsWith(' '))) {
+      inSignature = false;
+      kept.push(line);
+    }
+  }
+  return `${kept.join('\n')}${end < 0 ? '' : text.slice(end)}`;
+}
+
 /** The branch history, oldest first, along first parents. */
 export async function readAuditHistory(
   source: AuditSource,
   options: ReadOptions = {},
 ): Promise<AuditCommit[]> {
   const commits: AuditCommit[] = [];
-  let oid = source.tip;
-  while (oid !== undefined && commits.length < (options.limit ?? Number.POSITIVE_INFINITY)) {
-    const { commit } = await git.readCommit({
-      fs,
-      gitdir: source.gitdir,
-      oid,
-      cache: source.cache,
-    });
-    if (options.since !== undefined && commit.committer.timestamp * 1000 < options.since) break;
-    const parent = commit.parent[0];
-    const parentTree = parent
-      ? (await git.readCommit({ fs, gitdir: source.gitdir, oid: parent, cache: source.cache }))
-          .commit.tree
-      : undefined;
-    const changes = await diffTrees(source, parentTree, commit.tree);
-    const records: (AuditRecord & { file: string })[] = [];
-    const errors: string[] = [];
-    for (const change of changes) {
-      if (change.change !== 'added' || !change.path.endsWith('.jsonl')) continue;
-      if (options.pathPrefix && !change.path.startsWith(options.pathPrefix)) continue;
-      const { blob } = await git.readBlob({
-        fs,
-        gitdir: source.gitdir,
-        oid: change.oid,
-        cache: source.cache,
-      });
-      try {
-        for (const record of parseBatch(Buffer.from(blob).toString('utf8'), change.path))
-          records.push({ ...record, file: change.path });
-      } catch (error) {
-        errors.push((error as Error).message);
-      }
-    }
-    commits.push({
-      oid,
-      parents: commit.parent,
-      message: commit.message,
-      summary: commit.message.split('\n')[0] ?? '',
-      trailers: parseTrailers(commit.message),
-      author: {
-        name: commit.author.name,
-        email: commit.author.email,
-        timestamp: commit.author.timestamp,
-      },
-      committedAt: commit.committer.timestamp,
-      changes,
-      records,
-      errors,
-    });
-    oid = parent;
-  }
+  for await (const commit of walkAuditHistory(source, options)) commits.push(commit);
   return commits.reverse();
 }
 

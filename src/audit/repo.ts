@@ -80,6 +80,26 @@ export interface LocalCommit {
   readonly decisions: number;
 }
 
+/**
+ * The remote branch no longer contains the last commit tollgate saw on it (its
+ * remote-tracking ref, persisted in the cache): someone force-pushed or reset the
+ * branch. tollgate refuses to build on it and keeps its commits local; a person must
+ * look (`tollgate audit verify`) and, if the new history is to be trusted, remove the
+ * cache folder so the next start takes the branch as it is.
+ */
+export class AuditHistoryRewrittenError extends Error {
+  readonly known: string;
+  readonly remote: string;
+  constructor(branch: string, url: string, known: string, remote: string) {
+    super(
+      `audit branch ${branch} on ${url} was rewritten: its tip ${remote.slice(0, 12)} does not contain ${known.slice(0, 12)}, the last commit tollgate saw there; refusing to build on it (a force push or reset); audit commits stay local until a person checks the branch (tollgate audit verify)`,
+    );
+    this.name = 'AuditHistoryRewrittenError';
+    this.known = known;
+    this.remote = remote;
+  }
+}
+
 export class AuditPushError extends Error {
   readonly reason: PushFailureReason;
   constructor(message: string, reason: PushFailureReason) {
@@ -98,6 +118,7 @@ function errorCode(error: unknown): string {
 
 export function classifyPushError(error: unknown): PushFailureReason {
   const code = errorCode(error);
+  if (error instanceof AuditHistoryRewrittenError) return 'rewritten';
   if (
     error instanceof Errors.PushRejectedError ||
     error instanceof Errors.GitPushError ||
@@ -341,13 +362,13 @@ export class AuditRepo implements Repo {
       onAuthFailure: this.#onAuthFailure,
     });
     const remote = refs.find((ref) => ref.ref === this.#localRef);
+    const known = await this.trackingTip();
     if (!remote) {
-      await git
-        .deleteRef({ fs, gitdir: this.gitdir, ref: this.#trackingRef })
-        .catch(() => undefined);
+      // A branch tollgate saw is gone: deleting history is a rewrite too.
+      if (known !== undefined)
+        throw new AuditHistoryRewrittenError(this.branch, this.url, known, '(deleted)');
       return undefined;
     }
-    const known = await this.trackingTip();
     let tip = remote.oid;
     const present = known === remote.oid && (await this.#has(remote.oid));
     if (!present) {
@@ -384,6 +405,7 @@ export class AuditRepo implements Repo {
       tip = result.fetchHead ?? remote.oid;
       if (!(await this.#has(tip)))
         throw new Error(`fetch of ${this.branch} did not bring its tip ${tip}`);
+      await this.#refuseRewritten(known, tip);
     }
     await git.writeRef({
       fs,
@@ -403,6 +425,32 @@ export class AuditRepo implements Repo {
         force: true,
       });
     return tip;
+  }
+
+  /**
+   * The tamper anchor: the remote-tracking ref is the last remote tip tollgate saw (after
+   * a fetch or its own push). The remote may only have grown since; a tip that does not
+   * descend from it means history was rewritten, and the tracking ref is put back.
+   */
+  async #refuseRewritten(known: string | undefined, tip: string): Promise<void> {
+    if (known === undefined || known === tip || !(await this.#has(known))) return;
+    const grown = await git.isDescendent({
+      fs,
+      gitdir: this.gitdir,
+      oid: tip,
+      ancestor: known,
+      depth: -1,
+      cache: this.cache,
+    });
+    if (grown) return;
+    await git.writeRef({
+      fs,
+      gitdir: this.gitdir,
+      ref: this.#trackingRef,
+      value: known,
+      force: true,
+    });
+    throw new AuditHistoryRewrittenError(this.branch, this.url, known, tip);
   }
 
   /** Rebuilds `pending` on `base`, skipping commits whose file already landed; returns the new local tip. */
@@ -513,6 +561,8 @@ export class AuditRepo implements Repo {
         } catch (fetchError) {
           const fetchReason = classifyPushError(fetchError);
           auditPushFailuresTotal.inc({ reason: fetchReason });
+          if (fetchError instanceof AuditHistoryRewrittenError)
+            throw new AuditPushError(fetchError.message, 'rewritten');
           this.#logger.warn(
             {
               reason: fetchReason,

@@ -1,25 +1,42 @@
 /**
- * `audit verify`: pure checks over a read history (and optionally the pods now in the
- * cluster). Each problem names the commit, file or decision and says what is wrong.
+ * `audit verify`: an integrity check of the audit branch, fed one commit at a time from
+ * the tip back (see walkAuditHistory), so memory does not hold the history. Each
+ * problem names the commit and, where there is one, the record (file:line and id).
  *
- * - chain: parents are linear (no merges; each commit's parent is the previous one),
- *   every commit adds exactly one new file under audit/ and modifies or deletes none,
- *   and every file parses as records of a known schema version;
- * - intents: every intent (by decision id) has an outcome, unless it is younger than
- *   `graceMs` (in flight);
- * - released pods: every pod the trail knows (any decision on its uid) that now has
- *   no scheduling gates has a succeeded Release (or Expire) decision. A pod released
- *   by someone else shows up here, which is the point.
+ * - chain: no merges; every commit adds exactly one new file under audit/**.jsonl and
+ *   modifies or deletes none; the oldest commit read is a root (unless the range was
+ *   cut with --since); every file parses as records of a known schema version;
+ * - intents: every intent has exactly one outcome, later in the history than the
+ *   intent, of a result an outcome may have (succeeded, conflict, failed, expired,
+ *   cancelled), about the same kind and pod; no outcome without its intent; an intent
+ *   younger than `graceMs` may still be in flight;
+ * - records: no record appears twice (the same intent id twice, or the same line);
+ * - signatures (with an allowed-signers list): every commit carries a valid SSH
+ *   signature by a listed key; an unsigned commit is a problem then;
+ * - released pods (with the pods now in the cluster): every pod the gate-release loop
+ *   decided about that has no scheduling gates left has a succeeded Release (or
+ *   Expire) decision. Pods only resized are not judged. A pod released by someone else
+ *   shows up here, which is the point.
+ *
+ * Memory: open intents and outcomes waiting for their intent (both bounded by what is
+ * in flight), plus a 16-byte digest per intent id and per no-write record seen, which
+ * is what detecting a repeat anywhere in the history costs (about 100 bytes each).
  */
+import { createHash } from 'node:crypto';
 import type { AuditCommit } from './reader.ts';
+import { phaseOf, serializeRecord, type AuditRecord } from './record.ts';
+import { verifySshSignature, type AllowedSigner } from './sign.ts';
 
-export type VerifyCheck = 'chain' | 'intent-outcome' | 'released-pod' | 'record';
+export type VerifyCheck =
+  'branch' | 'chain' | 'record' | 'intent-outcome' | 'duplicate' | 'signature' | 'released-pod';
 
 export interface VerifyProblem {
   readonly check: VerifyCheck;
   readonly message: string;
   readonly commit?: string;
   readonly id?: string;
+  /** file:line of the record, when the problem is about one. */
+  readonly record?: string;
 }
 
 /** A pod as the cluster shows it now. */
@@ -36,6 +53,10 @@ export interface VerifyOptions {
   readonly graceMs?: number;
   /** True when the history was cut (by --since): the first commit's parent is then not checked. */
   readonly partial?: boolean;
+  /** When given, every commit must be signed by one of these keys. */
+  readonly allowedSigners?: readonly AllowedSigner[];
+  /** Problems kept in the report (all are counted). Default 1,000. */
+  readonly maxProblems?: number;
 }
 
 export interface VerifyReport {
@@ -45,119 +66,314 @@ export interface VerifyReport {
   readonly intents: number;
   readonly outcomes: number;
   readonly podsChecked: number;
+  readonly signaturesChecked: number;
+  /** All problems found; `problems` holds the first `maxProblems` of them. */
+  readonly problemCount: number;
   readonly problems: readonly VerifyProblem[];
 }
 
-const short = (oid: string): string => oid.slice(0, 12);
+type Located = AuditRecord & { readonly file: string; readonly line?: number };
 
+const short = (oid: string): string => oid.slice(0, 12);
+const where = (record: Located): string =>
+  record.line === undefined ? record.file : `${record.file}:${record.line}`;
+const digest = (text: string): string =>
+  createHash('sha256').update(text).digest('base64').slice(0, 22);
+
+const outcomeResults: ReadonlySet<string> = new Set([
+  'succeeded',
+  'conflict',
+  'failed',
+  'expired',
+  'cancelled',
+]);
+
+interface SeenOutcome {
+  readonly commit: string;
+  readonly record: Located;
+}
+
+/**
+ * Feed commits newest first with `add`, then `finish`. Walking backwards, an outcome
+ * is met before its intent; an outcome met after its intent was passed lies before it
+ * in history.
+ */
+export class TrailVerifier {
+  readonly #options: VerifyOptions;
+  readonly #maxProblems: number;
+  readonly #problems: VerifyProblem[] = [];
+  #problemCount = 0;
+  /** Outcomes whose intent has not been met yet (it lies further back). */
+  readonly #waiting = new Map<string, SeenOutcome>();
+  /** Digests of intent ids already met, and of record lines already met. */
+  readonly #seenIntents = new Set<string>();
+  readonly #seenLines = new Set<string>();
+  /** Ungated pods now in the cluster, by uid: only these are judged. */
+  readonly #ungated = new Map<string, PodSnapshot>();
+  readonly #decidedByGateRelease = new Set<string>();
+  readonly #released = new Set<string>();
+  #previous: AuditCommit | undefined;
+  #commits = 0;
+  #records = 0;
+  #intents = 0;
+  #outcomes = 0;
+  #signatures = 0;
+
+  constructor(options: VerifyOptions = {}) {
+    this.#options = options;
+    this.#maxProblems = options.maxProblems ?? 1_000;
+    for (const pod of options.pods ?? [])
+      if (pod.schedulingGates.length === 0) this.#ungated.set(pod.uid, pod);
+  }
+
+  problem(problem: VerifyProblem): void {
+    this.#problemCount += 1;
+    if (this.#problems.length < this.#maxProblems) this.#problems.push(problem);
+  }
+
+  add(commit: AuditCommit): void {
+    this.#commits += 1;
+    this.#checkLink(commit);
+    this.#checkChanges(commit);
+    this.#checkSignature(commit);
+    const label = `commit ${short(commit.oid)}`;
+    for (const error of commit.errors)
+      this.problem({ check: 'record', commit: commit.oid, message: `${label}: ${error}` });
+    for (let index = commit.records.length - 1; index >= 0; index -= 1)
+      this.#checkRecord(commit, commit.records[index] as Located);
+    this.#previous = commit;
+  }
+
+  #checkLink(commit: AuditCommit): void {
+    const label = `commit ${short(commit.oid)} (${commit.summary})`;
+    if (commit.parents.length > 1)
+      this.problem({
+        check: 'chain',
+        commit: commit.oid,
+        message: `${label} is a merge; the audit branch must be linear`,
+      });
+    const newer = this.#previous;
+    if (newer && newer.parents[0] !== commit.oid)
+      this.problem({
+        check: 'chain',
+        commit: newer.oid,
+        message: `commit ${short(newer.oid)} does not follow ${short(commit.oid)}`,
+      });
+  }
+
+  #checkChanges(commit: AuditCommit): void {
+    const label = `commit ${short(commit.oid)} (${commit.summary})`;
+    for (const change of commit.changes) {
+      if (change.change !== 'added')
+        this.problem({
+          check: 'chain',
+          commit: commit.oid,
+          message: `${label} ${change.change} ${change.path}; audit files are never changed or removed`,
+        });
+    }
+    const added = commit.changes.filter((change) => change.change === 'added');
+    if (added.length !== 1)
+      this.problem({
+        check: 'chain',
+        commit: commit.oid,
+        message: `${label} adds ${added.length} files; every audit commit adds exactly one`,
+      });
+    for (const change of added) {
+      if (!change.path.startsWith('audit/') || !change.path.endsWith('.jsonl'))
+        this.problem({
+          check: 'chain',
+          commit: commit.oid,
+          message: `${label} adds ${change.path}, outside audit/**.jsonl`,
+        });
+    }
+  }
+
+  #checkSignature(commit: AuditCommit): void {
+    const allowed = this.#options.allowedSigners;
+    if (!allowed) return;
+    const label = `commit ${short(commit.oid)} (${commit.summary})`;
+    if (!commit.signature) {
+      this.problem({
+        check: 'signature',
+        commit: commit.oid,
+        message: `${label} is not signed; signatures are required (--allowed-signers)`,
+      });
+      return;
+    }
+    this.#signatures += 1;
+    const result = verifySshSignature(commit.signature.armored, commit.signature.payload, allowed);
+    if (!result.ok)
+      this.problem({
+        check: 'signature',
+        commit: commit.oid,
+        message: `${label} has a bad signature: ${result.reason}`,
+      });
+  }
+
+  #checkRecord(commit: AuditCommit, record: Located): void {
+    this.#records += 1;
+    const label = `${where(record)} in commit ${short(commit.oid)}`;
+    if (record.phase === 'record') this.#checkRepeatedLine(commit, record, label);
+    if (phaseOf(record) !== record.phase)
+      this.problem({
+        check: 'record',
+        commit: commit.oid,
+        id: record.id,
+        record: where(record),
+        message: `${label}: phase "${record.phase}" with result "${record.outcome.result}"`,
+      });
+    if (record.loop === 'gate-release') this.#decidedByGateRelease.add(record.target.uid);
+    if (
+      (record.kind === 'Release' || record.kind === 'Expire') &&
+      record.outcome.result === 'succeeded' &&
+      this.#ungated.has(record.target.uid)
+    )
+      this.#released.add(record.target.uid);
+    if (record.phase === 'outcome') this.#checkOutcome(commit, record, label);
+    else if (record.phase === 'intent') this.#checkIntent(commit, record, label);
+  }
+
+  /** Intents and outcomes repeat by id (checked with them); a record without a write by its line. */
+  #checkRepeatedLine(commit: AuditCommit, record: Located, label: string): void {
+    const line = digest(serializeRecord(record));
+    if (!this.#seenLines.has(line)) {
+      this.#seenLines.add(line);
+      return;
+    }
+    this.problem({
+      check: 'duplicate',
+      commit: commit.oid,
+      id: record.id,
+      record: where(record),
+      message: `${label} repeats a record found later in the history (${record.phase} ${record.id})`,
+    });
+  }
+
+  #checkOutcome(commit: AuditCommit, record: Located, label: string): void {
+    this.#outcomes += 1;
+    const base = { commit: commit.oid, id: record.id, record: where(record) };
+    if (!outcomeResults.has(record.outcome.result))
+      this.problem({
+        check: 'intent-outcome',
+        ...base,
+        message: `${label}: outcome of ${record.id} has result "${record.outcome.result}", not one of ${[...outcomeResults].join(', ')}`,
+      });
+    if (this.#seenIntents.has(digest(record.id))) {
+      this.problem({
+        check: 'intent-outcome',
+        ...base,
+        message: `${label}: outcome of ${record.id} comes before its intent`,
+      });
+      return;
+    }
+    const other = this.#waiting.get(record.id);
+    if (other) {
+      // Named at the later one: the extra outcome; the earlier one stays the answer.
+      this.problem({
+        check: 'intent-outcome',
+        commit: other.commit,
+        id: record.id,
+        record: where(other.record),
+        message: `${where(other.record)} in commit ${short(other.commit)}: ${record.id} has two outcomes (${other.record.outcome.result} here, ${record.outcome.result} earlier at ${label})`,
+      });
+      this.#waiting.set(record.id, { commit: commit.oid, record });
+      return;
+    }
+    this.#waiting.set(record.id, { commit: commit.oid, record });
+  }
+
+  #checkIntent(commit: AuditCommit, record: Located, label: string): void {
+    this.#intents += 1;
+    const base = { commit: commit.oid, id: record.id, record: where(record) };
+    const key = digest(record.id);
+    if (this.#seenIntents.has(key)) {
+      this.problem({
+        check: 'duplicate',
+        ...base,
+        message: `${label}: intent ${record.id} is recorded again later in the history`,
+      });
+      return;
+    }
+    this.#seenIntents.add(key);
+    const outcome = this.#waiting.get(record.id);
+    if (!outcome) {
+      const grace = this.#options.graceMs ?? 0;
+      const now = this.#options.now ?? Date.now();
+      if (grace > 0 && now - record.at < grace) return;
+      this.problem({
+        check: 'intent-outcome',
+        ...base,
+        message: `intent ${record.id} (${label}) has no outcome`,
+      });
+      return;
+    }
+    this.#waiting.delete(record.id);
+    const { record: result } = outcome;
+    if (result.kind !== record.kind || result.target.uid !== record.target.uid)
+      this.problem({
+        check: 'intent-outcome',
+        commit: outcome.commit,
+        id: record.id,
+        record: where(result),
+        message: `${where(result)} in commit ${short(outcome.commit)}: outcome of ${record.id} is about ${result.kind} of uid ${result.target.uid}, the intent about ${record.kind} of uid ${record.target.uid}`,
+      });
+  }
+
+  finish(): VerifyReport {
+    const oldest = this.#previous;
+    if (oldest === undefined)
+      this.problem({
+        check: 'branch',
+        message: 'no audit commits to verify (the range is empty)',
+      });
+    else if (!this.#options.partial && oldest.parents.length > 0)
+      this.problem({
+        check: 'chain',
+        commit: oldest.oid,
+        message: `commit ${short(oldest.oid)} (${oldest.summary}) is the oldest commit read but has a parent`,
+      });
+    // With a cut range, an outcome's intent may lie before the cut: not judged.
+    if (!this.#options.partial)
+      for (const [id, { commit, record }] of this.#waiting)
+        this.problem({
+          check: 'intent-outcome',
+          commit,
+          id,
+          record: where(record),
+          message: `${where(record)} in commit ${short(commit)}: outcome of ${id} has no intent`,
+        });
+    let podsChecked = 0;
+    for (const [uid, pod] of this.#ungated) {
+      if (!this.#decidedByGateRelease.has(uid)) continue;
+      podsChecked += 1;
+      if (!this.#released.has(uid))
+        this.problem({
+          check: 'released-pod',
+          id: uid,
+          message: `pod ${pod.namespace}/${pod.name} (uid ${uid}) has no scheduling gates but the trail has no succeeded Release decision for it`,
+        });
+    }
+    return {
+      ok: this.#problemCount === 0,
+      commits: this.#commits,
+      records: this.#records,
+      intents: this.#intents,
+      outcomes: this.#outcomes,
+      podsChecked,
+      signaturesChecked: this.#signatures,
+      problemCount: this.#problemCount,
+      problems: this.#problems,
+    };
+  }
+}
+
+/** Verifies a history held in memory (oldest first). */
 export function verifyTrail(
   history: readonly AuditCommit[],
   options: VerifyOptions = {},
 ): VerifyReport {
-  const problems: VerifyProblem[] = [];
-  const intents = new Map<string, { at: number; commit: string }>();
-  const outcomes = new Set<string>();
-  const released = new Set<string>();
-  const knownUids = new Set<string>();
-  let records = 0;
-
-  for (const [index, commit] of history.entries()) {
-    const where = `commit ${short(commit.oid)} (${commit.summary})`;
-    if (commit.parents.length > 1)
-      problems.push({
-        check: 'chain',
-        commit: commit.oid,
-        message: `${where} is a merge; the audit branch must be linear`,
-      });
-    const previous = history[index - 1];
-    if (previous && commit.parents[0] !== previous.oid) {
-      problems.push({
-        check: 'chain',
-        commit: commit.oid,
-        message: `${where} does not follow ${short(previous.oid)}`,
-      });
-    }
-    if (!previous && !options.partial && commit.parents.length > 0) {
-      problems.push({
-        check: 'chain',
-        commit: commit.oid,
-        message: `${where} is the oldest commit read but has a parent`,
-      });
-    }
-    for (const change of commit.changes) {
-      if (change.change !== 'added') {
-        problems.push({
-          check: 'chain',
-          commit: commit.oid,
-          message: `${where} ${change.change} ${change.path}; audit files are never changed or removed`,
-        });
-      }
-    }
-    const added = commit.changes.filter((change) => change.change === 'added');
-    if (added.length !== 1) {
-      problems.push({
-        check: 'chain',
-        commit: commit.oid,
-        message: `${where} adds ${added.length} files; every audit commit adds exactly one`,
-      });
-    }
-    for (const change of added) {
-      if (!change.path.startsWith('audit/') || !change.path.endsWith('.jsonl')) {
-        problems.push({
-          check: 'chain',
-          commit: commit.oid,
-          message: `${where} adds ${change.path}, outside audit/**.jsonl`,
-        });
-      }
-    }
-    for (const error of commit.errors)
-      problems.push({ check: 'record', commit: commit.oid, message: `${where}: ${error}` });
-    for (const record of commit.records) {
-      records += 1;
-      knownUids.add(record.target.uid);
-      if (record.phase === 'intent') intents.set(record.id, { at: record.at, commit: commit.oid });
-      else if (record.phase === 'outcome') outcomes.add(record.id);
-      if (
-        (record.kind === 'Release' || record.kind === 'Expire') &&
-        record.outcome.result === 'succeeded'
-      )
-        released.add(record.target.uid);
-    }
-  }
-
-  const now = options.now ?? Date.now();
-  const grace = options.graceMs ?? 0;
-  for (const [id, intent] of intents) {
-    if (outcomes.has(id)) continue;
-    if (grace > 0 && now - intent.at < grace) continue;
-    problems.push({
-      check: 'intent-outcome',
-      id,
-      commit: intent.commit,
-      message: `intent ${id} (commit ${short(intent.commit)}) has no outcome`,
-    });
-  }
-
-  let podsChecked = 0;
-  for (const pod of options.pods ?? []) {
-    if (!knownUids.has(pod.uid) || pod.schedulingGates.length > 0) continue;
-    podsChecked += 1;
-    if (!released.has(pod.uid)) {
-      problems.push({
-        check: 'released-pod',
-        id: pod.uid,
-        message: `pod ${pod.namespace}/${pod.name} (uid ${pod.uid}) has no scheduling gates but the trail has no succeeded Release decision for it`,
-      });
-    }
-  }
-
-  return {
-    ok: problems.length === 0,
-    commits: history.length,
-    records,
-    intents: intents.size,
-    outcomes: outcomes.size,
-    podsChecked,
-    problems,
-  };
+  const verifier = new TrailVerifier(options);
+  for (let index = history.length - 1; index >= 0; index -= 1)
+    verifier.add(history[index] as AuditCommit);
+  return verifier.finish();
 }

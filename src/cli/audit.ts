@@ -14,10 +14,17 @@ import {
   openAuditSource,
   readAuditCommit,
   readAuditHistory,
+  walkAuditHistory,
   type AuditCommit,
   type AuditSource,
 } from '../audit/reader.ts';
-import { verifyTrail, type PodSnapshot } from '../audit/verify.ts';
+import { parseAllowedSigners, type AllowedSigner } from '../audit/sign.ts';
+import {
+  TrailVerifier,
+  type PodSnapshot,
+  type VerifyOptions,
+  type VerifyReport,
+} from '../audit/verify.ts';
 import { loadKubeConfig } from '../cluster/client.ts';
 import { redactUrl } from '../observe/log.ts';
 
@@ -80,7 +87,7 @@ function withSourceOptions(command: Command): Command {
       'TOLLGATE_GIT_TOKEN',
     )
     .option('--git-token-file <path>', 'file holding the Git token')
-    .option('--output <format>', 'text or json', 'text');
+    .option('-o, --output <format>', 'text or json', 'text');
 }
 
 const time = (ms: number): string => new Date(ms).toISOString();
@@ -178,7 +185,7 @@ export function registerAudit(program: Command): void {
 
   withSourceOptions(audit.command('verify'))
     .description(
-      'check the trail: every intent has an outcome, every released pod has a Release decision, the chain is intact',
+      'check the trail: every intent has exactly one outcome after it, no record twice, the chain is intact, signatures (with --allowed-signers), every released pod has a Release decision (with --kubeconfig)',
     )
     .option('--kubeconfig <path>', 'also check the pods in this cluster')
     .option('--grace <duration>', 'intents younger than this may still be in flight', '0s')
@@ -186,52 +193,127 @@ export function registerAudit(program: Command): void {
       '--since <time>',
       'only commits since a time or a duration back (the chain check then starts there)',
     )
-    .action(
-      async (options: SourceOptions & { kubeconfig?: string; grace: string; since?: string }) => {
-        const format = outputFormat(options.output);
-        let graceMs: number;
-        try {
-          graceMs = parseDuration(options.grace);
-        } catch (error) {
-          throw new UsageError(`--grace: ${(error as Error).message}`);
-        }
-        const now = Date.now();
-        const since = options.since ? parseSince(options.since, now) : undefined;
-        let pods: PodSnapshot[] | undefined;
-        if (options.kubeconfig) {
-          const api = loadKubeConfig({ kind: 'file', path: options.kubeconfig }).makeApiClient(
-            CoreV1Api,
-          );
-          const list = await api.listPodForAllNamespaces();
-          pods = list.items.map((pod) => ({
-            namespace: pod.metadata?.namespace ?? '',
-            name: pod.metadata?.name ?? '',
-            uid: pod.metadata?.uid ?? '',
-            schedulingGates: (pod.spec?.schedulingGates ?? []).map((gate) => gate.name),
-          }));
-        }
-        const source = await open(options);
-        try {
-          const history = await readAuditHistory(source, since === undefined ? {} : { since });
-          const report = verifyTrail(history, {
-            now,
-            graceMs,
-            partial: since !== undefined,
-            ...(pods ? { pods } : {}),
-          });
-          if (format === 'json') {
-            process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
-          } else {
-            process.stdout.write(
-              `${report.ok ? 'ok' : 'FAILED'}: ${report.commits} commits, ${report.records} records, ${report.intents} intents, ${report.outcomes} outcomes${pods ? `, ${report.podsChecked} released pods checked` : ''}\n`,
-            );
-            for (const problem of report.problems)
-              process.stdout.write(`  [${problem.check}] ${problem.message}\n`);
-          }
-          if (!report.ok) process.exitCode = 1;
-        } finally {
-          source.close();
-        }
-      },
-    );
+    .option(
+      '--allowed-signers <file>',
+      'SSH allowed-signers file (git gpg.ssh.allowedSignersFile format); every commit must be signed by one of its keys',
+    )
+    .action(async (options: VerifyCommandOptions) => {
+      const format = outputFormat(options.output);
+      const verifyOptions = await verifyOptionsFrom(options);
+      const source = await open(options);
+      try {
+        const report = await verifySource(source, options.branch, verifyOptions);
+        if (format === 'json') process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+        else process.stdout.write(verifyText(report, verifyOptions));
+        if (!report.ok) process.exitCode = 1;
+      } finally {
+        source.close();
+      }
+    });
+}
+
+interface VerifyCommandOptions extends SourceOptions {
+  readonly kubeconfig?: string;
+  readonly grace: string;
+  readonly since?: string;
+  readonly allowedSigners?: string;
+}
+
+type CliVerifyOptions = VerifyOptions & { readonly since?: number };
+
+async function verifyOptionsFrom(options: VerifyCommandOptions): Promise<CliVerifyOptions> {
+  let graceMs: number;
+  try {
+    graceMs = parseDuration(options.grace);
+  } catch (error) {
+    throw new UsageError(`--grace: ${(error as Error).message}`);
+  }
+  const now = Date.now();
+  const since = options.since ? parseSince(options.since, now) : undefined;
+  let allowedSigners: AllowedSigner[] | undefined;
+  if (options.allowedSigners) {
+    let text: string;
+    try {
+      text = readFileSync(options.allowedSigners, 'utf8');
+    } catch (error) {
+      throw new Error(
+        `--allowed-signers ${options.allowedSigners}: ${(error as NodeJS.ErrnoException).code ?? 'unreadable'}`,
+        { cause: error },
+      );
+    }
+    allowedSigners = parseAllowedSigners(text, options.allowedSigners);
+    if (allowedSigners.length === 0)
+      throw new UsageError(`--allowed-signers ${options.allowedSigners} lists no key`);
+  }
+  return {
+    now,
+    graceMs,
+    partial: since !== undefined,
+    ...(since === undefined ? {} : { since }),
+    ...(allowedSigners ? { allowedSigners } : {}),
+    ...(options.kubeconfig ? { pods: await listPods(options.kubeconfig) } : {}),
+  };
+}
+
+async function listPods(kubeconfig: string): Promise<PodSnapshot[]> {
+  const api = loadKubeConfig({ kind: 'file', path: kubeconfig }).makeApiClient(CoreV1Api);
+  const list = await api.listPodForAllNamespaces();
+  return list.items.map((pod) => ({
+    namespace: pod.metadata?.namespace ?? '',
+    name: pod.metadata?.name ?? '',
+    uid: pod.metadata?.uid ?? '',
+    schedulingGates: (pod.spec?.schedulingGates ?? []).map((gate) => gate.name),
+  }));
+}
+
+/**
+ * Streams the branch from its tip through the verifier. A missing branch and a commit
+ * that cannot be read are problems (exit 1), not usage errors: the trail is what is broken.
+ */
+export async function verifySource(
+  source: AuditSource,
+  branch: string,
+  options: CliVerifyOptions,
+): Promise<VerifyReport> {
+  const verifier = new TrailVerifier(options);
+  if (source.tip === undefined) {
+    verifier.problem({
+      check: 'branch',
+      message: `branch ${branch} not found in ${redactUrl(source.description)}`,
+    });
+    return verifier.finish();
+  }
+  let last: string | undefined = source.tip;
+  try {
+    for await (const commit of walkAuditHistory(
+      source,
+      options.since === undefined ? {} : { since: options.since },
+    )) {
+      verifier.add(commit);
+      last = commit.parents[0];
+    }
+  } catch (error) {
+    verifier.problem({
+      check: 'chain',
+      ...(last === undefined ? {} : { commit: last }),
+      message: `commit ${last?.slice(0, 12) ?? '?'} cannot be read: ${(error as Error).message}`,
+    });
+  }
+  return verifier.finish();
+}
+
+function verifyText(report: VerifyReport, options: CliVerifyOptions): string {
+  const counts = [
+    `${report.commits} commits`,
+    `${report.records} records`,
+    `${report.intents} intents`,
+    `${report.outcomes} outcomes`,
+    ...(options.pods ? [`${report.podsChecked} released pods checked`] : []),
+    ...(options.allowedSigners ? [`${report.signaturesChecked} signatures checked`] : []),
+  ];
+  const lines = [`${report.ok ? 'ok' : 'FAILED'}: ${counts.join(', ')}`];
+  for (const problem of report.problems) lines.push(`  [${problem.check}] ${problem.message}`);
+  if (report.problemCount > report.problems.length)
+    lines.push(`  ... and ${report.problemCount - report.problems.length} more problems`);
+  return `${lines.join('\n')}\n`;
 }

@@ -1,7 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { generateKeyPairSync } from 'node:crypto';
 import type { AuditCommit } from '../../../src/audit/reader.ts';
 import { phaseOf, recordSchemaVersion } from '../../../src/audit/record.ts';
+import { parseAllowedSigners, sshSigner } from '../../../src/audit/sign.ts';
 import type { Change } from '../../../src/audit/tree.ts';
 import { verifyTrail } from '../../../src/audit/verify.ts';
 import type { Decision } from '../../../src/decide/decision.ts';
@@ -10,7 +12,7 @@ import { aDecision, outcomeOf } from '../../builders/decision.ts';
 let counter = 0;
 function commit(
   decisions: Decision[],
-  options: { parents?: string[]; changes?: Change[] } = {},
+  options: { parents?: string[]; changes?: Change[]; phase?: 'outcome' } = {},
 ): AuditCommit {
   counter += 1;
   const oid = counter.toString(16).padStart(40, '0');
@@ -27,8 +29,9 @@ function commit(
     records: decisions.map((decision) => ({
       ...decision,
       v: recordSchemaVersion,
-      phase: phaseOf(decision),
+      phase: options.phase ?? phaseOf(decision),
       file: path,
+      line: 1,
     })),
     errors: [],
   };
@@ -41,6 +44,7 @@ function chain(...commits: AuditCommit[]): AuditCommit[] {
 }
 
 const intent = aDecision('Release', 'p1').obj();
+const later = aDecision('Release', 'p2').obj();
 
 const cases: { name: string; history: () => AuditCommit[]; problems: RegExp[] }[] = [
   {
@@ -96,6 +100,64 @@ const cases: { name: string; history: () => AuditCommit[]; problems: RegExp[] }[
       ),
     problems: [/adds README.md, outside audit/],
   },
+  {
+    name: 'an outcome without an intent is reported',
+    history: () => chain(commit([outcomeOf(intent)])),
+    problems: [/outcome of gate-release:Release:uid-team-a-p1:1 has no intent/],
+  },
+  {
+    name: 'an outcome recorded before its intent is reported, and the intent stays without one',
+    history: () => chain(commit([outcomeOf(intent)]), commit([intent])),
+    problems: [
+      /intent gate-release:Release:uid-team-a-p1:1 .* has no outcome/,
+      /outcome of gate-release:Release:uid-team-a-p1:1 comes before its intent/,
+    ],
+  },
+  {
+    name: 'two outcomes for one intent are reported, naming both',
+    history: () =>
+      chain(
+        commit([intent]),
+        commit([outcomeOf(intent)]),
+        commit([outcomeOf(intent, { result: 'conflict', message: 'x' })]),
+      ),
+    problems: [/has two outcomes \(conflict here, succeeded earlier at audit\/prod\/.*:1 in commit/],
+  },
+  {
+    name: 'the same intent recorded twice is a duplicate',
+    history: () => chain(commit([intent]), commit([intent]), commit([outcomeOf(intent)])),
+    problems: [/intent gate-release:Release:uid-team-a-p1:1 is recorded again later/],
+  },
+  {
+    name: 'the same record line twice is a duplicate',
+    history: () =>
+      chain(commit([aDecision('Hold', 'p3').obj()]), commit([aDecision('Hold', 'p3').obj()])),
+    problems: [/repeats a record found later in the history \(record gate-release:Hold/],
+  },
+  {
+    name: 'an outcome about another pod than its intent is reported',
+    history: () =>
+      chain(commit([intent]), commit([{ ...outcomeOf(intent), target: later.target }])),
+    problems: [
+      /outcome of .* is about Release of uid uid-team-a-p2, the intent about Release of uid uid-team-a-p1/,
+    ],
+  },
+  {
+    name: 'an outcome-phase record with a pending result is reported',
+    history: () =>
+      chain(
+        commit([intent]),
+        commit([outcomeOf(intent)], { phase: 'outcome' }),
+        commit([later]),
+        commit([outcomeOf(later, { result: 'pending' })], { phase: 'outcome' }),
+      ),
+    problems: [/phase "outcome" with result "pending"/, /has result "pending", not one of/],
+  },
+  {
+    name: 'an empty history is an error, not ok',
+    history: () => [],
+    problems: [/no audit commits to verify/],
+  },
 ];
 
 for (const { name, history, problems } of cases) {
@@ -134,5 +196,76 @@ test('an ungated pod the trail knows needs a succeeded Release; gated or unknown
     [
       'pod team-a/p2 (uid uid-team-a-p2) has no scheduling gates but the trail has no succeeded Release decision for it',
     ],
+  );
+});
+
+test('a pod the trail knows only from resize decisions is not judged as released', () => {
+  const resize = aDecision('Resize', 'r1').obj();
+  const report = verifyTrail(chain(commit([resize]), commit([outcomeOf(resize)])), {
+    pods: [{ namespace: 'team-a', name: 'r1', uid: 'uid-team-a-r1', schedulingGates: [] }],
+  });
+  assert.deepEqual([report.ok, report.podsChecked, report.problems], [true, 0, []]);
+});
+
+const signer = sshSigner(
+  generateKeyPairSync('ed25519').privateKey.export({ format: 'pem', type: 'pkcs8' }) as string,
+);
+const stranger = sshSigner(
+  generateKeyPairSync('ed25519').privateKey.export({ format: 'pem', type: 'pkcs8' }) as string,
+);
+const allowed = parseAllowedSigners(`# tollgate
+tollgate@prod namespaces="git" ${signer.publicKey} controller key
+`);
+function signedBy(item: AuditCommit, by: typeof signer, payload = `tree ${item.oid}\n`) {
+  return { ...item, signature: { armored: by.sign(payload), payload } };
+}
+
+const signatureCases: {
+  name: string;
+  sign: (item: AuditCommit) => AuditCommit;
+  problems: RegExp[];
+}[] = [
+  {
+    name: 'a commit signed by an allowed key passes',
+    sign: (item) => signedBy(item, signer),
+    problems: [],
+  },
+  {
+    name: 'an unsigned commit fails when signatures are required',
+    sign: (item) => item,
+    problems: [/is not signed; signatures are required/],
+  },
+  {
+    name: 'a commit signed by a key outside the allowed signers fails',
+    sign: (item) => signedBy(item, stranger),
+    problems: [/bad signature: signing key ssh-ed25519 .* is not in the allowed signers/],
+  },
+  {
+    name: 'a commit whose content changed after signing fails',
+    sign: (item) => {
+      const signed = signedBy(item, signer);
+      return { ...signed, signature: { ...signed.signature, payload: 'tree edited\n' } };
+    },
+    problems: [/bad signature: signature does not match the commit/],
+  },
+];
+for (const { name, sign, problems } of signatureCases) {
+  test(name, () => {
+    const only = commit([intent, outcomeOf(intent)]);
+    const report = verifyTrail([sign(only)], { allowedSigners: allowed });
+    assert.deepEqual(
+      report.problems.map((problem) => problem.check),
+      problems.map(() => 'signature'),
+    );
+    problems.forEach((pattern, index) =>
+      assert.match(report.problems[index]?.message ?? '', pattern),
+    );
+  });
+}
+
+test('an allowed-signers line with a key type tollgate cannot check is refused, naming the line', () => {
+  assert.throws(
+    () => parseAllowedSigners('a@b ssh-ed25519 AAAA\nb@c ssh-rsa AAAAB3Nza\n', 'signers'),
+    /signers:2: key type ssh-rsa is not supported/,
   );
 });
