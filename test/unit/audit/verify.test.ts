@@ -121,7 +121,9 @@ const cases: { name: string; history: () => AuditCommit[]; problems: RegExp[] }[
         commit([outcomeOf(intent)]),
         commit([outcomeOf(intent, { result: 'conflict', message: 'x' })]),
       ),
-    problems: [/has two outcomes \(conflict here, succeeded earlier at audit\/prod\/.*:1 in commit/],
+    problems: [
+      /has two outcomes \(conflict here, succeeded earlier at audit\/prod\/.*:1 in commit/,
+    ],
   },
   {
     name: 'the same intent recorded twice is a duplicate',
