@@ -11,6 +11,7 @@ import { join, relative, sep } from 'node:path';
 import { compilePolicy, type PolicyResult } from './compile.ts';
 import type { PolicyError } from './errors.ts';
 import { limits, parsePolicyFile, type ParsedDocument } from './parse.ts';
+import { parseFilesOffThread, type OffThreadOptions } from './parse-off-thread.ts';
 
 export type { PolicyResult } from './compile.ts';
 export type { PolicyError } from './errors.ts';
@@ -47,6 +48,31 @@ export function loadPolicyFromFiles(
     errors.push(...parsed.errors);
     documents.push(...parsed.documents);
   }
+  return compileParsed(files, documents, errors, options);
+}
+
+/**
+ * `loadPolicyFromFiles` with the YAML parsing in a worker thread (see
+ * `parse-off-thread.ts`); what a long-running process uses so a poll never blocks its
+ * event loop. Rejects with `ParseTimeout` when the worker passes its deadline.
+ */
+export async function loadPolicyFromFilesOffThread(
+  files: readonly PolicyFile[],
+  options: { commit?: string } & OffThreadOptions = {},
+): Promise<PolicyResult> {
+  const parsed = await parseFilesOffThread(
+    { files: files.filter((f) => isPolicyFile(f.path)) },
+    options,
+  );
+  return compileParsed(files, parsed.documents, parsed.errors, options);
+}
+
+function compileParsed(
+  files: readonly PolicyFile[],
+  documents: readonly ParsedDocument[],
+  errors: readonly PolicyError[],
+  options: { commit?: string },
+): PolicyResult {
   const compiled = compilePolicy(documents, options.commit ?? contentHash(files));
   if (errors.length === 0) return compiled;
   return { ok: false, errors: [...errors, ...(compiled.ok ? [] : compiled.errors)] };

@@ -6,8 +6,12 @@
 import { Counter, Gauge } from 'prom-client';
 import { registry } from '../observe/metrics.ts';
 
-/** `invalid`: the commit was fetched but failed to parse or validate; `fetch`: it could not be fetched at all. */
-export const policyLoadErrorReasons = ['invalid', 'fetch'] as const;
+/**
+ * `invalid`: the commit was fetched but failed to parse or validate; `fetch`: it could
+ * not be fetched at all; `parse-timeout`: the parse worker passed its deadline (the
+ * commit is tried again on the next poll).
+ */
+export const policyLoadErrorReasons = ['invalid', 'fetch', 'parse-timeout'] as const;
 export type PolicyLoadErrorReason = (typeof policyLoadErrorReasons)[number];
 
 export const policyLoadErrorsTotal = new Counter({

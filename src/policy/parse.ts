@@ -4,16 +4,33 @@
  * crash) every input built to hurt the process:
  *
  * - size: the caller caps bytes before reading (see `limits`); here the text is capped again;
- * - alias expansion ("billion laughs"): `maxAliasCount` bounds the nodes an alias may expand to;
- * - deep nesting: a linear pre-scan rejects flow or compact-block nesting past
- *   `maxNestingDepth` BEFORE the recursive composer runs, so 100k `[` fails in
- *   milliseconds instead of spending seconds unwinding a stack overflow;
+ * - limits inside the parser, not in a scan beside it: tollgate drives yaml's own lexer
+ *   and CST parser (both iterative) token by token and refuses the file as soon as the
+ *   parser's open collections pass `maxNestingDepth` or its tokens pass
+ *   `maxTokensPerFile`. Only then does the
+ *   (recursive) composer build documents, from a token tree known to be shallow and
+ *   small. So the cost of a refusal is the tokens read before it, whatever quote,
+ *   comment or block scalar the text uses to look harmless;
+ * - alias expansion ("billion laughs"): `maxAliasCount` bounds the nodes an alias may
+ *   expand to, checked by yaml while it converts, before anything is expanded;
+ * - time: `parse-off-thread.ts` runs this in a worker thread with a deadline, so a poll
+ *   never holds the event loop (and with it leader-lease renewal);
  * - duplicate keys (`uniqueKeys`): the second value would silently win otherwise;
  * - tags: only the YAML 1.2 core schema; any tag it cannot resolve (`!!js/function`,
  *   `!ruby/object`, a custom `!Ref`) is an error, not a string;
  * - merge keys (`<<`) are off: they make one key's meaning depend on another document part.
  */
-import { parseAllDocuments } from 'yaml';
+import {
+  Composer,
+  Lexer,
+  LineCounter,
+  Parser,
+  type CST,
+  type Document,
+  type DocumentOptions,
+  type ParseOptions,
+  type SchemaOptions,
+} from 'yaml';
 import type { PolicyError } from './errors.ts';
 
 export const limits = {
@@ -31,6 +48,11 @@ export const limits = {
   maxAliasCount: 50,
   /** Nested collections. Real policy needs under 10. */
   maxNestingDepth: 64,
+  /**
+   * YAML tokens (scalars, indicators, spaces, comments) of one file. A real policy file
+   * has a few thousand; this caps the composer's work at roughly 80 KB of dense YAML.
+   */
+  maxTokensPerFile: 100_000,
   /** Errors reported per file, so a garbage file cannot flood the output. */
   maxErrorsPerFile: 20,
 } as const;
@@ -41,108 +63,107 @@ export interface ParsedDocument {
   readonly value: unknown;
 }
 
+export interface ParseWork {
+  /** Lexer tokens read, up to and including the one that broke a limit. */
+  readonly tokens: number;
+}
+
+export interface ParsedFile {
+  readonly documents: ParsedDocument[];
+  readonly errors: PolicyError[];
+  readonly work: ParseWork;
+}
+
+const yamlOptions: DocumentOptions & ParseOptions & SchemaOptions = {
+  version: '1.2',
+  schema: 'core',
+  merge: false,
+  uniqueKeys: true,
+  strict: true,
+  customTags: [],
+};
+
+/** A limit broken while reading tokens; `offset` is where in the text. */
+class LimitExceeded extends Error {
+  readonly offset: number;
+  constructor(message: string, offset: number) {
+    super(message);
+    this.offset = offset;
+  }
+}
+
 /**
- * An upper bound of the nesting depth, in one pass and O(1) memory: flow brackets
- * outside comments and quoted scalars, plus compact block indicators (`- - - x`) at a
- * line start, plus indentation. Overestimates are harmless at the limits used.
+ * yaml's lexer and CST parser, driven one token at a time so every limit is checked
+ * as the parser goes: open collections (the parser's stack, less the document) and
+ * tokens. Throws `LimitExceeded` at the first broken limit.
  */
-export function nestingDepthBound(text: string): number {
-  let flow = 0;
-  let max = 0;
-  let lineStart = true;
-  let compact = 0;
-  let indent = 0;
-  let quote: '"' | "'" | undefined;
-  for (let i = 0; i < text.length; i += 1) {
-    const c = text[i];
-    if (c === '\n') {
-      lineStart = true;
-      compact = 0;
-      indent = 0;
-      // Quoted scalars may span lines, comments may not.
-      continue;
+function* boundedTokens(
+  text: string,
+  parser: Parser,
+  counted: { tokens: number },
+): Generator<CST.Token, void> {
+  for (const lexeme of new Lexer().lex(text)) {
+    counted.tokens += 1;
+    if (counted.tokens > limits.maxTokensPerFile) {
+      throw new LimitExceeded(
+        `more than ${limits.maxTokensPerFile} YAML tokens; a policy file this large is refused, split it`,
+        parser.offset,
+      );
     }
-    if (quote) {
-      if (c === '\\' && quote === '"') i += 1;
-      else if (c === quote) quote = undefined;
-      continue;
-    }
-    if (lineStart) {
-      if (c === ' ') {
-        indent += 1;
-        continue;
-      }
-      if ((c === '-' || c === '?' || c === ':') && (text[i + 1] === ' ' || text[i + 1] === '\n')) {
-        compact += 1;
-        continue;
-      }
-      lineStart = false;
-      max = Math.max(max, flow + compact + Math.ceil(indent / 2));
-    }
-    if (c === '#' && (i === 0 || /[ \t\n]/.test(text[i - 1] ?? ''))) {
-      while (i + 1 < text.length && text[i + 1] !== '\n') i += 1;
-    } else if ((c === '"' || c === "'") && (i === 0 || /[\s,[{:]/.test(text[i - 1] ?? ''))) {
-      quote = c;
-    } else if (c === '[' || c === '{') {
-      flow += 1;
-      max = Math.max(max, flow + compact + Math.ceil(indent / 2));
-    } else if ((c === ']' || c === '}') && flow > 0) {
-      flow -= 1;
+    yield* parser.next(lexeme);
+    if (parser.stack.length - 1 > limits.maxNestingDepth) {
+      throw new LimitExceeded(
+        `nesting is deeper than ${limits.maxNestingDepth} levels`,
+        parser.offset,
+      );
     }
   }
-  return Math.max(max, compact + Math.ceil(indent / 2));
+  yield* parser.end();
 }
 
 /** Parses one file into its non-empty documents, or the errors that refuse it. */
-export function parsePolicyFile(
-  file: string,
-  text: string,
-): { documents: ParsedDocument[]; errors: PolicyError[] } {
+export function parsePolicyFile(file: string, text: string): ParsedFile {
   const errors: PolicyError[] = [];
-  const fail = (message: string, document?: number): PolicyError => ({
-    file,
-    ...(document === undefined ? {} : { document }),
-    path: '',
-    message,
+  const counted = { tokens: 0 };
+  const refuse = (message: string): ParsedFile => ({
+    documents: [],
+    errors: [{ file, path: '', message }],
+    work: { tokens: counted.tokens },
   });
   if (Buffer.byteLength(text, 'utf8') > limits.maxFileBytes) {
-    return {
-      documents: [],
-      errors: [fail(`file is larger than the ${limits.maxFileBytes} byte limit`)],
-    };
+    return refuse(`file is larger than the ${limits.maxFileBytes} byte limit`);
   }
-  const depth = nestingDepthBound(text);
-  if (depth > limits.maxNestingDepth) {
-    return {
-      documents: [],
-      errors: [fail(`nesting is deeper than ${limits.maxNestingDepth} levels (about ${depth})`)],
-    };
+  const lines = new LineCounter();
+  const parser = new Parser(lines.addNewLine);
+  lines.addNewLine(0); // Parser.parse() does this itself; driven by hand, tollgate does
+  const cst: CST.Token[] = [];
+  let documentCount = 0;
+  try {
+    for (const token of boundedTokens(text, parser, counted)) {
+      cst.push(token);
+      if (token.type === 'document') documentCount += 1;
+      if (documentCount > limits.maxDocumentsPerFile) {
+        return refuse(`more than ${limits.maxDocumentsPerFile} YAML documents in one file`);
+      }
+    }
+  } catch (error) {
+    if (!(error instanceof LimitExceeded)) throw error;
+    const pos = lines.linePos(error.offset);
+    return refuse(`${error.message}${at([pos])}`);
   }
-  const parsed = parseAllDocuments(text, {
-    version: '1.2',
-    schema: 'core',
-    merge: false,
-    uniqueKeys: true,
-    strict: true,
-    prettyErrors: true,
-    customTags: [],
-  });
-  // parseAllDocuments returns an empty collection object for an empty stream.
-  const docs = Array.isArray(parsed) ? parsed : [];
-  if (docs.length > limits.maxDocumentsPerFile) {
-    return {
-      documents: [],
-      errors: [fail(`more than ${limits.maxDocumentsPerFile} YAML documents in one file`)],
-    };
-  }
+  const docs: Document.Parsed[] = [...new Composer(yamlOptions).compose(cst)];
   const documents: ParsedDocument[] = [];
   docs.forEach((doc, index) => {
     const problems = [...doc.errors, ...doc.warnings];
     if (problems.length > 0) {
       for (const problem of problems.slice(0, limits.maxErrorsPerFile - errors.length)) {
-        errors.push(
-          fail(`YAML ${problem.code}: ${firstLine(problem.message)}${at(problem.linePos)}`, index),
-        );
+        const pos = lines.linePos(problem.pos[0]);
+        errors.push({
+          file,
+          document: index,
+          path: '',
+          message: `YAML ${problem.code}: ${firstLine(problem.message)}${at([pos])}`,
+        });
       }
       return;
     }
@@ -151,17 +172,22 @@ export function parsePolicyFile(
       if (value !== null && value !== undefined) documents.push({ file, index, value });
     } catch (error) {
       // Alias expansion past maxAliasCount throws ReferenceError; anything else is just as fatal to the file.
-      errors.push(
-        fail(
+      errors.push({
+        file,
+        document: index,
+        path: '',
+        message:
           error instanceof ReferenceError
             ? `YAML aliases expand to too many nodes (limit ${limits.maxAliasCount}): refused as a resource exhaustion attack`
             : `YAML could not be read: ${error instanceof Error ? error.message : String(error)}`,
-          index,
-        ),
-      );
+      });
     }
   });
-  return { documents: errors.length > 0 ? [] : documents, errors };
+  return {
+    documents: errors.length > 0 ? [] : documents,
+    errors,
+    work: { tokens: counted.tokens },
+  };
 }
 
 function firstLine(message: string): string {

@@ -23,7 +23,13 @@ import { systemClock } from '../lib/clock.ts';
 import { redactUrl, silentLogger, type Logger } from '../observe/log.ts';
 import { formatPolicyError, type PolicyError } from './errors.ts';
 import { GitPolicyReader, isGitUrl, PolicyFetchError } from './git.ts';
-import { contentHash, loadPolicyFromFiles, readPolicyDirectory, type PolicyFile } from './load.ts';
+import {
+  contentHash,
+  loadPolicyFromFilesOffThread,
+  readPolicyDirectory,
+  type PolicyFile,
+  type PolicyResult,
+} from './load.ts';
 import type { Policy } from './model.ts';
 import {
   policyLastLoadTimestamp,
@@ -51,6 +57,8 @@ export interface PolicySourceOptions {
   readonly cacheDir?: string;
   /** Poll interval (default 30 s). */
   readonly intervalMs?: number;
+  /** Deadline of one off-thread parse (default 20 s, see parse-off-thread.ts). */
+  readonly parseTimeoutMs?: number;
   readonly clock?: Clock;
   readonly timers?: Timers;
   readonly logger?: Logger;
@@ -100,6 +108,7 @@ export class PolicySource {
   readonly #clock: Clock;
   readonly #logger: Logger;
   readonly #intervalMs: number;
+  readonly #parseTimeoutMs: number | undefined;
   #current: Policy | undefined;
   /** Last commit evaluated (good or bad), so an unchanged location costs no parse. */
   #lastSeen: string | undefined;
@@ -115,6 +124,7 @@ export class PolicySource {
     this.#clock = options.clock ?? systemClock;
     this.#logger = options.logger ?? silentLogger;
     this.#intervalMs = options.intervalMs ?? 30_000;
+    this.#parseTimeoutMs = options.parseTimeoutMs;
     if (isGitUrl(options.location)) {
       const token = resolveToken(options);
       const cacheDir =
@@ -206,6 +216,24 @@ export class PolicySource {
     return { commit: contentHash(read.files), files: read.files, errors: read.errors };
   }
 
+  /**
+   * The parse worker timed out or died: not a verdict on the commit, so it is tried
+   * again on the next poll (a loaded machine must not turn a good commit into a bad one).
+   */
+  #parseFailed(commit: string, error: unknown): PollOutcome {
+    this.#lastSeen = undefined;
+    policyLoadErrorsTotal.inc({ reason: 'parse-timeout' });
+    const message = error instanceof Error ? error.message : String(error);
+    this.#logger.error(
+      { location: this.location, commit, err: message },
+      'policy parsing did not finish; the last good policy stays in force, the commit is tried again on the next poll',
+    );
+    return {
+      kind: 'fetch-failed',
+      error: new PolicyFetchError('other', `commit ${commit}: ${message}`),
+    };
+  }
+
   /** A throwing listener must not stop the others nor the poll loop. */
   #notify(call: () => void): void {
     try {
@@ -247,7 +275,16 @@ export class PolicySource {
       return (this.#lastOutcome = { kind: 'unchanged', commit: read.commit });
     }
     this.#lastSeen = read.commit;
-    const result = loadPolicyFromFiles(read.files, { commit: read.commit });
+    let result: PolicyResult;
+    try {
+      result = await loadPolicyFromFilesOffThread(read.files, {
+        commit: read.commit,
+        timers: this.#timers,
+        ...(this.#parseTimeoutMs !== undefined ? { timeoutMs: this.#parseTimeoutMs } : {}),
+      });
+    } catch (error) {
+      return (this.#lastOutcome = this.#parseFailed(read.commit, error));
+    }
     const errors = [...read.errors, ...(result.ok ? [] : result.errors)];
     if (!result.ok || errors.length > 0) {
       policyLoadErrorsTotal.inc({ reason: 'invalid' });
