@@ -20,7 +20,12 @@ export interface InformerStats {
   objects(resource: ViewResource): number;
   /** Oldest "last heard" time among the resource's informers; undefined when none has listed yet. */
   lastEventAt(resource: ViewResource): number | undefined;
+  /** Referenced kinds the view cannot read yet, by reason (unserved, forbidden, failing, listing). */
+  unreadableReferences?(): readonly string[];
 }
+
+/** The closed label set of tollgate_view_unreadable_references. */
+export const unreadableReasons = ['unserved', 'forbidden', 'failing', 'listing'] as const;
 
 const sources = new Set<{ stats: InformerStats; now: () => number }>();
 
@@ -62,6 +67,21 @@ new Gauge({
       }
       this.set({ resource }, age);
     }
+  },
+});
+
+new Gauge({
+  name: 'tollgate_view_unreadable_references',
+  help: 'Kinds a policy references (ObjectCondition) that the view cannot read, by reason: unserved (the API server does not serve the kind), forbidden (RBAC), failing (any other error), listing (first list not done). Only the pods that depend on them are held.',
+  labelNames: ['reason'] as const,
+  registers: [registry],
+  collect() {
+    const counts = new Map<string, number>(unreadableReasons.map((r) => [r, 0]));
+    for (const { stats } of sources) {
+      for (const reason of stats.unreadableReferences?.() ?? [])
+        counts.set(reason, (counts.get(reason) ?? 0) + 1);
+    }
+    for (const [reason, count] of counts) this.set({ reason }, count);
   },
 });
 

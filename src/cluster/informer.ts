@@ -106,7 +106,8 @@ export class Informer {
   #resourceVersion: string | undefined;
   #lastEventAt: number | undefined;
   #synced = false;
-  #syncWaiters: (() => void)[] = [];
+  #syncWaiters: { wake: () => void; fail: (error: Error) => void }[] = [];
+  #lastError: Error | undefined;
   #running = false;
   #stopped = false;
   #needRelist = true;
@@ -148,6 +149,13 @@ export class Informer {
   get size(): number {
     return this.#store.size;
   }
+  /** The error of the last failed list or watch, until a list succeeds again (why it is not synced, or stale). */
+  get lastError(): Error | undefined {
+    return this.#lastError;
+  }
+  get stopped(): boolean {
+    return this.#stopped;
+  }
   get(key: ObjectKey): KubernetesObject | undefined {
     return this.#store.get(key);
   }
@@ -160,17 +168,33 @@ export class Informer {
     return () => this.#listeners.delete(listener);
   }
 
+  /**
+   * Resolves once the first list has completed. Rejects when `signal` aborts, and when
+   * the informer is stopped before it synced: a stopped informer never syncs, so waiting
+   * on it would hang its caller for good (a pass, or a shutdown behind that pass).
+   */
   whenSynced(signal?: AbortSignal): Promise<void> {
     if (this.#synced) return Promise.resolve();
+    if (this.#stopped) return Promise.reject(this.#stoppedError());
     return new Promise((resolve, reject) => {
       if (signal?.aborted) return reject(signal.reason);
       const onAbort = (): void => reject(signal?.reason);
       signal?.addEventListener('abort', onAbort, { once: true });
-      this.#syncWaiters.push(() => {
-        signal?.removeEventListener('abort', onAbort);
-        resolve();
+      this.#syncWaiters.push({
+        wake: () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        },
+        fail: (error) => {
+          signal?.removeEventListener('abort', onAbort);
+          reject(error);
+        },
       });
     });
+  }
+
+  #stoppedError(): Error {
+    return new Error(`informer ${this.#source.description} was stopped before it synced`);
   }
 
   start(): void {
@@ -183,6 +207,9 @@ export class Informer {
   async stop(): Promise<void> {
     this.#stopped = true;
     this.#interruptNow();
+    const waiters = this.#syncWaiters;
+    this.#syncWaiters = [];
+    if (!this.#synced) for (const waiter of waiters) waiter.fail(this.#stoppedError());
     await this.#loop;
   }
 
@@ -257,6 +284,7 @@ export class Informer {
           continue;
         }
         const err = error instanceof Error ? error : new Error(String(error));
+        this.#lastError = err;
         const reason: RestartReason = err.name === 'TimeoutError' ? 'timeout' : 'error';
         this.#hooks.restarted?.(reason, err);
         const delay = backoffDelay(failures++, this.#backoff, this.#random);
@@ -287,6 +315,7 @@ export class Informer {
       resourceVersion = page.resourceVersion;
     } while (continueToken);
     const changes = this.#store.replace(items);
+    this.#lastError = undefined;
     this.#resourceVersion = resourceVersion;
     this.#lastEventAt = this.#clock.now();
     this.#hooks.objectCount?.(this.#store.size);
@@ -304,7 +333,7 @@ export class Informer {
     this.#synced = true;
     const waiters = this.#syncWaiters;
     this.#syncWaiters = [];
-    for (const wake of waiters) wake();
+    for (const waiter of waiters) waiter.wake();
   }
 
   #watchOnce(): Promise<WatchOutcome> {

@@ -35,7 +35,7 @@ export interface ViewChange {
  * Objects are trimmed (no managedFields); never mutate them.
  */
 export interface ClusterView {
-  /** True once every informer has finished its initial list. */
+  /** True once pods, nodes and quotas are listed (referenced objects: per reference, `objectProblem`). */
   readonly synced: boolean;
   whenSynced(signal?: AbortSignal): Promise<void>;
   pods(): Iterable<V1Pod>;
@@ -43,6 +43,8 @@ export interface ClusterView {
   nodes(): Iterable<V1Node>;
   /** An object a policy references (ObjectCondition); undefined when absent or not watched. */
   object(ref: ObjectReference): KubernetesObject | undefined;
+  /** Why a referenced object cannot be judged (its kind is unserved, forbidden, not listed yet); undefined when it can. */
+  objectProblem?(ref: ObjectReference): string | undefined;
   /** The newest resourceVersion the given informer has seen (list or event or bookmark). */
   lastResourceVersion(resource: 'pods' | 'nodes' | 'objects'): string | undefined;
   /** Called after the view has applied a change. Returns an unsubscribe function. */

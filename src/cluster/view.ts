@@ -22,9 +22,14 @@
  * Referenced objects: `watchObjects(refs)` diffs the wanted set against the running
  * informers; each informer watches one namespace (namespaced endpoint) or the
  * cluster scope, and keeps only the referenced names. A kind policy references is
- * resolved to its plural by discovery; an unknown kind makes its informer retry with
- * backoff, and the view stays un-synced (a condition on an object that cannot be
- * read must not be judged "absent").
+ * resolved to its plural by discovery; a kind the API server does not serve (a typo, a
+ * CRD not installed) or that tollgate may not list makes its informer retry with
+ * backoff. Readiness is per reference: `synced`/`whenSynced` cover pods, nodes and
+ * quotas only, so one tenant's unreadable reference never stalls the others, and
+ * `objectProblem(ref)` says why a reference cannot be judged yet (a condition on an
+ * object that cannot be read is held with that reason, never judged "absent").
+ * A cluster-scoped kind named from a namespaced place (a policy cannot say which a kind
+ * is) is found by its bare name in the informer that lists it.
  */
 import type {
   KubeConfig,
@@ -39,13 +44,19 @@ import type { BackoffPolicy } from './backoff.ts';
 import { CacheLagMeter } from './cache-lag.ts';
 import { cacheLagSeconds } from './stale-guard-metrics.ts';
 import { Informer } from './informer.ts';
-import { countRestart, reportInformerStats, type ViewResource } from './informer-metrics.ts';
+import {
+  countRestart,
+  reportInformerStats,
+  type unreadableReasons,
+  type ViewResource,
+} from './informer-metrics.ts';
 import {
   createResourceSource,
   type ResourceSource,
   type ResourceTarget,
   type SourceOptions,
 } from './source.ts';
+import { statusCodeOf } from './errors.ts';
 import type { StoreChange } from './store.ts';
 import { objectKey, type ClusterView, type ObjectReference, type ViewChange } from './types.ts';
 
@@ -144,6 +155,7 @@ export class LiveClusterView implements ClusterView {
           if (times.length === 0 || times.some((t) => t === undefined)) return undefined;
           return Math.min(...(times as number[]));
         },
+        unreadableReferences: () => this.references().flatMap((r) => (r.ready ? [] : [r.reason])),
       },
       () => this.#clock.now(),
     );
@@ -159,16 +171,40 @@ export class LiveClusterView implements ClusterView {
     await Promise.all(this.#allInformers().map((i) => i.stop()));
   }
 
+  /** Pods, nodes and quotas are listed: what every decision needs. Referenced objects are judged per reference (`objectProblem`). */
   get synced(): boolean {
-    return this.#allInformers().every((informer) => informer.synced);
+    return this.#coreInformers().every((informer) => informer.synced);
   }
 
+  /**
+   * Waits for pods, nodes and quotas only. A referenced kind nobody can read never
+   * holds this up; the pods that depend on it are held by their own condition.
+   */
   async whenSynced(signal?: AbortSignal): Promise<void> {
-    // Re-check after each wait: watchObjects may add informers meanwhile.
-    while (!this.synced) {
-      signal?.throwIfAborted();
-      await Promise.all(this.#allInformers().map((informer) => informer.whenSynced(signal)));
-    }
+    await Promise.all(this.#coreInformers().map((informer) => informer.whenSynced(signal)));
+  }
+
+  /** Undefined when the reference's informer has listed; otherwise why its objects cannot be judged. */
+  objectProblem(ref: ObjectReference): string | undefined {
+    const group = this.#objects.get(groupKey(ref));
+    if (!group)
+      return `${referenceName(ref)} is not watched (the policy naming it is not applied yet)`;
+    return readinessProblem(group.informer);
+  }
+
+  /** Every watched reference group with its readiness, for /readyz, metrics and logs. */
+  references(): ReferenceStatus[] {
+    return [...this.#objects.values()].map(({ informer }) => {
+      const problem = readinessProblem(informer);
+      return problem === undefined
+        ? { reference: informer.description, ready: true }
+        : {
+            reference: informer.description,
+            ready: false,
+            reason: unreadableReason(informer.lastError),
+            problem,
+          };
+    });
   }
 
   pods(): Iterable<V1Pod> {
@@ -188,7 +224,9 @@ export class LiveClusterView implements ClusterView {
     return out;
   }
   object(ref: ObjectReference): KubernetesObject | undefined {
-    return this.#objects.get(groupKey(ref))?.informer.get(objectKey(ref.namespace, ref.name));
+    const informer = this.#objects.get(groupKey(ref))?.informer;
+    // A cluster-scoped object is stored under its bare name, whatever namespace named it.
+    return informer?.get(objectKey(ref.namespace, ref.name)) ?? informer?.get(ref.name);
   }
 
   /** For 'objects', the oldest version among the object informers: the view has seen everything up to it. */
@@ -245,7 +283,15 @@ export class LiveClusterView implements ClusterView {
     for (const [key, group] of this.#objects) {
       if (!wanted.has(key)) {
         this.#objects.delete(key);
-        void group.informer.stop();
+        // Stopping wakes anyone still waiting on it; a failing stop is logged, never left unhandled.
+        group.informer
+          .stop()
+          .catch((error: unknown) =>
+            this.#log.warn(
+              { err: String(error), reference: key },
+              'stopping a reference informer failed',
+            ),
+          );
       }
     }
     for (const [key, { target, names }] of wanted) {
@@ -329,6 +375,10 @@ export class LiveClusterView implements ClusterView {
     return [...this.#objects.values()].map((group) => group.informer);
   }
 
+  #coreInformers(): Informer[] {
+    return [this.#pods, this.#nodes, this.#quotas];
+  }
+
   #allInformers(): Informer[] {
     return [
       this.#pods,
@@ -336,6 +386,46 @@ export class LiveClusterView implements ClusterView {
       this.#quotas,
       ...[...this.#objects.values()].map((group) => group.informer),
     ];
+  }
+}
+
+/** Why a referenced kind cannot be read, as an alert can group it. */
+export type UnreadableReason = (typeof unreadableReasons)[number];
+
+export type ReferenceStatus =
+  | { readonly reference: string; readonly ready: true }
+  | {
+      readonly reference: string;
+      readonly ready: false;
+      readonly reason: UnreadableReason;
+      readonly problem: string;
+    };
+
+function referenceName(ref: ObjectReference): string {
+  return `${ref.kind}.${ref.apiVersion}${ref.namespace ? ` in ${ref.namespace}` : ''}`;
+}
+
+function unreadableReason(error: Error | undefined): UnreadableReason {
+  if (error === undefined) return 'listing';
+  const code = statusCodeOf(error);
+  if (code === 403 || code === 401) return 'forbidden';
+  if (code === 404 || /does not serve/.test(error.message)) return 'unserved';
+  return 'failing';
+}
+
+function readinessProblem(informer: Informer): string | undefined {
+  if (informer.synced) return undefined;
+  const error = informer.lastError;
+  const what = informer.description;
+  switch (unreadableReason(error)) {
+    case 'listing':
+      return `${what} is not listed yet`;
+    case 'unserved':
+      return `${what} cannot be read: the API server does not serve this kind (${error?.message})`;
+    case 'forbidden':
+      return `${what} cannot be read: tollgate may not list it (${error?.message})`;
+    case 'failing':
+      return `${what} cannot be read: ${error?.message}`;
   }
 }
 

@@ -149,14 +149,21 @@ export function evaluateObjectCondition(
   const namespace = ref.namespace ?? pod.metadata?.namespace;
   // The kind may be cluster-scoped; the policy cannot say, so an unqualified ref is
   // looked up in the pod's namespace first, then cluster-wide.
+  const local = { ...ref, ...(namespace ? { namespace } : {}) };
   const object =
-    snapshot.object({ ...ref, ...(namespace ? { namespace } : {}) }) ??
+    snapshot.object(local) ??
     (ref.namespace === undefined
       ? snapshot.object({ apiVersion: ref.apiVersion, kind: ref.kind, name: ref.name })
       : undefined);
   const where = `${ref.kind}/${namespace ? `${namespace}/` : ''}${ref.name}`;
   if (object === undefined) {
-    return { condition: 'ObjectCondition', met: false, value: { object: where, found: false } };
+    // An object that cannot be read is not an absent one: the pod holds, saying why.
+    const unreadable = snapshot.objectProblem?.(local);
+    return {
+      condition: 'ObjectCondition',
+      met: false,
+      value: { object: where, found: false, ...(unreadable ? { unreadable } : {}) },
+    };
   }
   if (condition.conditionType !== undefined) {
     const want = condition.status ?? 'True';

@@ -5,6 +5,7 @@
  * touched: removing ours leaves theirs in place.
  */
 import type { GatePolicy, LabelSelector, Policy, Tenant } from '../policy/model.ts';
+import { gateUnderPrefix } from '../policy/gate-prefix.ts';
 import type { PodLike } from './objects.ts';
 
 /** The index of `gate` in the pod's scheduling gates, or -1. The JSON patch tests this index. */
@@ -12,16 +13,9 @@ export function gateIndex(pod: PodLike, gate: string): number {
   return (pod.spec?.schedulingGates ?? []).findIndex((g) => g.name === gate);
 }
 
-export function underPrefix(gate: string, prefix: string): boolean {
-  // "team-a.tollgate.io/" owns "team-a.tollgate.io/x"; a prefix without a slash owns its
-  // own domain only ("team-a.tollgate.io" owns "team-a.tollgate.io/x", not "team-a.tollgate.iox/y").
-  if (prefix.endsWith('/')) return gate.startsWith(prefix);
-  return gate === prefix || gate.startsWith(`${prefix}/`) || gate.startsWith(`${prefix}.`);
-}
-
 export function tenantOwnsGate(tenant: Tenant, namespace: string, gate: string): boolean {
   return (
-    tenant.namespaces.includes(namespace) && tenant.gatePrefixes.some((p) => underPrefix(gate, p))
+    tenant.namespaces.includes(namespace) && tenant.gatePrefixes.some((p) => gateUnderPrefix(gate, p))
   );
 }
 

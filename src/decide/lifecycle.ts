@@ -12,7 +12,7 @@ export const REVIEW_ANNOTATION = 'tollgate.io/review';
 export const podStates = [
   'gated', // carries tollgate's gate
   'review', // gated, expired, waiting for a human decision (annotation tollgate.io/review)
-  'waiting', // our gate removed, another controller's gate still on it
+  'waiting', // no gate of ours, another controller's gate still on it (ours removed, or never ours)
   'pending', // released, no gates left, not yet bound: in flight for the scheduler
   'unschedulable', // released, scheduler said PodScheduled=False Unschedulable
   'scheduled', // bound to a node, not yet running
@@ -44,13 +44,14 @@ export function isInFlight(state: PodState): boolean {
   return state === 'pending' || state === 'unschedulable';
 }
 
-/** Released and unfinished: what the tenant budget charges. */
+/**
+ * Released and unfinished: what the tenant budget charges. A pod that still carries any
+ * scheduling gate, ours or another controller's (Kueue's `kueue.x-k8s.io/admission`, say),
+ * cannot be scheduled, so it takes nothing from the budget: charging it would let pods
+ * another controller holds starve tollgate's own. It is charged once its last gate goes.
+ */
 export function chargesBudget(state: PodState): boolean {
   return (
-    state === 'waiting' ||
-    state === 'pending' ||
-    state === 'unschedulable' ||
-    state === 'scheduled' ||
-    state === 'running'
+    state === 'pending' || state === 'unschedulable' || state === 'scheduled' || state === 'running'
   );
 }

@@ -72,6 +72,8 @@ export interface ClusterSnapshot {
   pods(): Iterable<PodLike>;
   nodes(): Iterable<NodeLike>;
   object(ref: ObjectRefLike): unknown;
+  /** Why the object cannot be judged (unreadable kind, not listed yet); undefined when `object` is the truth. */
+  objectProblem?(ref: ObjectRefLike): string | undefined;
 }
 
 export function timestampMs(value: Date | string | undefined): number | undefined {

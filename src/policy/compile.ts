@@ -18,6 +18,7 @@
 import { parseDuration } from '../lib/clock.ts';
 import { toStoredAmount } from '../lib/quantity.ts';
 import { fieldPath, type PolicyError } from './errors.ts';
+import { gatePrefixesOverlap, gateUnderPrefix } from './gate-prefix.ts';
 import type {
   ApprovalDocument,
   GatePolicyDocument,
@@ -136,15 +137,6 @@ function selectorOf(report: Report, input: GatePolicyDocument['spec']['selector'
   return { matchLabels: { ...(input?.matchLabels ?? {}) }, matchExpressions };
 }
 
-function underPrefix(gate: string, prefix: string): boolean {
-  return gate.startsWith(prefix) && gate.length > prefix.length;
-}
-
-/** Same rule the decisions use: a prefix owns the names that start with it. */
-function prefixesOverlap(a: string, b: string): boolean {
-  return a.startsWith(b) || b.startsWith(a);
-}
-
 function kindOf(value: unknown): PolicyKind | string | undefined {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
   const kind = (value as Record<string, unknown>).kind;
@@ -244,7 +236,7 @@ export function compilePolicy(documents: readonly ParsedDocument[], commit: stri
     });
     tenant.gatePrefixes.forEach((prefix, i) => {
       const clash = prefixOwner.find(
-        (p) => p.tenant !== tenant.name && prefixesOverlap(p.prefix, prefix),
+        (p) => p.tenant !== tenant.name && gatePrefixesOverlap(p.prefix, prefix),
       );
       if (clash) {
         report(
@@ -382,7 +374,7 @@ function compileGatePolicy(
 ): GatePolicy | undefined {
   const spec = g.doc.spec;
   const tenant = resolveTenant(report, tenants, spec.tenant);
-  if (tenant && !tenant.gatePrefixes.some((p) => underPrefix(spec.gate, p))) {
+  if (tenant && !tenant.gatePrefixes.some((p) => gateUnderPrefix(spec.gate, p))) {
     report(
       'spec.gate',
       `gate "${spec.gate}" is not under a prefix tenant "${tenant.name}" owns (${tenant.gatePrefixes.join(', ')})`,

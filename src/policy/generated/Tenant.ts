@@ -44,7 +44,7 @@ export interface Tenant {
      * @minItems 1
      * @maxItems 32
      *
-     * Items: A gate-name prefix: a DNS domain, a slash, and optionally the start of a name.
+     * Items: A gate-name prefix: a DNS domain, a slash, and optionally the start of a name. It owns the gates of exactly that domain whose name extends the name start (`pt.example.io/team-` owns `pt.example.io/team-a`); case-sensitive.
      */
     gatePrefixes: [string, ...string[]];
     /**

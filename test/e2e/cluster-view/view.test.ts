@@ -167,20 +167,36 @@ test('the view syncs pods of managed namespaces, nodes and a referenced ConfigMa
   assert.equal(live.synced, true);
 });
 
-test('a reference to a kind the API server does not serve keeps the view un-synced and retrying, not crashed', async () => {
+test('a reference to a kind the API server does not serve is unreadable on its own: retried, explained, never holding up the view', async () => {
   const live = view(['view-a']);
-  live.watchObjects([
-    { apiVersion: 'example.com/v1', kind: 'Nothing', namespace: 'view-a', name: 'x' },
-  ]);
+  const nothing = { apiVersion: 'example.com/v1', kind: 'Nothing', namespace: 'view-a', name: 'x' };
+  const served = { apiVersion: 'v1', kind: 'ConfigMap', namespace: 'view-a', name: 'switch' };
+  live.watchObjects([nothing, served]);
   live.start();
+  await live.whenSynced(AbortSignal.timeout(20_000));
+  assert.equal(live.synced, true);
   await eventually(
     'backoff restarts for the unknown kind',
     async () => (await restartCount('objects', 'error')) >= 2,
     15_000,
   );
-  assert.equal(live.synced, false);
-  live.watchObjects([]);
-  await live.whenSynced(AbortSignal.timeout(10_000));
+  assert.match(live.objectProblem(nothing) ?? '', /does not serve/);
+  await eventually(
+    'the served reference listed',
+    async () => live.objectProblem(served) === undefined,
+    15_000,
+  );
+  const unreadable = live.references().filter((r) => !r.ready);
+  assert.deepEqual(
+    unreadable.map((r) => (r.ready ? '' : r.reason)),
+    ['unserved'],
+  );
+  live.watchObjects([served]);
+  assert.deepEqual(
+    live.references().map((r) => r.ready),
+    [true],
+    'the unserved reference is gone once no policy names it',
+  );
 });
 
 test('while the API server is unreachable each informer retries with growing delays, never in a storm, and never stops', async () => {

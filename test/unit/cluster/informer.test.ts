@@ -312,6 +312,34 @@ test('whenSynced rejects when its signal aborts before the first list', async ()
   await informer.stop();
 });
 
+test('stopping an informer that never synced rejects whoever waits on it, so nothing hangs on a removed reference', async () => {
+  const { informer, source } = harness();
+  source.queueList(new KubeApiError(403, 'list secrets: forbidden', 'Forbidden'));
+  informer.start();
+  const waiting = informer.whenSynced();
+  await informer.stop();
+  await assert.rejects(waiting, /was stopped before it synced/);
+  await assert.rejects(informer.whenSynced(), /was stopped before it synced/);
+});
+
+test('lastError says why an informer is not synced, and clears once a list succeeds', async () => {
+  const { informer, source } = harness();
+  source.queueList(new KubeApiError(403, 'list secrets: forbidden', 'Forbidden'));
+  informer.start();
+  await eventuallyTrue(() => informer.lastError !== undefined);
+  assert.match(informer.lastError?.message ?? '', /forbidden/);
+  assert.equal(informer.synced, false);
+  source.queueList(page('10', [pod('a', '5')]));
+  await informer.whenSynced();
+  assert.equal(informer.lastError, undefined);
+  await informer.stop();
+});
+
+async function eventuallyTrue(probe: () => boolean): Promise<void> {
+  for (let i = 0; i < 1000 && !probe(); i++) await new Promise((r) => setImmediate(r));
+  assert.ok(probe());
+}
+
 test('the progressed hook reports every version the informer has seen: the list, each event (filtered ones too) and bookmarks, after the store holds the event', async () => {
   const source = new ScriptedSource();
   const seen: string[] = [];

@@ -186,6 +186,53 @@ test('ObjectCondition', async (t) => {
   }
 });
 
+test('ObjectCondition on an object that cannot be read holds, saying why, instead of judging it absent', () => {
+  const pod = aPod('p', 'team-a').obj();
+  const snapshot = {
+    ...snapshotOf([]),
+    objectProblem: (ref: { kind: string; namespace?: string }) =>
+      ref.kind === 'Widget' && ref.namespace === 'team-a'
+        ? 'Widget.example.io/v1 in team-a cannot be read: the API server does not serve this kind'
+        : undefined,
+  };
+  const input = evaluateObjectCondition(
+    pod,
+    {
+      type: 'ObjectCondition',
+      object: { apiVersion: 'example.io/v1', kind: 'Widget', name: 'w' },
+      conditionType: 'Ready',
+    },
+    snapshot,
+  );
+  assert.equal(input.met, false);
+  assert.deepEqual(input.value, {
+    object: 'Widget/team-a/w',
+    found: false,
+    unreadable:
+      'Widget.example.io/v1 in team-a cannot be read: the API server does not serve this kind',
+  });
+});
+
+test('ObjectCondition finds a cluster-scoped object the view keeps under its bare name', () => {
+  const pod = aPod('p', 'team-a').obj();
+  const node = {
+    apiVersion: 'v1',
+    kind: 'Node',
+    name: 'n1',
+    object: { status: { conditions: [{ type: 'Ready', status: 'True' }] } },
+  };
+  const input = evaluateObjectCondition(
+    pod,
+    {
+      type: 'ObjectCondition',
+      object: { apiVersion: 'v1', kind: 'Node', name: 'n1' },
+      conditionType: 'Ready',
+    },
+    snapshotOf([], [], [node]),
+  );
+  assert.equal(input.met, true);
+});
+
 test('GangComplete', async (t) => {
   const gang = { type: 'GangComplete' as const, groupLabel: 'gang', sizeAnnotation: 'gang-size' };
   const member = (n: string) =>

@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { gateIndex, ownedGate, underPrefix } from '../../../src/decide/gates.ts';
-import { classifyPod } from '../../../src/decide/lifecycle.ts';
+import { gateIndex, ownedGate } from '../../../src/decide/gates.ts';
+import { chargesBudget, classifyPod } from '../../../src/decide/lifecycle.ts';
+import { tenantUsage } from '../../../src/decide/conditions.ts';
 import { aPod } from '../../builders/pod.ts';
 import { aGatePolicy, aPolicy, aTenant } from '../../builders/policy.ts';
 
@@ -78,12 +79,6 @@ test('gateIndex finds a gate or returns -1', () => {
   assert.equal(gateIndex(pod, 'c.io/z'), -1);
 });
 
-test('a prefix owns only its own domain', () => {
-  assert.equal(underPrefix('team-a.tollgate.io/x', 'team-a.tollgate.io/'), true);
-  assert.equal(underPrefix('team-a.tollgate.io/x', 'team-a.tollgate.io'), true);
-  assert.equal(underPrefix('team-a.tollgate.iox/y', 'team-a.tollgate.io'), false);
-});
-
 test('classifyPod', async (t) => {
   const cases = [
     {
@@ -133,4 +128,56 @@ test('classifyPod', async (t) => {
   for (const c of cases) {
     await t.test(c.name, () => assert.equal(classifyPod(c.pod.obj(), policy), c.want));
   }
+});
+
+test('chargesBudget: only a pod that can be scheduled or runs takes from the budget', async (t) => {
+  const cases = [
+    {
+      name: 'a pod with our gate is not charged',
+      pod: aPod('p', 'team-a').gated('team-a.tollgate.io/ready'),
+      charged: false,
+    },
+    {
+      name: "a pod with only Kueue's gate is not charged",
+      pod: aPod('p', 'team-a').gated('kueue.x-k8s.io/admission'),
+      charged: false,
+    },
+    {
+      name: "a pod with Kueue's gate and ours is not charged",
+      pod: aPod('p', 'team-a').gated('kueue.x-k8s.io/admission', 'team-a.tollgate.io/ready'),
+      charged: false,
+    },
+    {
+      name: 'a pod with no gate left and no node is charged',
+      pod: aPod('p', 'team-a'),
+      charged: true,
+    },
+    {
+      name: 'a running pod is charged',
+      pod: aPod('p', 'team-a').boundTo('n1').running(),
+      charged: true,
+    },
+    {
+      name: 'a finished pod is not charged',
+      pod: aPod('p', 'team-a').boundTo('n1').phase('Succeeded'),
+      charged: false,
+    },
+  ];
+  for (const c of cases) {
+    await t.test(c.name, () =>
+      assert.equal(chargesBudget(classifyPod(c.pod.obj(), policy)), c.charged),
+    );
+  }
+});
+
+test("tenantUsage charges no pod held by another controller's gate", () => {
+  const pods = [
+    ...Array.from({ length: 5 }, (_, i) =>
+      aPod(`kueue-${i}`, 'team-a').gated('kueue.x-k8s.io/admission').requests({ cpu: '1' }).obj(),
+    ),
+    aPod('running', 'team-a').boundTo('n1').running().requests({ cpu: '1' }).obj(),
+  ];
+  const usage = tenantUsage(policy, pods).get('team-a');
+  assert.equal(usage?.pods, 1);
+  assert.equal(usage?.resources.cpu, 1000);
 });

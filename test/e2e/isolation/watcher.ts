@@ -1,0 +1,128 @@
+/**
+ * An independent judge for the fault-isolation e2e tests: its own informer on pods, as
+ * the admin identity, with no tollgate code. After every event it checks
+ * - the budget invariant: per tenant, pods that can be scheduled or run (no scheduling
+ *   gate left, not finished, not deleting) never exceed the tenant's pod budget;
+ * - that pods gated only by another controller are never touched: their gates stay as
+ *   created and they are not deleted;
+ * and it records, per pod, when tollgate's gate left it (each pod released once).
+ */
+import { CoreV1Api, makeInformer, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+
+export interface WatchedTenant {
+  readonly namespaces: readonly string[];
+  /** Gate prefix of tollgate's gates for this tenant (a pod carrying one is tollgate-gated). */
+  readonly ourPrefix: string;
+  readonly pods?: number;
+}
+
+interface Seen {
+  pod: V1Pod;
+  createdGates: string[];
+  ourGateSeen: boolean;
+  releases: number;
+  foreignOnly: boolean;
+}
+
+const gatesOf = (pod: V1Pod): string[] => (pod.spec?.schedulingGates ?? []).map((g) => g.name);
+const keyOf = (pod: V1Pod): string => `${pod.metadata?.namespace}/${pod.metadata?.name}`;
+const finished = (pod: V1Pod): boolean =>
+  pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed';
+
+export class IsolationWatcher {
+  readonly violations: string[] = [];
+  readonly peak = new Map<string, number>();
+  readonly #seen = new Map<string, Seen>();
+  readonly #tenants: () => Record<string, WatchedTenant>;
+  readonly #informer: ReturnType<typeof makeInformer<V1Pod>>;
+  #stopped = false;
+
+  constructor(kc: KubeConfig, tenants: () => Record<string, WatchedTenant>) {
+    const core = kc.makeApiClient(CoreV1Api);
+    this.#tenants = tenants;
+    this.#informer = makeInformer<V1Pod>(kc, '/api/v1/pods', () => core.listPodForAllNamespaces());
+    this.#informer.on('add', (pod) => this.#observe(pod));
+    this.#informer.on('update', (pod) => this.#observe(pod));
+    this.#informer.on('delete', (pod) => this.#deleted(pod));
+    this.#informer.on('error', () => {
+      if (!this.#stopped) setTimeout(() => void this.#informer.start(), 500);
+    });
+  }
+
+  start(): Promise<void> {
+    return this.#informer.start();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    await this.#informer.stop();
+  }
+
+  /** Times tollgate's gate was seen leaving the pod (at most 1 for a correct controller). */
+  releases(namespace: string, name: string): number {
+    return this.#seen.get(`${namespace}/${name}`)?.releases ?? 0;
+  }
+
+  gates(namespace: string, name: string): string[] | undefined {
+    const seen = this.#seen.get(`${namespace}/${name}`);
+    return seen ? gatesOf(seen.pod) : undefined;
+  }
+
+  #tenantOf(pod: V1Pod): [string, WatchedTenant] | undefined {
+    return Object.entries(this.#tenants()).find(([, t]) =>
+      t.namespaces.includes(pod.metadata?.namespace ?? ''),
+    );
+  }
+
+  #deleted(pod: V1Pod): void {
+    const seen = this.#seen.get(keyOf(pod));
+    if (seen?.foreignOnly)
+      this.violations.push(`${keyOf(pod)}: gated only by another controller, yet deleted`);
+    this.#seen.delete(keyOf(pod));
+  }
+
+  #observe(pod: V1Pod): void {
+    const tenant = this.#tenantOf(pod);
+    if (!tenant) return;
+    const [tenantName, limits] = tenant;
+    const key = keyOf(pod);
+    const gates = gatesOf(pod);
+    const ours = gates.some((g) => g.startsWith(limits.ourPrefix));
+    let seen = this.#seen.get(key);
+    if (!seen || seen.pod.metadata?.uid !== pod.metadata?.uid) {
+      seen = {
+        pod,
+        createdGates: gates,
+        ourGateSeen: ours,
+        releases: 0,
+        foreignOnly: gates.length > 0 && !ours,
+      };
+      this.#seen.set(key, seen);
+    } else {
+      const wasOurs = gatesOf(seen.pod).some((g) => g.startsWith(limits.ourPrefix));
+      if (wasOurs && !ours) seen.releases += 1;
+      seen.pod = pod;
+    }
+    if (seen.foreignOnly && gates.join(',') !== seen.createdGates.join(','))
+      this.violations.push(
+        `${key}: gated only by another controller, its gates changed from [${seen.createdGates}] to [${gates}]`,
+      );
+    if (seen.releases > 1) this.violations.push(`${key}: released ${seen.releases} times`);
+    this.#checkBudget(tenantName, limits);
+  }
+
+  #checkBudget(tenantName: string, limits: WatchedTenant): void {
+    let schedulable = 0;
+    for (const s of this.#seen.values()) {
+      const p = s.pod;
+      if (!limits.namespaces.includes(p.metadata?.namespace ?? '')) continue;
+      if (gatesOf(p).length > 0 || finished(p) || p.metadata?.deletionTimestamp) continue;
+      schedulable += 1;
+    }
+    this.peak.set(tenantName, Math.max(this.peak.get(tenantName) ?? 0, schedulable));
+    if (limits.pods !== undefined && schedulable > limits.pods)
+      this.violations.push(
+        `${tenantName}: ${schedulable} ungated unfinished pods > budget ${limits.pods}`,
+      );
+  }
+}
