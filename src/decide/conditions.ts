@@ -193,6 +193,11 @@ export function evaluateObjectCondition(
   };
 }
 
+/**
+ * The unexpired approval of `action` for this pod: by namespace and name, and by uid
+ * when the approval names one, so it never carries over to a later pod of the same
+ * name (a StatefulSet replica, a re-created job).
+ */
 export function approvalFor(
   approvals: readonly Approval[],
   pod: PodLike,
@@ -205,6 +210,7 @@ export function approvalFor(
       a.target.kind === 'Pod' &&
       a.target.namespace === pod.metadata?.namespace &&
       a.target.name === pod.metadata?.name &&
+      (a.target.uid === undefined || a.target.uid === pod.metadata?.uid?.toLowerCase()) &&
       (a.expiresAt === undefined || a.expiresAt > now),
   );
 }

@@ -663,7 +663,12 @@ function compileApproval(
     action: spec.action,
     target:
       target.kind === 'Pod'
-        ? { kind: 'Pod', namespace: target.namespace, name: target.name }
+        ? {
+            kind: 'Pod',
+            namespace: target.namespace,
+            name: target.name,
+            ...(target.uid !== undefined ? { uid: target.uid.toLowerCase() } : {}),
+          }
         : {
             kind: 'ResizePolicy',
             name: target.name,

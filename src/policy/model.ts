@@ -172,7 +172,13 @@ export interface Approval {
   readonly action: ApprovalAction;
   /** A pod (Release/Cancel) or a ResizePolicy workload (Resume). */
   readonly target:
-    | { readonly kind: 'Pod'; readonly namespace: string; readonly name: string }
+    | {
+        readonly kind: 'Pod';
+        readonly namespace: string;
+        readonly name: string;
+        /** The pod's uid: the approval binds to that one pod, never to a later one of the same name. */
+        readonly uid?: string;
+      }
     | {
         readonly kind: 'ResizePolicy';
         readonly name: string;

@@ -47,6 +47,10 @@ export interface Approval {
            * Pod name.
            */
           name: string;
+          /**
+           * The pod's `metadata.uid` (`kubectl get pod NAME -o jsonpath='{.metadata.uid}'`). The approval then applies to that one pod only: a later pod of the same name (a StatefulSet replica, a re-created job) is not approved. Without it the approval matches the pod by name.
+           */
+          uid?: string;
         }
       | {
           kind: 'ResizePolicy';

@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
+  approvalFor,
   evaluateApproved,
   evaluateBudget,
   evaluateGangComplete,
@@ -284,6 +285,33 @@ test('Approved', async (t) => {
   for (const c of cases) {
     await t.test(c.name, () =>
       assert.equal(evaluateApproved(pod, c.policy.obj().approvals, now).met, c.met),
+    );
+  }
+});
+
+test('an approval naming a uid binds to that pod only, never to a later pod of the same name', async (t) => {
+  const uid = '3f1c2b9e-7a64-4d0e-9b1a-2c5e8f7d6a10';
+  const base = aPolicy().approve('Cancel', 'team-a', 'job-0').obj().approvals[0]!;
+  const bound = {
+    ...base,
+    target: { kind: 'Pod' as const, namespace: 'team-a', name: 'job-0', uid },
+  };
+  const cases = [
+    { name: 'matches the pod with that uid', pod: aPod('job-0', 'team-a').uid(uid), match: true },
+    {
+      name: 'does not match a re-created pod of the same name',
+      pod: aPod('job-0', 'team-a').uid('0b7e1c2d-0000-4000-8000-000000000001'),
+      match: false,
+    },
+    {
+      name: 'compares uids without regard to case',
+      pod: aPod('job-0', 'team-a').uid(uid.toUpperCase()),
+      match: true,
+    },
+  ];
+  for (const c of cases) {
+    await t.test(c.name, () =>
+      assert.equal(approvalFor([bound], c.pod.obj(), 'Cancel', now) !== undefined, c.match),
     );
   }
 });
