@@ -106,7 +106,9 @@ export class Informer {
   #resourceVersion: string | undefined;
   #lastEventAt: number | undefined;
   #synced = false;
-  #syncWaiters: { wake: () => void; fail: (error: Error) => void }[] = [];
+  /** A filter change not yet applied by a completed relist: the store still reflects the old filter. */
+  #filterPending = false;
+  #syncWaiters: { ready: () => boolean; wake: () => void; fail: (error: Error) => void }[] = [];
   #lastError: Error | undefined;
   #running = false;
   #stopped = false;
@@ -137,6 +139,14 @@ export class Informer {
   }
   get synced(): boolean {
     return this.#synced;
+  }
+  /**
+   * Synced, and the store reflects the current filter: after `setFilter` (a namespace
+   * added to the managed set) this is false until the relist completes, so a caller
+   * never plans on a store that lacks the objects the new filter admits.
+   */
+  get current(): boolean {
+    return this.#synced && !this.#filterPending;
   }
   /** The newest resourceVersion seen in a list, an event or a bookmark. */
   get lastResourceVersion(): string | undefined {
@@ -174,13 +184,23 @@ export class Informer {
    * on it would hang its caller for good (a pass, or a shutdown behind that pass).
    */
   whenSynced(signal?: AbortSignal): Promise<void> {
-    if (this.#synced) return Promise.resolve();
+    return this.#whenReady(() => this.#synced, signal);
+  }
+
+  /** Resolves once `current` holds (synced, and any filter change applied). Rejects like `whenSynced`. */
+  whenCurrent(signal?: AbortSignal): Promise<void> {
+    return this.#whenReady(() => this.current, signal);
+  }
+
+  #whenReady(ready: () => boolean, signal?: AbortSignal): Promise<void> {
+    if (ready()) return Promise.resolve();
     if (this.#stopped) return Promise.reject(this.#stoppedError());
     return new Promise((resolve, reject) => {
       if (signal?.aborted) return reject(signal.reason);
       const onAbort = (): void => reject(signal?.reason);
       signal?.addEventListener('abort', onAbort, { once: true });
       this.#syncWaiters.push({
+        ready,
         wake: () => {
           signal?.removeEventListener('abort', onAbort);
           resolve();
@@ -209,7 +229,10 @@ export class Informer {
     this.#interruptNow();
     const waiters = this.#syncWaiters;
     this.#syncWaiters = [];
-    if (!this.#synced) for (const waiter of waiters) waiter.fail(this.#stoppedError());
+    for (const waiter of waiters) {
+      if (waiter.ready()) waiter.wake();
+      else waiter.fail(this.#stoppedError());
+    }
     await this.#loop;
   }
 
@@ -220,6 +243,7 @@ export class Informer {
   setFilter(filter: (object: KubernetesObject) => boolean): void {
     this.#filter = filter;
     this.#needRelist = true;
+    this.#filterPending = true;
     if (this.#running) {
       this.#hooks.restarted?.('filter');
       this.#interruptNow();
@@ -240,10 +264,12 @@ export class Informer {
       try {
         if (this.#needRelist) {
           this.#needRelist = false;
+          const filterPending = this.#filterPending;
           try {
             await this.#relist(signal);
           } catch (error) {
             this.#needRelist = true;
+            this.#filterPending ||= filterPending;
             throw error;
           }
           failures = 0;
@@ -301,15 +327,22 @@ export class Informer {
   #eventsSeen = 0;
 
   async #relist(signal: AbortSignal): Promise<void> {
+    // A filter set while this list runs is not applied by it: the next relist applies it.
+    const filterPendingBefore = this.#filterPending;
+    this.#filterPending = false;
+    const filter = this.#filter;
     const items: KubernetesObject[] = [];
     let continueToken: string | undefined;
     let resourceVersion: string;
     do {
       const page = await this.#source.list({ limit: this.#pageSize, continueToken, signal });
-      if (signal.aborted) return;
+      if (signal.aborted) {
+        this.#filterPending ||= filterPendingBefore;
+        return;
+      }
       for (const raw of page.items) {
         const object = this.#transform(raw);
-        if (this.#filter(object)) items.push(object);
+        if (filter(object)) items.push(object);
       }
       continueToken = page.continueToken;
       resourceVersion = page.resourceVersion;
@@ -329,11 +362,10 @@ export class Informer {
   }
 
   #markSynced(): void {
-    if (this.#synced) return;
     this.#synced = true;
-    const waiters = this.#syncWaiters;
-    this.#syncWaiters = [];
-    for (const waiter of waiters) waiter.wake();
+    const waiting = this.#syncWaiters;
+    this.#syncWaiters = waiting.filter((waiter) => !waiter.ready());
+    for (const waiter of waiting) if (waiter.ready()) waiter.wake();
   }
 
   #watchOnce(): Promise<WatchOutcome> {

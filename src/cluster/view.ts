@@ -171,9 +171,15 @@ export class LiveClusterView implements ClusterView {
     await Promise.all(this.#allInformers().map((i) => i.stop()));
   }
 
-  /** Pods, nodes and quotas are listed: what every decision needs. Referenced objects are judged per reference (`objectProblem`). */
+  /**
+   * Pods, nodes and quotas are listed under the current managed namespaces: what every
+   * decision needs. False again from `setNamespaces` until the relist for the new set has
+   * completed (the catch-up barrier: a pass never charges a tenant's budget without the
+   * pods of a namespace it just gained). Referenced objects are judged per reference
+   * (`objectProblem`).
+   */
   get synced(): boolean {
-    return this.#coreInformers().every((informer) => informer.synced);
+    return this.#coreInformers().every((informer) => informer.current);
   }
 
   /**
@@ -181,7 +187,7 @@ export class LiveClusterView implements ClusterView {
    * holds this up; the pods that depend on it are held by their own condition.
    */
   async whenSynced(signal?: AbortSignal): Promise<void> {
-    await Promise.all(this.#coreInformers().map((informer) => informer.whenSynced(signal)));
+    await Promise.all(this.#coreInformers().map((informer) => informer.whenCurrent(signal)));
   }
 
   /** Undefined when the reference's informer has listed; otherwise why its objects cannot be judged. */
