@@ -15,7 +15,8 @@ export function gateIndex(pod: PodLike, gate: string): number {
 
 export function tenantOwnsGate(tenant: Tenant, namespace: string, gate: string): boolean {
   return (
-    tenant.namespaces.includes(namespace) && tenant.gatePrefixes.some((p) => gateUnderPrefix(gate, p))
+    tenant.namespaces.includes(namespace) &&
+    tenant.gatePrefixes.some((p) => gateUnderPrefix(gate, p))
   );
 }
 
