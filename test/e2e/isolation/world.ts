@@ -179,8 +179,11 @@ export async function startWorld(name: string, first: PolicyState): Promise<Worl
         dispatcher: { capacity: 1000, concurrency: 8, qps: 200, burst: 200 },
         debounceMs: 50,
       });
-      stacks.push(stack);
-      return stack;
+      // Stopping twice (a test, then the world) must not stop the parts twice.
+      let stopping: Promise<void> | undefined;
+      const once: GateReleaseStack = { ...stack, stop: () => (stopping ??= stack.stop()) };
+      stacks.push(once);
+      return once;
     },
     async stop() {
       for (const s of stacks) await s.stop().catch(() => undefined);
