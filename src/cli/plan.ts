@@ -246,7 +246,12 @@ export async function runPlan(options: PlanOptions, io: PlanIo): Promise<number>
       throw new UsageError(`cannot list pods and nodes: ${(error as Error).message}`);
     }
     const objects: (ObjectRefLike & { object: unknown })[] = [];
+    // Kinds the API server does not serve: their objects cannot be judged, so pods whose
+    // condition names them hold "unreadable", and the reviewer is told, once per kind.
+    const unserved = new Map<string, string>();
+    const kindOf = (ref: ObjectRefLike) => `${ref.kind}.${ref.apiVersion}`;
     for (const ref of referencedObjects([base.policy, proposed.policy])) {
+      if (unserved.has(kindOf(ref))) continue;
       try {
         const object = await objectsApi.read({
           apiVersion: ref.apiVersion,
@@ -255,6 +260,12 @@ export async function runPlan(options: PlanOptions, io: PlanIo): Promise<number>
         } as KubernetesObject & { metadata: { name: string } });
         objects.push({ ...ref, object });
       } catch (error) {
+        if (/Failed to fetch resource metadata/.test((error as Error).message)) {
+          const problem = `${kindOf(ref)} is not served by the API server (a typo, or its CRD is not installed): pods whose ObjectCondition names it hold as unreadable`;
+          unserved.set(kindOf(ref), problem);
+          if (output !== 'json') io.stderr(`warning: ${problem}\n`);
+          continue;
+        }
         // Absent is a legitimate state an ObjectCondition judges (not met); anything else is I/O.
         if (statusOf(error) !== 404)
           throw new UsageError(
@@ -263,7 +274,11 @@ export async function runPlan(options: PlanOptions, io: PlanIo): Promise<number>
       }
     }
 
-    let diff = diffPlans(base.policy, proposed.policy, snapshotOf(pods, nodes, objects), now);
+    const snapshot = {
+      ...snapshotOf(pods, nodes, objects),
+      objectProblem: (ref: ObjectRefLike) => unserved.get(kindOf(ref)),
+    };
+    let diff = diffPlans(base.policy, proposed.policy, snapshot, now);
     if (base.policy.resizePolicies.length + proposed.policy.resizePolicies.length > 0) {
       const running = pods as ResizePodLike[];
       let signals: { base: SignalsFor; proposed: SignalsFor } | undefined;

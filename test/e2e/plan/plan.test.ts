@@ -238,6 +238,33 @@ test('tollgate plan on the real control plane', async (t) => {
   });
 
   await t.test(
+    'an ObjectCondition on a kind the API server does not serve is a warning, and its pods hold as unreadable (exit 3)',
+    async () => {
+      const proposed = variant(
+        (s) =>
+          s.replace(
+            '    - type: Budget',
+            [
+              '    - type: Budget',
+              '    - type: ObjectCondition',
+              '      object: { apiVersion: example.io/v1, kind: Widget, name: w }',
+              '      conditionType: Ready',
+            ].join('\n'),
+          ),
+        'gates/jobs.yaml',
+      );
+      const r = await plan(['--policy', proposed, '--base', join(fixtures, 'base')]);
+      assert.equal(r.code, 3, r.err);
+      assert.match(
+        r.err,
+        /warning: Widget\.example\.io\/v1 is not served by the API server \(a typo, or its CRD is not installed\)/,
+      );
+      assert.equal((r.err.match(/warning:/g) ?? []).length, 1, 'one warning per kind');
+      assert.match(r.out, /-> Hold \(waiting on ObjectCondition\)/);
+    },
+  );
+
+  await t.test(
     'resize: a narrower max bound without Prometheus shows, bounds-only, exactly the pods above it (exit 3)',
     async () => {
       await startResizeWorld();
