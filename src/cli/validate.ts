@@ -21,6 +21,7 @@ import { isGitUrl } from '../policy/git.ts';
 import type { Approval, Policy } from '../policy/model.ts';
 import { systemClock, type Clock } from '../lib/clock.ts';
 import { PolicyFetchError, PolicySource, type PollOutcome } from '../policy/source.ts';
+import { referenceWarnings, shippedClusterRoleRules } from './reference-warnings.ts';
 
 export interface ValidateOptions {
   readonly ref?: string;
@@ -218,7 +219,11 @@ export async function runValidate(
     case 'unchanged': {
       const policy = source.current() as Policy;
       const counts = summary(policy);
-      const warnings = approvalWarnings(policy, now);
+      const rules = shippedClusterRoleRules();
+      const warnings = [
+        ...approvalWarnings(policy, now),
+        ...(rules ? referenceWarnings(policy, rules) : []),
+      ];
       if (json) {
         io.stdout(
           `${JSON.stringify({ valid: true, location: source.location, commit: policy.commit, ...counts, warnings })}\n`,

@@ -21,6 +21,7 @@ import { eventually } from '../../support/eventually.ts';
 import { Finisher } from '../gate-release/harness.ts';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
 import type { GateReleaseStack } from '../../support/gate-release-stack.ts';
+import { registry } from '../../../src/observe/metrics.ts';
 import { startWorld, type GatePolicySpec, type PolicyState, type World } from './world.ts';
 import { IsolationWatcher } from './watcher.ts';
 
@@ -132,6 +133,26 @@ describe("one tenant's unreadable reference", () => {
 
   test("holds only tenant A's dependent pods while B releases at its pace; A recovers after a revert; stop completes", async () => {
     await world.pushPolicy({ tenants, gatePolicies: broken }, 'a: reference Widget and Secret');
+    await eventually('the broken policy in force', async () =>
+      stack!.policies.current()?.gatePolicies.some((g) => g.name === 'a-secret'),
+    );
+    // The view says, per reference, why it cannot read it (a Hold is recorded when its
+    // reason changes, so the pods come once the view knows).
+    const widgetRef = { apiVersion: 'example.io/v1', kind: 'Widget', namespace: nsA, name: 'w' };
+    const secretRef = { apiVersion: 'v1', kind: 'Secret', namespace: nsA, name: 'token' };
+    await eventually(
+      'the view explains both unreadable references',
+      async () =>
+        /does not serve/.test(stack!.view.objectProblem?.(widgetRef) ?? '') &&
+        /may not list/.test(stack!.view.objectProblem?.(secretRef) ?? ''),
+      {
+        describe: () =>
+          `${stack!.view.objectProblem?.(widgetRef)} | ${stack!.view.objectProblem?.(secretRef)}`,
+      },
+    );
+    const metrics = await registry.metrics();
+    assert.match(metrics, /tollgate_view_unreadable_references\{reason="unserved"\} 1\n/);
+    assert.match(metrics, /tollgate_view_unreadable_references\{reason="forbidden"\} 1\n/);
     const aPods = ['widget-0', 'widget-1', 'secret-0', 'secret-1'];
     await world.createPods([
       aPod('widget-0', nsA).gated(gates.ready).obj(),
@@ -139,10 +160,6 @@ describe("one tenant's unreadable reference", () => {
       aPod('secret-0', nsA).gated(gates.secret).obj(),
       aPod('secret-1', nsA).gated(gates.secret).obj(),
     ]);
-    // Give the controller time to load the broken commit before B's pods arrive.
-    await eventually('the broken policy in force', async () =>
-      stack!.policies.current()?.gatePolicies.some((g) => g.name === 'a-secret'),
-    );
     const bNames = Array.from({ length: B_PODS }, (_, i) => `b-${i}`);
     await world.createPods(
       bNames.map((n) => aPod(n, nsB).gated(gates.b).requests({ cpu: '10m' }).obj()),
