@@ -49,6 +49,7 @@ describe('approvals bound to a pod uid', () => {
   before(async () => {
     world = await startWorld('iso-approval', policy([]));
     await world.createNamespaces(namespace);
+    await world.grantCancel();
     await world.startTollgate();
   });
 

@@ -8,12 +8,19 @@
  * Git, and loaded by the real policy source, so a test exercises compile and run time
  * exactly as users do.
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { stringify } from 'yaml';
-import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { parseAllDocuments, stringify } from 'yaml';
+import {
+  CoreV1Api,
+  KubernetesObjectApi,
+  PatchStrategy,
+  type KubeConfig,
+  type KubernetesObject,
+  type V1Pod,
+} from '@kubernetes/client-node';
 import { startControlPlane, type ControlPlane } from '../../support/control-plane.ts';
 import { SimulatedKubelet } from '../../support/kubelet.ts';
 import { startGitServer, pushTree, type GitServer } from '../../support/git-server.ts';
@@ -114,6 +121,8 @@ export interface World {
   pushPolicy(state: PolicyState, message: string): Promise<string>;
   createNamespaces(...names: string[]): Promise<void>;
   createPods(pods: readonly V1Pod[]): Promise<void>;
+  /** Applies deploy/components/cancel (pod delete), as an operator enabling Cancel does. */
+  grantCancel(): Promise<void>;
   /** tollgate's gate-release stack in this process, as the `tollgate` identity. */
   startTollgate(id?: string): Promise<GateReleaseStack>;
   stop(): Promise<void>;
@@ -162,6 +171,22 @@ export async function startWorld(name: string, first: PolicyState): Promise<Worl
             await sleep(200);
           }
         }
+      }
+    },
+    async grantCancel() {
+      const objects = kc.makeApiClient(KubernetesObjectApi);
+      const file = new URL('../../../deploy/components/cancel/rbac.yaml', import.meta.url);
+      for (const document of parseAllDocuments(readFileSync(file, 'utf8'))) {
+        const object = document.toJS() as KubernetesObject | null;
+        if (object)
+          await objects.patch(
+            object,
+            undefined,
+            undefined,
+            'isolation-e2e',
+            true,
+            PatchStrategy.ServerSideApply,
+          );
       }
     },
     async startTollgate(id = 'tollgate-1') {
