@@ -29,9 +29,14 @@ export const shippedRbacFile = join(
   '../../deploy/base/rbac.yaml',
 );
 
-/** The rules of the ClusterRole in `file`, or undefined when the file is not there. */
-export function shippedClusterRoleRules(file = shippedRbacFile): PolicyRule[] | undefined {
-  if (!existsSync(file)) return undefined;
+/**
+ * The rules of the ClusterRoles in `file`; undefined when the shipped file is not there
+ * (an installed image carries no deploy/), an error when a named file is missing.
+ */
+export function shippedClusterRoleRules(file?: string): PolicyRule[] | undefined {
+  if (file === undefined && !existsSync(shippedRbacFile)) return undefined;
+  file ??= shippedRbacFile;
+  if (!existsSync(file)) throw new Error(`--rbac ${file}: no such file`);
   const rules: PolicyRule[] = [];
   for (const document of parseAllDocuments(readFileSync(file, 'utf8'))) {
     const object = document.toJS() as { kind?: string; rules?: PolicyRule[] } | null;

@@ -12,7 +12,7 @@
  * The token for a URL comes from an environment variable (default TOLLGATE_GIT_TOKEN,
  * used only when set) or a file, never a flag; it never appears in the output.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Command } from 'commander';
@@ -31,6 +31,8 @@ export interface ValidateOptions {
   readonly gitTokenFile?: string;
   /** RFC 3339 time at which approvals are judged (default: the clock). */
   readonly now?: string;
+  /** YAML with the ClusterRole(s) tollgate runs with (a rendered overlay); default the shipped deploy/base/rbac.yaml. */
+  readonly rbac?: string;
 }
 
 export interface ValidateIo {
@@ -173,6 +175,8 @@ export async function runValidate(
   }
   const remote = isGitUrl(location);
   if (!remote && options.ref !== undefined) return fail('--ref applies to a Git URL, not a folder');
+  if (options.rbac !== undefined && !existsSync(options.rbac))
+    return fail(`--rbac ${options.rbac}: no such file`);
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(location) && !remote) {
     return fail(`only http(s) Git URLs are supported, got ${location.split(':')[0]}://`);
   }
@@ -219,7 +223,7 @@ export async function runValidate(
     case 'unchanged': {
       const policy = source.current() as Policy;
       const counts = summary(policy);
-      const rules = shippedClusterRoleRules();
+      const rules = shippedClusterRoleRules(options.rbac);
       const warnings = [
         ...approvalWarnings(policy, now),
         ...(rules ? referenceWarnings(policy, rules) : []),
@@ -259,6 +263,10 @@ export function registerValidate(program: Command): void {
       'TOLLGATE_GIT_TOKEN',
     )
     .option('--git-token-file <path>', 'file holding the Git token')
+    .option(
+      '--rbac <file>',
+      'YAML with the ClusterRole(s) tollgate runs with (e.g. kustomize build of your overlay): warn about ObjectCondition kinds they do not let it list and watch (default: the shipped deploy/base/rbac.yaml)',
+    )
     .option(
       '--now <time>',
       'judge approvals at this RFC 3339 time instead of now (warns about those expired by then)',

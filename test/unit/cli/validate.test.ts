@@ -3,11 +3,12 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { resolve } from 'node:path';
-import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { approvalWarnings, runValidate, type ValidateOptions } from '../../../src/cli/validate.ts';
 import { formatPolicyError } from '../../../src/policy/errors.ts';
+import { shippedRbacFile } from '../../../src/cli/reference-warnings.ts';
 import type { Approval, Policy } from '../../../src/policy/model.ts';
 import { aGatePolicy, aPolicy, aTenant } from '../../builders/policy.ts';
 import { aResizePolicy } from '../../builders/resize.ts';
@@ -213,14 +214,36 @@ function examplesWith(files: Record<string, string>): string {
   return dir;
 }
 
-test('the examples today: valid, no warning', async () => {
-  const { code, stdout } = await run(examples);
+/** The shipped ClusterRole plus what an operator adds for the examples' Checkpoint kind (the demo grants it the same way). */
+const examplesRbac = join(mkdtempSync(join(tmpdir(), 'tollgate-validate-rbac-')), 'rbac.yaml');
+writeFileSync(
+  examplesRbac,
+  `${readFileSync(shippedRbacFile, 'utf8')}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: tollgate-read-checkpoints\nrules:\n  - apiGroups: ['ml.example.com']\n    resources: ['checkpoints']\n    verbs: ['get', 'list', 'watch']\n`,
+);
+
+test('the examples today: valid, no warning where tollgate may read the Checkpoint kind they reference', async () => {
+  const { code, stdout } = await run(examples, { rbac: examplesRbac });
   assert.equal(code, 0);
   assert.doesNotMatch(stdout, /warning/);
 });
 
+test('the examples with only the shipped ClusterRole: one warning naming the Checkpoint kind it does not grant', async () => {
+  const { code, stdout } = await run(examples);
+  assert.equal(code, 0);
+  const lines = stdout.split('\n').filter((l) => l.startsWith('warning: '));
+  assert.deepEqual(lines, [
+    'warning: gates/ml-training.yaml#1 spec.conditions[1].object: tollgate\'s shipped ClusterRole (deploy/base/rbac.yaml) does not grant list and watch on checkpoints (API group "ml.example.com"): pods of GatePolicy "eval" will hold as unreadable until an overlay grants it',
+  ]);
+});
+
+test('--rbac naming no file is a usage error: exit 2', async () => {
+  const { code, stderr } = await run(examples, { rbac: '/nonexistent/rbac.yaml' });
+  assert.equal(code, 2);
+  assert.match(stderr, /--rbac \/nonexistent\/rbac\.yaml: no such file/);
+});
+
 test('--now past the example approval: exit 0, a warning line naming file and field, counted', async () => {
-  const { code, stdout } = await run(examples, { now: '2100-01-01T00:00:00Z' });
+  const { code, stdout } = await run(examples, { now: '2100-01-01T00:00:00Z', rbac: examplesRbac });
   assert.equal(code, 0);
   assert.match(
     stdout,
@@ -235,14 +258,14 @@ test('an approval expired an hour before the clock: warned without --now; json c
     'approvals/old.yaml': `apiVersion: tollgate.io/v1alpha1\nkind: Approval\nmetadata:\n  name: old\nspec:\n  action: Cancel\n  target: { kind: Pod, namespace: api-prod, name: web-0 }\n  approvedBy: a@example.com\n  reason: r\n  expiresAt: '${expired}'\n`,
   });
   try {
-    const text = await run(dir);
+    const text = await run(dir, { rbac: examplesRbac });
     assert.equal(text.code, 0);
     const lines = text.stdout.split('\n').filter((l) => l.startsWith('warning: '));
     assert.deepEqual(
       lines.map((l) => /^warning: (\S+ \S+):/.exec(l)?.[1]),
       ['approvals/old.yaml#0 spec.expiresAt', 'approvals/old.yaml#0 spec.target'],
     );
-    const json = await run(dir, { output: 'json' });
+    const json = await run(dir, { output: 'json', rbac: examplesRbac });
     assert.equal(json.code, 0);
     const parsed = JSON.parse(json.stdout) as { valid: boolean; warnings: { path: string }[] };
     assert.equal(parsed.valid, true);
