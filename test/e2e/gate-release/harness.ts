@@ -221,6 +221,8 @@ export class BudgetWatcher {
       const released = !BudgetWatcher.hasOurGate(p, t[1].gatePrefix);
       const finished = p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed';
       if (!released || finished) continue;
+      // Another controller's gate still on it: it cannot be scheduled, so it is not charged.
+      if ((p.spec?.schedulingGates ?? []).length > 0) continue;
       const flying = !p.spec?.nodeName && (p.spec?.schedulingGates ?? []).length === 0;
       if (flying) globalInFlight += 1;
       if (t[0] !== tenantName) continue;
