@@ -24,7 +24,7 @@ export function readinessChecks(parts: StartedParts): HealthChecks {
         ? 'cluster view not started'
         : parts.view.synced
           ? undefined
-          : 'cluster view has not finished its initial list of pods, nodes and referenced objects',
+          : 'cluster view has not listed pods, nodes and quotas of the managed namespaces yet (referenced objects are judged per reference)',
   };
 }
 

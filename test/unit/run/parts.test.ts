@@ -39,7 +39,7 @@ describe('tollgate run, part by part', () => {
         name: 'a loaded policy and an unsynced view: only the view',
         parts: { policies: { current: () => aPolicy().obj() }, view: { synced: false } },
         failed: [
-          'cluster-view failed: cluster view has not finished its initial list of pods, nodes and referenced objects',
+          'cluster-view failed: cluster view has not listed pods, nodes and quotas of the managed namespaces yet (referenced objects are judged per reference)',
         ],
       },
       {
