@@ -26,7 +26,6 @@ import { ownedGate } from '../decide/gates.ts';
 import { timestampMs } from '../decide/objects.ts';
 import {
   emptyPlanState,
-  expiryReleasePrefix,
   planReleases,
   type Plan,
   type PlannedWrite,
@@ -272,7 +271,7 @@ export function startGateReleaseLoop(deps: GateReleaseDeps): GateReleaseLoop {
       write.op.type === 'delete'
         ? 'Cancel'
         : write.op.type === 'removeGate'
-          ? decision.reason.startsWith(expiryReleasePrefix)
+          ? write.expiryForced
             ? 'ExpireRelease'
             : 'Release'
           : undefined;

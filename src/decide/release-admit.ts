@@ -1,0 +1,387 @@
+/**
+ * Phase 4 of a gate-release pass: admit release units, highest priority first and fair
+ * across tenants by weight (lowest virtual time next), each unit checked against its
+ * tenant's budget (ramped after an increase), then max in flight, batch size and the
+ * token buckets, each at three scopes: global, tenant, policy. A scope that blocks one
+ * unit blocks every later unit of that scope this pass (they are held with the same
+ * reason), except Budget: a smaller unit behind may still fit.
+ *
+ * Safety never depends on the carried state: usage and in-flight counts come from the
+ * classification of this pass's snapshot.
+ */
+import {
+  addUsage,
+  emptyUsage,
+  evaluateBudget,
+  type BudgetLimits,
+  type Usage,
+} from './conditions.ts';
+import type { ConditionInput } from './decision.ts';
+import { matchesSelector } from './gates.ts';
+import {
+  bucketCapacity,
+  canTake,
+  combinePacing,
+  msUntil,
+  rampBudget,
+  refill,
+  rejoinServed,
+  take,
+  virtualTime,
+  type Bucket,
+  type Ramp,
+} from './pacing.ts';
+import type { Classification } from './release-classify.ts';
+import type { PlanState } from './release-plan.ts';
+import { holdVerdict, type ReleaseUnit, type Verdict } from './release-verdict.ts';
+import type { GatePolicy, Pacing, Policy, Tenant } from '../policy/model.ts';
+
+export interface Admission {
+  /** Releases and holds (Budget, Pacing), in the order the units were considered. */
+  readonly verdicts: readonly Verdict[];
+  /** The token buckets this pass refilled or took from. */
+  readonly buckets: Readonly<Record<string, Bucket>>;
+  /** Releases served per backlogged tenant, including this pass's. */
+  readonly served: Record<string, number>;
+  readonly ramps: Record<string, Record<string, Ramp>>;
+  /** When a ramp completes or a bucket has room again. */
+  readonly wakeups: readonly number[];
+}
+
+type Scope = 'global' | 'tenant' | 'policy';
+
+/** What this pass has admitted so far, on top of the cluster's counts. */
+interface Ledger {
+  readonly usage: Map<string, Usage>;
+  readonly inFlight: Map<string, number>;
+  globalInFlight: number;
+  readonly policyInFlight: Map<string, number>;
+  released: number;
+  readonly releasedByTenant: Map<string, number>;
+  readonly releasedByPolicy: Map<string, number>;
+  readonly buckets: Record<string, Bucket>;
+  readonly served: Record<string, number>;
+  /** Per scope: why it admits nothing more this pass. */
+  globalBlock?: string;
+  readonly tenantBlock: Map<string, string>;
+  readonly policyBlock: Map<string, string>;
+}
+
+export function admitUnits(options: {
+  readonly policy: Policy;
+  readonly units: readonly ReleaseUnit[];
+  readonly classified: Classification;
+  readonly state: Pick<PlanState, 'buckets' | 'served' | 'ramps'>;
+  readonly now: number;
+  readonly rampMs: number;
+}): Admission {
+  const { policy, classified, state, now } = options;
+  const verdicts: Verdict[] = [];
+  const wakeups: number[] = [];
+  const budgets = rampedBudgets(policy, state.ramps, now, options.rampMs);
+  wakeups.push(...budgets.wakeups);
+  const queues = tenantQueues(options.units);
+  const backlogged = [...queues.keys()].map((name) => ({
+    name,
+    weight: (policy.tenants.get(name) as Tenant).weight,
+  }));
+  const ledger: Ledger = {
+    usage: new Map(
+      [...classified.usage].map(([name, used]) => [name, addUsage(emptyUsage(), used)]),
+    ),
+    inFlight: new Map(classified.inFlight),
+    globalInFlight: classified.globalInFlight,
+    policyInFlight: new Map(),
+    released: 0,
+    releasedByTenant: new Map(),
+    releasedByPolicy: new Map(),
+    buckets: {},
+    served: rejoinServed(state.served, backlogged),
+    tenantBlock: new Map(),
+    policyBlock: new Map(),
+  };
+  const context = { policy, classified, state, now, ledger, wakeups };
+  for (let unit = nextUnit(queues, ledger.served); unit; unit = nextUnit(queues, ledger.served)) {
+    verdicts.push(
+      ...admitUnit(unit, budgets.limits.get(unit.tenant.name) as BudgetLimits, context),
+    );
+  }
+  return {
+    verdicts,
+    buckets: ledger.buckets,
+    served: ledger.served,
+    ramps: budgets.ramps,
+    wakeups,
+  };
+}
+
+/** Each tenant's budget limits, ramped after an increase (hysteresis). */
+export function rampedBudgets(
+  policy: Policy,
+  previous: PlanState['ramps'],
+  now: number,
+  rampMs: number,
+): {
+  ramps: Record<string, Record<string, Ramp>>;
+  limits: Map<string, BudgetLimits>;
+  wakeups: number[];
+} {
+  const ramps: Record<string, Record<string, Ramp>> = {};
+  const limits = new Map<string, BudgetLimits>();
+  const wakeups: number[] = [];
+  for (const tenant of policy.tenants.values()) {
+    const ramped = rampBudget(previous[tenant.name], tenant.budget, now, rampMs);
+    ramps[tenant.name] = ramped.ramps;
+    limits.set(tenant.name, ramped.limits);
+    if (ramped.rampingUntil !== undefined) wakeups.push(ramped.rampingUntil);
+  }
+  return { ramps, limits, wakeups };
+}
+
+/** Per tenant, its units by priority (highest first), then oldest, then key. */
+export function tenantQueues(units: readonly ReleaseUnit[]): Map<string, ReleaseUnit[]> {
+  const queues = new Map<string, ReleaseUnit[]>();
+  for (const unit of units) {
+    const list = queues.get(unit.tenant.name) ?? [];
+    list.push(unit);
+    queues.set(unit.tenant.name, list);
+  }
+  for (const list of queues.values()) {
+    list.sort(
+      (a, b) =>
+        b.gatePolicy.priority - a.gatePolicy.priority ||
+        a.order - b.order ||
+        a.key.localeCompare(b.key),
+    );
+  }
+  return queues;
+}
+
+/**
+ * Takes the next unit off its queue: the highest priority among the queue heads, then
+ * the lowest virtual time (served / weight), then the tenant name.
+ */
+export function nextUnit(
+  queues: Map<string, ReleaseUnit[]>,
+  served: Readonly<Record<string, number>>,
+): ReleaseUnit | undefined {
+  let best: { tenant: string; unit: ReleaseUnit } | undefined;
+  for (const [name, list] of queues) {
+    const head = list[0];
+    if (!head) continue;
+    if (
+      !best ||
+      head.gatePolicy.priority > best.unit.gatePolicy.priority ||
+      (head.gatePolicy.priority === best.unit.gatePolicy.priority &&
+        (virtualTime(served, name, head.tenant.weight) <
+          virtualTime(served, best.tenant, best.unit.tenant.weight) ||
+          (virtualTime(served, name, head.tenant.weight) ===
+            virtualTime(served, best.tenant, best.unit.tenant.weight) &&
+            name < best.tenant)))
+    ) {
+      best = { tenant: name, unit: head };
+    }
+  }
+  if (!best) return undefined;
+  return (queues.get(best.tenant) as ReleaseUnit[]).shift();
+}
+
+interface AdmitContext {
+  readonly policy: Policy;
+  readonly classified: Classification;
+  readonly state: Pick<PlanState, 'buckets'>;
+  readonly now: number;
+  readonly ledger: Ledger;
+  readonly wakeups: number[];
+}
+
+/** One unit: held by a blocked scope, its budget or pacing; else released and counted. */
+function admitUnit(unit: ReleaseUnit, limits: BudgetLimits, context: AdmitContext): Verdict[] {
+  const { ledger } = context;
+  const { tenant, gatePolicy } = unit;
+  const cost = unit.members.length;
+  const policyKey = `${tenant.name}/${gatePolicy.name}`;
+  const blocked =
+    ledger.globalBlock ?? ledger.tenantBlock.get(tenant.name) ?? ledger.policyBlock.get(policyKey);
+  if (blocked !== undefined) return pacingHolds(unit, blocked);
+
+  // Budget first: it is a condition of the pod, and a smaller unit behind may still fit.
+  const budget = evaluateBudget(ledger.usage.get(tenant.name) as Usage, unit.requests, limits);
+  const wantsBudget = gatePolicy.conditions.some((c) => c.type === 'Budget');
+  if (wantsBudget && !budget.met) {
+    const why =
+      cost > 1 ? `budget does not fit the whole gang (${cost} pods)` : 'waiting for Budget';
+    return unit.members.map((m) =>
+      holdVerdict(m.pod, tenant, gatePolicy, [...m.inputs, budget], 'Budget', why),
+    );
+  }
+
+  const pacing = {
+    global: context.policy.settings.pacing,
+    tenant: tenant.pacing,
+    policy: combinePacing(tenant.pacing, gatePolicy.pacing),
+  };
+  const inFlight =
+    ledger.policyInFlight.get(policyKey) ??
+    policyInFlight(context.classified.inFlightPods, tenant, gatePolicy);
+  ledger.policyInFlight.set(policyKey, inFlight);
+  if (
+    cost > pacing.global.maxInFlight ||
+    cost > pacing.tenant.maxInFlight ||
+    cost > pacing.policy.maxInFlight
+  ) {
+    return pacingHolds(
+      unit,
+      `unit of ${cost} pods is larger than maxInFlight; it can never be released`,
+    );
+  }
+  const failed = pacingChecks(unit, pacing, inFlight, context).find(([, ok]) => !ok);
+  if (failed) {
+    const [scope, , why] = failed;
+    if (scope === 'global') ledger.globalBlock = why;
+    else if (scope === 'tenant') ledger.tenantBlock.set(tenant.name, why);
+    else ledger.policyBlock.set(policyKey, why);
+    return pacingHolds(unit, why);
+  }
+  countAdmitted(unit, policyKey, inFlight, ledger);
+  return unit.members.map((m) => ({
+    kind: 'Release',
+    pod: m.pod,
+    tenant,
+    gatePolicy,
+    inputs: wantsBudget ? [...m.inputs, budget] : m.inputs,
+    reason: cost > 1 ? `${m.reasonPrefix}; gang of ${cost} released together` : m.reasonPrefix,
+    gate: m.owned,
+    expiryForced: m.expiryForced,
+  }));
+}
+
+/** Pods in flight that this policy selects in its tenant's namespaces. */
+function policyInFlight(
+  inFlightPods: Classification['inFlightPods'],
+  tenant: Tenant,
+  gatePolicy: GatePolicy,
+): number {
+  return inFlightPods.filter(
+    (p) =>
+      tenant.namespaces.includes(p.metadata?.namespace ?? '') &&
+      matchesSelector(p.metadata?.labels ?? {}, gatePolicy.selector),
+  ).length;
+}
+
+type ScopedPacing = Readonly<Record<Scope, Pacing>>;
+
+/** The bucket of each scope, keyed in the plan state. */
+function bucketKeys(tenant: Tenant, policyKey: string): readonly [Scope, string][] {
+  return [
+    ['global', 'global'],
+    ['tenant', `tenant:${tenant.name}`],
+    ['policy', `policy:${policyKey}`],
+  ];
+}
+
+/** The bucket refilled to now, once per pass per key. */
+function bucketOf(key: string, pacing: Pacing, context: AdmitContext): Bucket {
+  const { buckets } = context.ledger;
+  buckets[key] ??= refill(
+    context.state.buckets[key],
+    pacing.releasesPerSecond,
+    bucketCapacity(pacing),
+    context.now,
+  );
+  return buckets[key];
+}
+
+/**
+ * Max in flight, batch size and release rate at each scope, in that order; the first
+ * that fails holds the unit. A bucket without room also sets a wakeup for when it has.
+ */
+function pacingChecks(
+  unit: ReleaseUnit,
+  pacing: ScopedPacing,
+  policyInFlightNow: number,
+  context: AdmitContext,
+): [scope: Scope, ok: boolean, why: string][] {
+  const { ledger } = context;
+  const tenant = unit.tenant.name;
+  const policyKey = `${tenant}/${unit.gatePolicy.name}`;
+  const cost = unit.members.length;
+  const batchFits = (released: number, batchSize: number): boolean =>
+    released === 0 || released + cost <= batchSize;
+  const checks: [scope: Scope, ok: boolean, why: string][] = [
+    [
+      'global',
+      ledger.globalInFlight + cost <= pacing.global.maxInFlight,
+      `global maxInFlight ${pacing.global.maxInFlight} reached`,
+    ],
+    [
+      'tenant',
+      (ledger.inFlight.get(tenant) ?? 0) + cost <= pacing.tenant.maxInFlight,
+      `tenant maxInFlight ${pacing.tenant.maxInFlight} reached`,
+    ],
+    [
+      'policy',
+      policyInFlightNow + cost <= pacing.policy.maxInFlight,
+      `policy maxInFlight ${pacing.policy.maxInFlight} reached`,
+    ],
+    [
+      'global',
+      batchFits(ledger.released, pacing.global.batchSize),
+      `global batch of ${pacing.global.batchSize} done`,
+    ],
+    [
+      'tenant',
+      batchFits(ledger.releasedByTenant.get(tenant) ?? 0, pacing.tenant.batchSize),
+      `tenant batch of ${pacing.tenant.batchSize} done`,
+    ],
+    [
+      'policy',
+      batchFits(ledger.releasedByPolicy.get(policyKey) ?? 0, pacing.policy.batchSize),
+      `policy batch of ${pacing.policy.batchSize} done`,
+    ],
+  ];
+  for (const [scope, key] of bucketKeys(unit.tenant, policyKey)) {
+    const scopePacing = pacing[scope];
+    const bucket = bucketOf(key, scopePacing, context);
+    const capacity = bucketCapacity(scopePacing);
+    const ok = canTake(bucket, cost, capacity);
+    if (!ok) {
+      context.wakeups.push(
+        context.now + msUntil(bucket, cost, scopePacing.releasesPerSecond, capacity),
+      );
+    }
+    checks.push([scope, ok, `${scope} release rate ${scopePacing.releasesPerSecond}/s`]);
+  }
+  return checks;
+}
+
+/** The admitted unit takes its tokens, charges its budget and counts in flight and served. */
+function countAdmitted(
+  unit: ReleaseUnit,
+  policyKey: string,
+  policyInFlightNow: number,
+  ledger: Ledger,
+): void {
+  const tenant = unit.tenant.name;
+  const cost = unit.members.length;
+  for (const [, key] of bucketKeys(unit.tenant, policyKey)) {
+    ledger.buckets[key] = take(ledger.buckets[key] as Bucket, cost);
+  }
+  addUsage(ledger.usage.get(tenant) as Usage, unit.requests);
+  ledger.inFlight.set(tenant, (ledger.inFlight.get(tenant) ?? 0) + cost);
+  ledger.globalInFlight += cost;
+  ledger.policyInFlight.set(policyKey, policyInFlightNow + cost);
+  ledger.released += cost;
+  ledger.releasedByTenant.set(tenant, (ledger.releasedByTenant.get(tenant) ?? 0) + cost);
+  ledger.releasedByPolicy.set(policyKey, (ledger.releasedByPolicy.get(policyKey) ?? 0) + cost);
+  ledger.served[tenant] = (ledger.served[tenant] ?? 0) + cost;
+}
+
+/** Every member held by pacing, with the reason as a Pacing input. */
+function pacingHolds(unit: ReleaseUnit, why: string): Verdict[] {
+  return unit.members.map((m) => {
+    const pacing: ConditionInput = { condition: 'Pacing', met: false, value: why };
+    const inputs = [...m.inputs, pacing];
+    return holdVerdict(m.pod, unit.tenant, unit.gatePolicy, inputs, 'Pacing', `queued: ${why}`);
+  });
+}

@@ -1,0 +1,109 @@
+/**
+ * Phase 1 of a gate-release pass: classify every pod from the cluster alone (released =
+ * no tollgate gate), counting writes tollgate has decided but the view does not show yet
+ * (`acting`) as done, and total what the budget and pacing phases need: each tenant's
+ * charged usage, the pods in flight, and the pass summary.
+ */
+import { addUsage, emptyUsage, type Usage } from './conditions.ts';
+import { inReview } from './expiry.ts';
+import { ownedGate, tenantOfNamespace } from './gates.ts';
+import { chargesBudget, classifyPod, isInFlight, podStates, type PodState } from './lifecycle.ts';
+import type { PodLike } from './objects.ts';
+import { podRequests } from './requests.ts';
+import type { Acting, PassSummary } from './release-plan.ts';
+import type { Policy } from '../policy/model.ts';
+
+export interface Classification {
+  readonly pods: readonly PodLike[];
+  readonly stateOf: ReadonlyMap<PodLike, PodState>;
+  /** Writes still in flight (carried over from the previous pass while the view lags). */
+  readonly acting: Readonly<Record<string, Acting>>;
+  /** Per tenant: requests of the pods that charge its budget. */
+  readonly usage: ReadonlyMap<string, Usage>;
+  /** Per tenant: pods released but not yet scheduled. */
+  readonly inFlight: ReadonlyMap<string, number>;
+  readonly globalInFlight: number;
+  readonly inFlightPods: readonly PodLike[];
+  readonly summary: PassSummary;
+}
+
+/** Is the write decided for this pod still not shown by the view? */
+export function stillActing(pod: PodLike, kind: Acting, podState: PodState): boolean {
+  if (kind === 'release') return podState === 'gated' || podState === 'review';
+  if (kind === 'cancel') return !pod.metadata?.deletionTimestamp;
+  return !inReview(pod);
+}
+
+export function classifyPods(
+  policy: Policy,
+  pods: readonly PodLike[],
+  previouslyActing: Readonly<Record<string, Acting>>,
+): Classification {
+  const stateOf = new Map<PodLike, PodState>();
+  const acting: Record<string, Acting> = {};
+  const usage = new Map<string, Usage>();
+  const inFlight = new Map<string, number>();
+  let globalInFlight = 0;
+  const inFlightPods: PodLike[] = [];
+  const states: Record<string, Record<PodState, number>> = {};
+  const gatedCounts = new Map<string, { tenant: string; gate: string; count: number }>();
+  for (const t of policy.tenants.values()) {
+    usage.set(t.name, emptyUsage());
+    inFlight.set(t.name, 0);
+    states[t.name] = Object.fromEntries(podStates.map((s) => [s, 0])) as Record<PodState, number>;
+  }
+  for (const pod of pods) {
+    let podState = classifyPod(pod, policy);
+    const uid = pod.metadata?.uid ?? '';
+    const previous = previouslyActing[uid];
+    if (previous && stillActing(pod, previous, podState)) {
+      acting[uid] = previous;
+      if (previous === 'release') podState = 'pending';
+    }
+    stateOf.set(pod, podState);
+    const tenant = tenantOfNamespace(policy, pod.metadata?.namespace ?? '');
+    if (!tenant) continue;
+    (states[tenant.name] as Record<PodState, number>)[podState] += 1;
+    if (podState === 'gated' || podState === 'review') {
+      const gate = ownedGate(pod, policy)?.gate ?? '';
+      const key = `${tenant.name}\u0000${gate}`;
+      const entry = gatedCounts.get(key) ?? { tenant: tenant.name, gate, count: 0 };
+      entry.count += 1;
+      gatedCounts.set(key, entry);
+    }
+    if (chargesBudget(podState))
+      addUsage(usage.get(tenant.name) as Usage, { pods: 1, resources: podRequests(pod) });
+    if (isInFlight(podState)) {
+      inFlight.set(tenant.name, (inFlight.get(tenant.name) ?? 0) + 1);
+      globalInFlight += 1;
+      inFlightPods.push(pod);
+    }
+  }
+  return {
+    pods,
+    stateOf,
+    acting,
+    usage,
+    inFlight,
+    globalInFlight,
+    inFlightPods,
+    summary: { gated: [...gatedCounts.values()], states },
+  };
+}
+
+/** Gang members: unfinished pods in the pod's namespace with the same group label value. */
+export function gangMembers(
+  pod: PodLike,
+  groupLabel: string,
+  classified: Pick<Classification, 'pods' | 'stateOf'>,
+): PodLike[] {
+  const value = pod.metadata?.labels?.[groupLabel];
+  return classified.pods.filter(
+    (p) =>
+      p.metadata?.namespace === pod.metadata?.namespace &&
+      p.metadata?.labels?.[groupLabel] === value &&
+      classified.stateOf.get(p) !== 'succeeded' &&
+      classified.stateOf.get(p) !== 'failed' &&
+      !p.metadata?.deletionTimestamp,
+  );
+}

@@ -1,0 +1,233 @@
+/**
+ * Phase 2 of a gate-release pass: judge each gated pod on its own. A pod is held (no
+ * GatePolicy selects it; conditions other than Budget not met; in review without an
+ * Approval), cancelled (a Cancel approval; an expiry whose action is Cancel), marked for
+ * review (an expiry whose action is Review), or becomes a release candidate (conditions
+ * met; an expiry whose action is Release; in review and approved). Budget is judged per
+ * release unit in the admission phase, next to everything released this pass.
+ */
+import {
+  approvalFor,
+  evaluateApproved,
+  evaluateGangComplete,
+  evaluateImagePresent,
+  evaluateObjectCondition,
+  indexNodeImages,
+  type NodeImageIndex,
+} from './conditions.ts';
+import type { ConditionInput } from './decision.ts';
+import { expiresAt, gateSetAt, inReview, isExpired, reviewMark } from './expiry.ts';
+import { ownedGate, type OwnedGate } from './gates.ts';
+import type { ClusterSnapshot, PodLike } from './objects.ts';
+import { podRequests } from './requests.ts';
+import { gangMembers, type Classification } from './release-classify.ts';
+import { holdVerdict, type Candidate, type Verdict } from './release-verdict.ts';
+import type { GatePolicy, Policy } from '../policy/model.ts';
+
+export interface Judgement {
+  readonly candidates: readonly Candidate[];
+  readonly verdicts: readonly Verdict[];
+  /** When a held pod's expiry falls due. */
+  readonly wakeups: readonly number[];
+}
+
+/** What judging one pod needs besides the pod. */
+interface JudgeContext {
+  readonly policy: Policy;
+  readonly snapshot: ClusterSnapshot;
+  readonly classified: Classification;
+  readonly now: number;
+  /** Built once, on the first ImagePresent condition of the pass. */
+  imageIndex?: NodeImageIndex;
+}
+
+type PodJudgement =
+  | { readonly candidate: Candidate; readonly verdicts?: undefined; readonly wakeup?: undefined }
+  | {
+      readonly candidate?: undefined;
+      readonly verdicts: readonly Verdict[];
+      readonly wakeup?: number;
+    };
+
+export function judgePods(
+  policy: Policy,
+  snapshot: ClusterSnapshot,
+  classified: Classification,
+  now: number,
+): Judgement {
+  const context: JudgeContext = { policy, snapshot, classified, now };
+  const candidates: Candidate[] = [];
+  const verdicts: Verdict[] = [];
+  const wakeups: number[] = [];
+  for (const pod of classified.pods) {
+    const podState = classified.stateOf.get(pod);
+    if (podState !== 'gated' && podState !== 'review') continue;
+    if (pod.metadata?.deletionTimestamp) continue;
+    const judged = judgePod(pod, context);
+    if (judged.candidate) candidates.push(judged.candidate);
+    else verdicts.push(...judged.verdicts);
+    if (judged.wakeup !== undefined) wakeups.push(judged.wakeup);
+  }
+  return { candidates, verdicts, wakeups };
+}
+
+/**
+ * One gated pod: held without a GatePolicy, cancelled by a Cancel approval, a candidate
+ * when its conditions hold, held until its expiry, then what the expiry's action says.
+ */
+function judgePod(pod: PodLike, context: JudgeContext): PodJudgement {
+  const { policy, now } = context;
+  const owned = ownedGate(pod, policy) as OwnedGate;
+  const { tenant, gatePolicy } = owned;
+  if (!gatePolicy) {
+    const reason = `no GatePolicy for gate ${owned.gate} selects this pod`;
+    return { verdicts: [holdVerdict(pod, tenant, undefined, [], 'NoPolicy', reason)] };
+  }
+  const cancel = cancelByApproval(pod, { ...owned, gatePolicy }, context);
+  if (cancel) return { verdicts: [cancel] };
+  const inputs = evaluateConditions(pod, gatePolicy, context);
+  const failing = inputs.filter((i) => !i.met).map((i) => i.condition);
+  if (failing.length === 0) return candidateOf(pod, owned, inputs, 'conditions met');
+  if (!gatePolicy.expiry || !isExpired(gatePolicy, pod, now)) {
+    const reason = `waiting for ${failing.join(', ')}`;
+    return {
+      verdicts: [holdVerdict(pod, tenant, gatePolicy, inputs, failing.join('+'), reason)],
+      ...optionalWakeup(expiresAt(gatePolicy, pod)),
+    };
+  }
+  return judgeExpired(pod, { ...owned, gatePolicy }, inputs, failing, context);
+}
+
+type PolicyGate = OwnedGate & { gatePolicy: GatePolicy };
+
+function candidateOf(
+  pod: PodLike,
+  owned: OwnedGate,
+  inputs: readonly ConditionInput[],
+  reasonPrefix: string,
+  expiryForced = false,
+): PodJudgement {
+  return {
+    candidate: {
+      pod,
+      owned: owned as PolicyGate,
+      inputs,
+      requests: { pods: 1, resources: podRequests(pod) },
+      reasonPrefix,
+      expiryForced,
+    },
+  };
+}
+
+/** A Cancel approval in force for this pod, as a Cancel verdict. */
+function cancelByApproval(
+  pod: PodLike,
+  { tenant, gatePolicy }: PolicyGate,
+  context: JudgeContext,
+): Verdict | undefined {
+  const cancel = approvalFor(context.policy.approvals, pod, 'Cancel', context.now);
+  if (!cancel) return undefined;
+  const inputs: ConditionInput[] = [
+    {
+      condition: 'Approved',
+      met: true,
+      value: {
+        approval: cancel.name,
+        action: 'Cancel',
+        approvedBy: cancel.approvedBy,
+        file: cancel.source.file,
+      },
+    },
+  ];
+  const reason = `approval ${cancel.name} by ${cancel.approvedBy}: ${cancel.reason}`;
+  return { kind: 'Cancel', pod, tenant, gatePolicy, inputs, reason };
+}
+
+/**
+ * An expired pod whose conditions do not hold, by the expiry's action: Release waives
+ * them (a candidate, `expiryForced`); Cancel deletes the pod; Review marks it once, then
+ * holds it until an Approval releases it (a candidate) or cancels it.
+ */
+function judgeExpired(
+  pod: PodLike,
+  owned: PolicyGate,
+  inputs: readonly ConditionInput[],
+  failing: readonly string[],
+  { policy, now }: JudgeContext,
+): PodJudgement {
+  const { tenant, gatePolicy } = owned;
+  const expiry = gatePolicy.expiry as NonNullable<GatePolicy['expiry']>;
+  const age = `gated ${Math.round((now - (gateSetAt(pod) ?? now)) / 1000)}s, expiry after ${Math.round(expiry.afterMs / 1000)}s`;
+  const waiting = failing.join(', ');
+  switch (expiry.action) {
+    case 'Release': {
+      const reason = `expired (${age}); policy action Release waives ${waiting}`;
+      return candidateOf(pod, owned, inputs, reason, true);
+    }
+    case 'Cancel': {
+      const reason = `expired (${age}) waiting for ${waiting}`;
+      const expiredReason = `${age}; action Cancel`;
+      return {
+        verdicts: [{ kind: 'Cancel', pod, tenant, gatePolicy, inputs, reason, expiredReason }],
+      };
+    }
+    case 'Review': {
+      if (!inReview(pod)) {
+        const reason = `expired (${age}) waiting for ${waiting}; awaiting an Approval`;
+        const expiredReason = `${age}; action Review`;
+        const mark = reviewMark(gatePolicy, now);
+        return {
+          verdicts: [
+            { kind: 'Review', pod, tenant, gatePolicy, inputs, reason, expiredReason, mark },
+          ],
+        };
+      }
+      const approved = evaluateApproved(pod, policy.approvals, now);
+      if (approved.met)
+        return candidateOf(pod, owned, [...inputs, approved], 'in review; approved');
+      const reason = 'in review: waiting for an Approval (Release or Cancel)';
+      return {
+        verdicts: [holdVerdict(pod, tenant, gatePolicy, [...inputs, approved], 'Review', reason)],
+      };
+    }
+  }
+}
+
+function optionalWakeup(at: number | undefined): { wakeup?: number } {
+  return at === undefined ? {} : { wakeup: at };
+}
+
+/** Every condition of the policy except Budget, in the policy's order. */
+function evaluateConditions(
+  pod: PodLike,
+  gatePolicy: GatePolicy,
+  context: JudgeContext,
+): ConditionInput[] {
+  const inputs: ConditionInput[] = [];
+  for (const condition of gatePolicy.conditions) {
+    switch (condition.type) {
+      case 'Budget':
+        break; // judged per release unit in the admission phase
+      case 'ImagePresent':
+        context.imageIndex ??= indexNodeImages([...context.snapshot.nodes()]);
+        inputs.push(evaluateImagePresent(pod, condition.minNodes, context.imageIndex));
+        break;
+      case 'ObjectCondition':
+        inputs.push(evaluateObjectCondition(pod, condition, context.snapshot));
+        break;
+      case 'GangComplete':
+        inputs.push(
+          evaluateGangComplete(
+            pod,
+            condition,
+            gangMembers(pod, condition.groupLabel, context.classified),
+          ),
+        );
+        break;
+      case 'Approved':
+        inputs.push(evaluateApproved(pod, context.policy.approvals, context.now));
+        break;
+    }
+  }
+  return inputs;
+}

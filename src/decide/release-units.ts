@@ -1,0 +1,83 @@
+/**
+ * Phase 3 of a gate-release pass: group release candidates into release units. A pod
+ * without a GangComplete condition is a unit alone; a gang is one unit, all or none, and
+ * only once every gated member of the gang is a candidate (else each member is held).
+ */
+import { addUsage, emptyUsage, gangId } from './conditions.ts';
+import { gateSetAt } from './expiry.ts';
+import { podKey } from './objects.ts';
+import { gangMembers, type Classification } from './release-classify.ts';
+import { holdVerdict, type Candidate, type ReleaseUnit, type Verdict } from './release-verdict.ts';
+import type { GatePolicy } from '../policy/model.ts';
+
+type GangCondition = Extract<GatePolicy['conditions'][number], { type: 'GangComplete' }>;
+
+export interface Grouping {
+  /** Single pods in candidate order, then complete gangs in order of their first candidate. */
+  readonly units: readonly ReleaseUnit[];
+  /** Holds for members of gangs with members not ready. */
+  readonly verdicts: readonly Verdict[];
+}
+
+export function groupReleaseUnits(
+  candidates: readonly Candidate[],
+  classified: Pick<Classification, 'pods' | 'stateOf'>,
+): Grouping {
+  const units: ReleaseUnit[] = [];
+  const verdicts: Verdict[] = [];
+  const byGang = new Map<string, Candidate[]>();
+  const candidateUids = new Set(candidates.map((c) => c.pod.metadata?.uid));
+  for (const candidate of candidates) {
+    const gang = gangConditionOf(candidate);
+    const id = gang ? gangId(candidate.pod, gang) : undefined;
+    if (gang && id !== undefined) {
+      const list = byGang.get(id) ?? [];
+      list.push(candidate);
+      byGang.set(id, list);
+      continue;
+    }
+    units.push(releaseUnit([candidate]));
+  }
+  for (const [id, members] of byGang) {
+    const first = members[0] as Candidate;
+    const gang = gangConditionOf(first) as GangCondition;
+    const notReady = gangMembers(first.pod, gang.groupLabel, classified).filter((p) => {
+      const s = classified.stateOf.get(p);
+      return (s === 'gated' || s === 'review') && !candidateUids.has(p.metadata?.uid);
+    });
+    if (notReady.length === 0) {
+      units.push(releaseUnit(members));
+      continue;
+    }
+    const names = notReady.map((p) => p.metadata?.name).join(', ');
+    for (const m of members) {
+      const reason = `gang ${id}: members not ready (${names})`;
+      verdicts.push(
+        holdVerdict(m.pod, m.owned.tenant, m.owned.gatePolicy, m.inputs, 'GangMember', reason),
+      );
+    }
+  }
+  return { units, verdicts };
+}
+
+function gangConditionOf(candidate: Candidate): GangCondition | undefined {
+  return candidate.owned.gatePolicy.conditions.find(
+    (c): c is GangCondition => c.type === 'GangComplete',
+  );
+}
+
+/** The unit of these members: their summed requests, earliest gate time and first key. */
+export function releaseUnit(members: readonly Candidate[]): ReleaseUnit {
+  const first = members[0] as Candidate;
+  const requests = emptyUsage();
+  for (const m of members) addUsage(requests, m.requests);
+  const order = Math.min(...members.map((m) => gateSetAt(m.pod) ?? 0));
+  return {
+    tenant: first.owned.tenant,
+    gatePolicy: first.owned.gatePolicy,
+    members,
+    requests,
+    order,
+    key: members.map((m) => podKey(m.pod)).sort()[0] as string,
+  };
+}
