@@ -352,3 +352,81 @@ export class LiveReader<T> {
     }
   }
 }
+
+/** What a loop knows before a write it decided from the cache. */
+export interface LiveCheckRequest<T> {
+  /** The loop's stale-guard; absent or without `requireLive` = `unguarded` below. */
+  readonly guard?: {
+    requireLive?(
+      key: ObjectKey,
+      kind: DecisionKindName,
+      cacheLagMs: number | undefined,
+    ): LiveDecision;
+  };
+  readonly key: ObjectKey;
+  readonly kind: DecisionKindName;
+  /** The view's measured lag; undefined = the guard's last observed lag, if recent. */
+  readonly cacheLagMs: number | undefined;
+  /** The answer when there is no guard to ask. Default: proceed from the cache. */
+  readonly unguarded?: LiveDecision;
+  /** The object as decided on. */
+  readonly decided: { readonly uid?: string; readonly resourceVersion?: string };
+  /** One live GET (undefined = not found); absent = no live read can be taken. */
+  readonly readLive?: () => Promise<T | undefined>;
+}
+
+/**
+ * The judgment before a write decided from the cache: `proceed` (the guard lets it go
+ * from the cache, `basis: 'cache'`; a live read found the object as decided on,
+ * `basis: 'live'`; nobody asked for or could take a live read, `basis: 'unchecked'`),
+ * `hold` (the guard says wait), `gone` (the live read found no object, or another one
+ * under the name), `moved` (the same object at another resourceVersion: decide again).
+ */
+export type LiveCheck<T> =
+  | { readonly action: 'proceed'; readonly basis: 'cache' | 'unchecked'; readonly live?: undefined }
+  | { readonly action: 'proceed'; readonly basis: 'live'; readonly live: T }
+  | { readonly action: 'hold'; readonly reason: string; readonly retryAfterMs: number }
+  | { readonly action: 'gone'; readonly reason: string }
+  | { readonly action: 'moved'; readonly live: T; readonly reason: string };
+
+/**
+ * Asks the guard whether a write of `kind` may go on from the cache and, when it asks
+ * for a live read and one can be taken, compares the live object with the one decided
+ * on (uid, then resourceVersion). Both loops call this before their writes; what each
+ * does with `gone` and `moved` is its own (gate-release cancels, resize decides again).
+ * A failed live read rejects: the caller says what a failure means for its write.
+ *
+ * Synchronous unless it reads: a loop enqueues the writes of a pass in plan order within
+ * one turn, and a write that needs no read must not wait a tick behind one that does.
+ */
+export function checkLive<
+  T extends { readonly metadata?: { readonly uid?: string; readonly resourceVersion?: string } },
+>(request: LiveCheckRequest<T>): LiveCheck<T> | Promise<LiveCheck<T>> {
+  const verdict =
+    request.guard?.requireLive?.(request.key, request.kind, request.cacheLagMs) ??
+    request.unguarded;
+  if (verdict === undefined) return { action: 'proceed', basis: 'unchecked' };
+  if (verdict.action === 'hold') return verdict;
+  if (verdict.action === 'proceed') return { action: 'proceed', basis: 'cache' };
+  if (!request.readLive) return { action: 'proceed', basis: 'unchecked' };
+  return request.readLive().then((live) => compareLive(request, live));
+}
+
+function compareLive<
+  T extends { readonly metadata?: { readonly uid?: string; readonly resourceVersion?: string } },
+>(request: LiveCheckRequest<T>, live: T | undefined): LiveCheck<T> {
+  if (!live || live.metadata?.uid !== request.decided.uid) {
+    return {
+      action: 'gone',
+      reason: `${request.kind}: live read found the object gone or replaced`,
+    };
+  }
+  if (live.metadata?.resourceVersion !== request.decided.resourceVersion) {
+    return {
+      action: 'moved',
+      live,
+      reason: `${request.kind}: live read found resourceVersion ${live.metadata?.resourceVersion}, decided on ${request.decided.resourceVersion}`,
+    };
+  }
+  return { action: 'proceed', basis: 'live', live };
+}

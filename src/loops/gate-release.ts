@@ -20,7 +20,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import type { AuditSink } from '../audit/types.ts';
 import type { ClusterView, ObjectKey, ViewChange } from '../cluster/types.ts';
-import type { LiveDecision } from '../cluster/stale-guard.ts';
+import { checkLive, type LiveCheck, type LiveDecision } from '../cluster/stale-guard.ts';
 import type { Decision, Outcome } from '../decide/decision.ts';
 import { ownedGate } from '../decide/gates.ts';
 import { timestampMs } from '../decide/objects.ts';
@@ -136,181 +136,351 @@ function withoutActing(state: PlanState, uids: readonly string[]): PlanState {
 }
 
 export function startGateReleaseLoop(deps: GateReleaseDeps): GateReleaseLoop {
-  const clock = deps.clock ?? systemClock;
-  const log = deps.log ?? silentLogger;
-  const debounceMs = deps.debounceMs ?? 100;
-  const passShare = deps.passShare ?? 0.25;
-  if (!(passShare > 0 && passShare <= 1))
-    throw new Error(`gate-release: passShare must be in (0, 1], got ${passShare}`);
+  const loop = new GateReleaseRunner(deps);
+  return {
+    pass: () => loop.pass(),
+    stop: () => loop.stop(),
+    get inFlight() {
+      return loop.inFlight;
+    },
+  };
+}
+
+/** A write of this pass that passed the guard, with the pod as the view had it. */
+interface Sending {
+  readonly decision: Decision;
+  readonly write: PlannedWrite;
+  readonly pod: V1Pod | undefined;
+}
+
+const nothingDone: PassReport = {
+  decisions: [],
+  sent: 0,
+  skipped: new Map(),
+  settled: Promise.resolve(),
+};
+
+/**
+ * One loop: a pass is observe (the policy and the view), decide (`planReleases`), guard
+ * (`guardWrites`), record what needs no write (`recordsWithoutWrites`), then, beside the
+ * next passes, record intents and send (`carryOut`), and settle each outcome (`settle`).
+ * The pass scheduling (debounce, share of the event loop) is `schedule` / `runPass`.
+ */
+class GateReleaseRunner {
+  readonly #deps: GateReleaseDeps;
+  readonly #clock: Clock;
+  readonly #log: Logger;
+  readonly #debounceMs: number;
+  readonly #passShare: number;
+  readonly #firstIntentBatch: number;
+  readonly #deadlineMs: number;
+  readonly #autoStart: boolean;
+  readonly #unsubscribe: () => void;
+  /** Slots for writes in the dispatcher (see `WriteSlots`). */
+  readonly #slots: WriteSlots;
+
+  #state: PlanState = emptyPlanState;
+  #stopped = false;
+  #running: Promise<PassReport> | undefined;
+  #rerun = false;
+  #timer: NodeJS.Timeout | undefined;
+  #timerAt = Number.POSITIVE_INFINITY;
   /** When the last pass ended and how long its work took (waiting for the view excluded). */
-  let lastPassEnd = Number.NEGATIVE_INFINITY;
-  let lastPassMs = 0;
-  let passStartedAt: number | undefined;
-  /** Spacing never exceeds this, however slow a pass was. */
-  const maxSpacingMs = 1_000;
-  const firstIntentBatch = deps.firstIntentBatch ?? 500;
-  const maxQueuedWrites = deps.maxQueuedWrites ?? 500;
-  const deadlineMs = deps.writeDeadlineMs ?? 60_000;
-  const autoStart = deps.autoStart ?? true;
-
-  let state: PlanState = emptyPlanState;
-  let stopped = false;
-  let running: Promise<PassReport> | undefined;
-  let rerun = false;
-  let timer: NodeJS.Timeout | undefined;
-  let timerAt = Number.POSITIVE_INFINITY;
-  const dirty = new Set<ObjectKey>();
+  #lastPassEnd = Number.NEGATIVE_INFINITY;
+  #lastPassMs = 0;
+  #passStartedAt: number | undefined;
+  readonly #dirty = new Set<ObjectKey>();
   /** key -> the resourceVersion a write conflicted on: decided again only once the view has moved past it. */
-  const conflicted = new Map<ObjectKey, { resourceVersion: string; at: number }>();
-  const pending = new Set<Promise<void>>();
-  let lastCommit: string | undefined;
+  readonly #conflicted = new Map<ObjectKey, { resourceVersion: string; at: number }>();
+  readonly #pending = new Set<Promise<void>>();
+  #lastCommit: string | undefined;
 
-  const schedule = (wantedMs: number): void => {
-    if (stopped || !autoStart) return;
-    const now = clock.now();
-    const spacing = Math.min(maxSpacingMs, lastPassMs * (1 / passShare - 1));
-    const delayMs = Math.max(wantedMs, lastPassEnd + spacing - now);
+  constructor(deps: GateReleaseDeps) {
+    this.#deps = deps;
+    this.#clock = deps.clock ?? systemClock;
+    this.#log = deps.log ?? silentLogger;
+    this.#debounceMs = deps.debounceMs ?? 100;
+    this.#passShare = deps.passShare ?? 0.25;
+    if (!(this.#passShare > 0 && this.#passShare <= 1))
+      throw new Error(`gate-release: passShare must be in (0, 1], got ${this.#passShare}`);
+    this.#firstIntentBatch = deps.firstIntentBatch ?? 500;
+    this.#slots = new WriteSlots(deps.maxQueuedWrites ?? 500);
+    this.#deadlineMs = deps.writeDeadlineMs ?? 60_000;
+    this.#autoStart = deps.autoStart ?? true;
+    this.#unsubscribe = deps.view.onChange((change: ViewChange) => {
+      if (change.resource === 'pods') this.#dirty.add(change.key);
+      this.#schedule(this.#debounceMs);
+    });
+    if (this.#autoStart) this.#schedule(0);
+  }
+
+  get inFlight(): number {
+    return this.#pending.size;
+  }
+
+  async pass(): Promise<PassReport> {
+    while (this.#running) await this.#running.catch(() => undefined);
+    return this.#runPass();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    this.#unsubscribe();
+    if (this.#timer) clearTimeout(this.#timer);
+    await this.#running?.catch(() => undefined);
+    await Promise.allSettled([...this.#pending]);
+  }
+
+  /**
+   * A pass at least `wantedMs` from now, and no sooner than the pass share allows after
+   * the last one: after a pass that took P ms, the next waits P * (1 / share - 1) ms, at
+   * most a second. An earlier timer already set wins.
+   */
+  #schedule(wantedMs: number): void {
+    if (this.#stopped || !this.#autoStart) return;
+    const now = this.#clock.now();
+    const spacing = Math.min(maxSpacingMs, this.#lastPassMs * (1 / this.#passShare - 1));
+    const delayMs = Math.max(wantedMs, this.#lastPassEnd + spacing - now);
     const at = now + Math.max(0, delayMs);
-    if (timer && at >= timerAt) return;
-    if (timer) clearTimeout(timer);
-    timerAt = at;
-    timer = setTimeout(
+    if (this.#timer && at >= this.#timerAt) return;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timerAt = at;
+    this.#timer = setTimeout(
       () => {
-        timer = undefined;
-        timerAt = Number.POSITIVE_INFINITY;
-        void runPass().catch((error: unknown) =>
-          log.error({ err: error }, 'gate-release pass failed'),
+        this.#timer = undefined;
+        this.#timerAt = Number.POSITIVE_INFINITY;
+        void this.#runPass().catch((error: unknown) =>
+          this.#log.error({ err: error }, 'gate-release pass failed'),
         );
       },
       Math.max(0, delayMs),
     );
-    timer.unref?.();
-  };
+    this.#timer.unref?.();
+  }
 
-  const unsubscribe = deps.view.onChange((change: ViewChange) => {
-    if (change.resource === 'pods') dirty.add(change.key);
-    schedule(debounceMs);
-  });
-
-  const record = (decision: Decision, outcome: Outcome): void => {
-    deps.audit.record([{ ...decision, outcome }]);
-  };
-
-  const emit = (
-    pod: V1Pod | undefined,
-    type: 'Normal' | 'Warning',
-    reason: string,
-    action: string,
-    message: string,
-  ): void => {
-    if (!deps.events || !pod) return;
-    Promise.resolve(
-      deps.events(pod, { type, reason, action, message: message.slice(0, 1000) }),
-    ).catch((error: unknown) =>
-      log.warn({ err: error, pod: pod.metadata?.name }, 'could not record event'),
-    );
-  };
-
-  const settle = (
-    decision: Decision,
-    write: PlannedWrite,
-    pod: V1Pod | undefined,
-    result: WriteResult,
-  ): void => {
-    const outcome: Outcome = result;
-    record(decision, outcome);
-    const key = write.key;
-    if (write.op.type === 'removeGate')
-      releasesTotal.inc({ tenant: write.tenant, result: result.result satisfies ReleaseResult });
-    if (result.result === 'succeeded') {
-      deps.staleGuard?.recordWrite(key, result.resourceVersion);
-      if (write.op.type === 'removeGate') {
-        const created = timestampMs(pod?.metadata?.creationTimestamp);
-        if (created !== undefined)
-          gateDwellSeconds.observe(
-            { tenant: write.tenant },
-            Math.max(0, clock.now() - created) / 1000,
-          );
-        emit(
-          pod,
-          'Normal',
-          'GateReleased',
-          'Release',
-          `removed gate ${write.op.gate}: ${decision.reason}`,
-        );
-      } else if (write.op.type === 'annotate') {
-        emit(
-          pod,
-          'Warning',
-          'GateReview',
-          'Review',
-          `awaiting a human decision: ${decision.reason}`,
-        );
-      } else if (write.op.type === 'delete') {
-        emit(pod, 'Warning', 'GateCancelled', 'Delete', decision.reason);
+  /** One pass at a time: a pass asked for while one runs is run once after it. */
+  async #runPass(): Promise<PassReport> {
+    if (this.#running) {
+      this.#rerun = true;
+      return this.#running;
+    }
+    this.#passStartedAt = undefined;
+    this.#running = this.#onePass();
+    try {
+      return await this.#running;
+    } finally {
+      this.#lastPassMs =
+        this.#passStartedAt === undefined ? 0 : performance.now() - this.#passStartedAt;
+      this.#lastPassEnd = this.#clock.now();
+      this.#running = undefined;
+      if (this.#rerun && !this.#stopped) {
+        this.#rerun = false;
+        this.#schedule(this.#debounceMs);
       }
-      return;
     }
-    // Anything but success: the pod is decided again from the cluster, not from memory.
-    state = withoutActing(state, [write.target.uid]);
-    if (result.result === 'conflict')
-      conflicted.set(key, { resourceVersion: write.target.resourceVersion, at: clock.now() });
-    log.info({ pod: key, kind: decision.kind, result }, 'gate-release write did not succeed');
-    schedule(debounceMs);
-  };
+  }
 
-  const send = async (
-    decision: Decision,
-    write: PlannedWrite,
-    pod: V1Pod | undefined,
-  ): Promise<void> => {
-    // The StalenessPolicy says which kinds are destructive (by default Cancel, which
-    // deletes the pod, and a Release forced by expiry); the guard answers proceed for the
-    // others. Without a guard only a delete takes the live read.
-    const guardKind: DecisionKindName | undefined =
-      write.op.type === 'delete'
-        ? 'Cancel'
-        : write.op.type === 'removeGate'
-          ? write.expiryForced
-            ? 'ExpireRelease'
-            : 'Release'
-          : undefined;
-    const verdict: LiveDecision | undefined =
-      guardKind === undefined
-        ? undefined
-        : (deps.staleGuard?.requireLive?.(write.key, guardKind, deps.cacheLagMs?.()) ??
-          (write.op.type === 'delete'
-            ? { action: 'liveRead', reason: `${decision.kind}: no stale-guard to judge the cache` }
-            : undefined));
-    if (verdict?.action === 'hold') {
-      settle(decision, write, pod, { result: 'cancelled', message: verdict.reason });
-      return;
+  async #onePass(): Promise<PassReport> {
+    // Observe: the policy in force and a synced view.
+    const policy = this.#deps.policy();
+    if (!policy || this.#stopped) return nothingDone;
+    if (!this.#deps.view.synced) await this.#deps.view.whenSynced();
+    this.#passStartedAt = performance.now();
+    this.#notePolicy(policy);
+    this.#dirty.clear();
+    const now = this.#clock.now();
+    const startedAt = performance.now();
+    // Decide.
+    const plan: Plan = planReleases(policy, this.#deps.view, this.#state, now, {
+      ...(this.#deps.budgetRampMs !== undefined ? { budgetRampMs: this.#deps.budgetRampMs } : {}),
+    });
+    publishSummary(policy, plan.summary);
+    // Guard.
+    const guarded = guardWrites(plan, {
+      view: this.#deps.view,
+      staleGuard: this.#deps.staleGuard,
+      conflicted: this.#conflicted,
+      now,
+      conflictWaitMs: policy.staleness.requeue.maxMs,
+    });
+    for (const key of guarded.conflictsPassed) this.#conflicted.delete(key);
+    for (const s of guarded.skips) {
+      if (s.write.op.type === 'removeGate')
+        releasesTotal.inc({ tenant: s.write.tenant, result: 'stale' });
     }
-    if (verdict?.action === 'proceed')
-      log.debug(
-        { pod: write.key, kind: decision.kind },
-        'destructive write from the cache: lag within bounds',
+    this.#state = withoutActing(
+      plan.nextState,
+      guarded.skips.map((s) => s.write.target.uid),
+    );
+    if (guarded.skipped.size > 0) this.#schedule(policy.staleness.requeue.baseMs);
+    if (plan.requeueAfterMs !== undefined) this.#schedule(plan.requeueAfterMs);
+    // Record what needs no write: holds, expiries, stale skips.
+    this.#emitPassEvents(policy, plan);
+    const records = recordsWithoutWrites(plan, guarded);
+    if (records.length > 0) this.#deps.audit.record(records);
+    const { toSend, skipped } = guarded;
+    if (toSend.length === 0)
+      return { decisions: plan.decisions, sent: 0, skipped, settled: Promise.resolve() };
+    // Record intents, send, settle: beside the next passes.
+    const planMs = Math.round(performance.now() - startedAt);
+    const settled = this.#carryOut(intentParts(toSend, this.#firstIntentBatch), {
+      policy,
+      decisions: plan.decisions.length,
+      skipped: skipped.size,
+      planMs,
+    });
+    this.#pending.add(settled);
+    void settled.finally(() => this.#pending.delete(settled));
+    return { decisions: plan.decisions, sent: toSend.length, skipped, settled };
+  }
+
+  #notePolicy(policy: Policy): void {
+    if (policy.commit === this.#lastCommit) return;
+    precreateGateReleaseSeries(policy);
+    this.#lastCommit = policy.commit;
+    this.#log.info({ commit: policy.commit }, 'gate-release: policy in force');
+  }
+
+  /** Expiries (counted, a Warning Event) and recorded holds (a Normal Event). */
+  #emitPassEvents(policy: Policy, plan: Plan): void {
+    for (const d of plan.decisions) {
+      if (d.kind === 'Expire') {
+        const action = policy.gatePolicies.find(
+          (g) => g.name === d.policy.name && g.tenant === d.tenant,
+        )?.expiry?.action;
+        if (action) expiredTotal.inc({ action });
+        const pod = this.#deps.view.pod(d.target.namespace, d.target.name);
+        this.#emit(pod, 'Warning', 'GateExpired', 'Expire', d.reason);
+      } else if (d.kind === 'Hold') {
+        const pod = this.#deps.view.pod(d.target.namespace, d.target.name);
+        this.#emit(pod, 'Normal', 'GateHeld', 'Hold', d.reason);
+      }
+    }
+  }
+
+  /**
+   * Strict audit: the intents are pushed before any write is sent. The push runs beside
+   * the next passes, which see these pods as acting (released, charged to the budget),
+   * so a slow push costs latency, not throughput: the audit writer folds the intents of
+   * passes that arrive meanwhile into its next commit. A part whose intents are not
+   * recorded is not sent, nor is any part after it; stopping sends nothing more.
+   */
+  async #carryOut(
+    parts: readonly (readonly Sending[])[],
+    pass: { policy: Policy; decisions: number; skipped: number; planMs: number },
+  ): Promise<void> {
+    const sending: Promise<void>[] = [];
+    for (const [index, part] of parts.entries()) {
+      if (index > 0 && this.#stopped) {
+        // Stopping: the rest gets no intent and no write; the next term decides it again.
+        this.#dropActing(parts.slice(index).flat());
+        break;
+      }
+      const before = performance.now();
+      if (!(await this.#recordIntents(parts.slice(index).flat(), part, pass.policy))) break;
+      this.#log.info(
+        {
+          writes: part.length,
+          ...(parts.length > 1 ? { part: `${index + 1}/${parts.length}` } : {}),
+          decisions: pass.decisions,
+          skipped: pass.skipped,
+          planMs: pass.planMs,
+          intentsMs: Math.round(performance.now() - before),
+          queue: this.#deps.dispatcher.depth,
+        },
+        'gate-release pass',
       );
-    if (verdict?.action === 'liveRead' && deps.readPod) {
-      // Destructive and the cache may be behind: confirm on a live read that the pod is
-      // still the one decided on (the delete's uid + resourceVersion precondition guards
-      // the proceed path).
-      log.debug({ pod: write.key, reason: verdict.reason }, 'live read before a destructive write');
-      const live = await deps.readPod(write.target.namespace, write.target.name);
-      const policy = deps.policy();
-      if (
-        !live ||
-        live.metadata?.uid !== write.target.uid ||
-        live.metadata?.resourceVersion !== write.target.resourceVersion ||
-        !policy ||
-        !ownedGate(live, policy)
-      ) {
-        settle(decision, write, pod, {
+      if (this.#stopped) {
+        this.#cancelUnsent(part);
+        continue;
+      }
+      for (const s of part) sending.push(this.#sendInTurn(s));
+    }
+    await Promise.all(sending);
+  }
+
+  /**
+   * Records the part's intents; false when that failed: no record, no write, and every
+   * pod of this part and the ones after it (`unsent`) is decided again later.
+   */
+  async #recordIntents(
+    unsent: readonly Sending[],
+    part: readonly Sending[],
+    policy: Policy,
+  ): Promise<boolean> {
+    try {
+      await this.#deps.audit.recordIntents(part.map((s) => s.decision));
+      return true;
+    } catch (error) {
+      this.#log.error(
+        { err: error, writes: unsent.length },
+        'audit intents not recorded; no write sent',
+      );
+      this.#dropActing(unsent);
+      for (const s of unsent) {
+        if (s.write.op.type === 'removeGate')
+          releasesTotal.inc({ tenant: s.write.tenant, result: 'unrecorded' });
+      }
+      this.#schedule(policy.staleness.requeue.maxMs);
+      return false;
+    }
+  }
+
+  /**
+   * Stopped while these intents were pushed: one outcome record for all of them. One by
+   * one (a log line, an audit record and a wake-up each) 10,000 of them held the event
+   * loop for tens of seconds on a busy machine, past the renew deadline.
+   */
+  #cancelUnsent(part: readonly Sending[]): void {
+    const message = 'gate-release loop stopped before the write was queued';
+    this.#deps.audit.record(
+      part.map((s) => ({ ...s.decision, outcome: { result: 'cancelled', message } })),
+    );
+    this.#dropActing(part);
+    for (const s of part) {
+      if (s.write.op.type === 'removeGate')
+        releasesTotal.inc({ tenant: s.write.tenant, result: 'cancelled' });
+    }
+    this.#log.info({ writes: part.length }, `gate-release writes cancelled: ${message}`);
+  }
+
+  #dropActing(sendings: readonly Sending[]): void {
+    this.#state = withoutActing(this.#state, sendings.map(uidOf));
+  }
+
+  /** Waits for a slot, sends, and settles whatever happens (an error is a failed write). */
+  async #sendInTurn(sending: Sending): Promise<void> {
+    const waiting = this.#slots.acquire();
+    if (waiting) await waiting;
+    try {
+      if (this.#stopped) {
+        this.#settle(sending, {
           result: 'cancelled',
-          message: 'live read: the pod changed since the decision',
+          message: 'gate-release loop stopped before the write was queued',
         });
         return;
       }
+      await this.#send(sending);
+    } catch (error) {
+      this.#settle(sending, {
+        result: 'failed',
+        message: error instanceof Error ? error.message : String(error),
+      });
+    } finally {
+      this.#slots.release();
+    }
+  }
+
+  /** The live-read judgment (cluster/stale-guard.ts `checkLive`), then the dispatcher. */
+  async #send(sending: Sending): Promise<void> {
+    const { write } = sending;
+    // No await unless a live read is taken: the writes of a pass reach the dispatcher in
+    // plan order within the turn that sends them.
+    let cancelled = this.#liveReadCancels(sending);
+    if (cancelled instanceof Promise) cancelled = await cancelled;
+    if (cancelled !== undefined) {
+      this.#settle(sending, { result: 'cancelled', message: cancelled });
+      return;
     }
     const request: WriteRequest = {
       key: write.key,
@@ -318,273 +488,258 @@ export function startGateReleaseLoop(deps: GateReleaseDeps): GateReleaseLoop {
       op: write.op,
       priority: write.priority,
       tenant: write.tenant,
-      deadline: clock.now() + deadlineMs,
+      deadline: this.#clock.now() + this.#deadlineMs,
       decisionId: write.decisionId,
     };
     for (;;) {
-      const enqueued = deps.dispatcher.enqueue(request);
+      const enqueued = this.#deps.dispatcher.enqueue(request);
       if (enqueued.accepted) {
-        settle(decision, write, pod, await enqueued.done);
+        this.#settle(sending, await enqueued.done);
         return;
       }
-      if (enqueued.reason === 'closed' || stopped) {
-        settle(decision, write, pod, { result: 'cancelled', message: 'dispatcher closed' });
+      if (enqueued.reason === 'closed' || this.#stopped) {
+        this.#settle(sending, { result: 'cancelled', message: 'dispatcher closed' });
         return;
       }
-      await deps.dispatcher.whenNotFull();
+      await this.#deps.dispatcher.whenNotFull();
     }
-  };
+  }
 
-  // Slots for writes in the dispatcher. Without them a pass of 10,000 releases parked
-  // 9,000 senders on `whenNotFull`, and every freed place woke all of them to find the
-  // queue full again: the event loop spent itself on that (lease renewals starved,
-  // shutdown did not finish in 30 s).
-  let freeSlots = maxQueuedWrites;
-  const slotWaiters: (() => void)[] = [];
-  const sendInTurn = async (
-    decision: Decision,
-    write: PlannedWrite,
-    pod: V1Pod | undefined,
-  ): Promise<void> => {
-    if (freeSlots > 0) freeSlots -= 1;
-    else await new Promise<void>((resolve) => slotWaiters.push(resolve));
-    try {
-      if (stopped) {
-        settle(decision, write, pod, {
-          result: 'cancelled',
-          message: 'gate-release loop stopped before the write was queued',
-        });
-        return;
-      }
-      await send(decision, write, pod);
-    } catch (error) {
-      settle(decision, write, pod, {
-        result: 'failed',
-        message: error instanceof Error ? error.message : String(error),
-      });
-    } finally {
-      const next = slotWaiters.shift();
-      if (next) next();
-      else freeSlots += 1;
-    }
-  };
-
-  const onePass = async (): Promise<PassReport> => {
-    const policy = deps.policy();
-    const nothing: PassReport = {
-      decisions: [],
-      sent: 0,
-      skipped: new Map(),
-      settled: Promise.resolve(),
-    };
-    if (!policy || stopped) return nothing;
-    if (!deps.view.synced) await deps.view.whenSynced();
-    passStartedAt = performance.now();
-    if (policy.commit !== lastCommit) {
-      precreateGateReleaseSeries(policy);
-      lastCommit = policy.commit;
-      log.info({ commit: policy.commit }, 'gate-release: policy in force');
-    }
-    dirty.clear();
-    const now = clock.now();
-    const startedAt = performance.now();
-    const plan: Plan = planReleases(policy, deps.view, state, now, {
-      ...(deps.budgetRampMs !== undefined ? { budgetRampMs: deps.budgetRampMs } : {}),
+  /**
+   * The StalenessPolicy says which kinds are destructive (by default Cancel, which
+   * deletes the pod, and a Release forced by expiry); the guard answers proceed for the
+   * others. Without a guard only a delete takes the live read. Returns why the write is
+   * cancelled, or undefined to send it. Synchronous unless a live read is taken.
+   */
+  #liveReadCancels(sending: Sending): string | undefined | Promise<string | undefined> {
+    const { decision, write } = sending;
+    const kind = guardKindOf(write);
+    if (kind === undefined) return undefined;
+    const readPod = this.#deps.readPod;
+    const check = checkLive<V1Pod>({
+      guard: this.#deps.staleGuard,
+      key: write.key,
+      kind,
+      cacheLagMs: this.#deps.cacheLagMs?.(),
+      ...(write.op.type === 'delete'
+        ? {
+            unguarded: {
+              action: 'liveRead',
+              reason: `${decision.kind}: no stale-guard to judge the cache`,
+            },
+          }
+        : {}),
+      decided: write.target,
+      ...(readPod ? { readLive: () => readPod(write.target.namespace, write.target.name) } : {}),
     });
-    let nextState = plan.nextState;
-    publishSummary(policy, plan.summary);
+    return check instanceof Promise
+      ? check.then((checked) => this.#cancelReason(sending, checked))
+      : this.#cancelReason(sending, check);
+  }
 
-    // Stale-guard: never act on a pod whose cache is behind tollgate's own write, or still
-    // at the resourceVersion a write of ours conflicted on.
-    const skipped = new Map<ObjectKey, string>();
-    const byId = new Map(plan.decisions.map((d) => [d.id, d]));
-    const toSend: { decision: Decision; write: PlannedWrite; pod: V1Pod | undefined }[] = [];
-    const records: Decision[] = [];
-    const skipDecisions: Decision[] = [];
-    for (const write of plan.writes) {
-      const decision = byId.get(write.decisionId) as Decision;
-      const pod = deps.view.pod(write.target.namespace, write.target.name);
-      const conflict = conflicted.get(write.key);
-      let why: string | undefined;
-      if (pod && deps.staleGuard && !deps.staleGuard.isFresh(write.key, pod)) {
-        why = "the view has not yet seen tollgate's last write to this pod";
-      } else if (
-        conflict &&
-        conflict.resourceVersion === write.target.resourceVersion &&
-        now - conflict.at < policy.staleness.requeue.maxMs
-      ) {
-        why = `a write at resourceVersion ${conflict.resourceVersion} conflicted; waiting for the view to move past it`;
-      }
-      if (why) {
-        skipped.set(write.key, why);
-        nextState = withoutActing(nextState, [write.target.uid]);
-        skipDecisions.push({
+  #cancelReason(sending: Sending, check: LiveCheck<V1Pod>): string | undefined {
+    if (check.action === 'hold') return check.reason;
+    if (check.action === 'proceed' && check.basis === 'cache') {
+      this.#log.debug(
+        { pod: sending.write.key, kind: sending.decision.kind },
+        'destructive write from the cache: lag within bounds',
+      );
+      return undefined;
+    }
+    if (check.action === 'proceed' && check.basis === 'unchecked') return undefined;
+    // A live read was taken: the pod must still be the one decided on, still gated by us.
+    const policy = this.#deps.policy();
+    if (
+      check.action === 'proceed' &&
+      check.basis === 'live' &&
+      policy &&
+      ownedGate(check.live, policy)
+    )
+      return undefined;
+    return 'live read: the pod changed since the decision';
+  }
+
+  /** Settle the outcome: record it, count it, tell the guard and the pod. */
+  #settle(sending: Sending, result: WriteResult): void {
+    const { decision, write } = sending;
+    const outcome: Outcome = result;
+    this.#deps.audit.record([{ ...decision, outcome }]);
+    const key = write.key;
+    if (write.op.type === 'removeGate')
+      releasesTotal.inc({ tenant: write.tenant, result: result.result satisfies ReleaseResult });
+    if (result.result === 'succeeded') {
+      this.#deps.staleGuard?.recordWrite(key, result.resourceVersion);
+      this.#emitSucceeded(sending);
+      return;
+    }
+    // Anything but success: the pod is decided again from the cluster, not from memory.
+    this.#state = withoutActing(this.#state, [write.target.uid]);
+    if (result.result === 'conflict')
+      this.#conflicted.set(key, {
+        resourceVersion: write.target.resourceVersion,
+        at: this.#clock.now(),
+      });
+    this.#log.info({ pod: key, kind: decision.kind, result }, 'gate-release write did not succeed');
+    this.#schedule(this.#debounceMs);
+  }
+
+  #emitSucceeded({ decision, write, pod }: Sending): void {
+    if (write.op.type === 'removeGate') {
+      const created = timestampMs(pod?.metadata?.creationTimestamp);
+      if (created !== undefined)
+        gateDwellSeconds.observe(
+          { tenant: write.tenant },
+          Math.max(0, this.#clock.now() - created) / 1000,
+        );
+      const message = `removed gate ${write.op.gate}: ${decision.reason}`;
+      this.#emit(pod, 'Normal', 'GateReleased', 'Release', message);
+    } else if (write.op.type === 'annotate') {
+      const message = `awaiting a human decision: ${decision.reason}`;
+      this.#emit(pod, 'Warning', 'GateReview', 'Review', message);
+    } else if (write.op.type === 'delete') {
+      this.#emit(pod, 'Warning', 'GateCancelled', 'Delete', decision.reason);
+    }
+  }
+
+  #emit(
+    pod: V1Pod | undefined,
+    type: 'Normal' | 'Warning',
+    reason: string,
+    action: string,
+    message: string,
+  ): void {
+    if (!this.#deps.events || !pod) return;
+    Promise.resolve(
+      this.#deps.events(pod, { type, reason, action, message: message.slice(0, 1000) }),
+    ).catch((error: unknown) =>
+      this.#log.warn({ err: error, pod: pod.metadata?.name }, 'could not record event'),
+    );
+  }
+}
+
+/** Spacing between passes never exceeds this, however slow a pass was. */
+const maxSpacingMs = 1_000;
+
+/** The stale-guard's name for a write: Cancel, Release or ExpireRelease; undefined = not judged. */
+export function guardKindOf(write: PlannedWrite): DecisionKindName | undefined {
+  if (write.op.type === 'delete') return 'Cancel';
+  if (write.op.type === 'removeGate') return write.expiryForced ? 'ExpireRelease' : 'Release';
+  return undefined;
+}
+
+export interface GuardedWrites {
+  readonly toSend: readonly Sending[];
+  /** key -> why its write was skipped this pass. */
+  readonly skipped: Map<ObjectKey, string>;
+  readonly skips: readonly { readonly write: PlannedWrite; readonly record: Decision }[];
+  /** Keys whose earlier conflict the view has moved past. */
+  readonly conflictsPassed: readonly ObjectKey[];
+}
+
+/**
+ * The guard step: never act on a pod whose cache is behind tollgate's own write, or
+ * still at the resourceVersion a write of ours conflicted on (for at most
+ * `conflictWaitMs`). Each skipped write becomes a SkipStale record.
+ */
+export function guardWrites(
+  plan: Pick<Plan, 'decisions' | 'writes'>,
+  context: {
+    readonly view: Pick<ClusterView, 'pod'>;
+    readonly staleGuard: Pick<GateReleaseStaleGuard, 'isFresh'> | undefined;
+    readonly conflicted: ReadonlyMap<ObjectKey, { resourceVersion: string; at: number }>;
+    readonly now: number;
+    readonly conflictWaitMs: number;
+  },
+): GuardedWrites {
+  const { now } = context;
+  const byId = new Map(plan.decisions.map((d) => [d.id, d]));
+  const toSend: Sending[] = [];
+  const skipped = new Map<ObjectKey, string>();
+  const skips: { write: PlannedWrite; record: Decision }[] = [];
+  const conflictsPassed: ObjectKey[] = [];
+  for (const write of plan.writes) {
+    const decision = byId.get(write.decisionId) as Decision;
+    const pod = context.view.pod(write.target.namespace, write.target.name);
+    const conflict = context.conflicted.get(write.key);
+    let why: string | undefined;
+    if (pod && context.staleGuard && !context.staleGuard.isFresh(write.key, pod)) {
+      why = "the view has not yet seen tollgate's last write to this pod";
+    } else if (
+      conflict &&
+      conflict.resourceVersion === write.target.resourceVersion &&
+      now - conflict.at < context.conflictWaitMs
+    ) {
+      why = `a write at resourceVersion ${conflict.resourceVersion} conflicted; waiting for the view to move past it`;
+    }
+    if (why) {
+      skipped.set(write.key, why);
+      skips.push({
+        write,
+        record: {
           ...decision,
           id: `gate-release:SkipStale:${decision.target.uid}:${decision.target.resourceVersion}:${now}`,
           kind: 'SkipStale',
           reason: `${decision.kind} skipped: ${why}`,
           outcome: { result: 'recorded' },
-        });
-        if (write.op.type === 'removeGate')
-          releasesTotal.inc({ tenant: write.tenant, result: 'stale' });
-        continue;
-      }
-      if (conflict) conflicted.delete(write.key);
-      toSend.push({ decision, write, pod });
+        },
+      });
+      continue;
     }
-    const writing = new Set(toSend.map((s) => s.decision.id));
-    for (const decision of plan.decisions) {
-      if (!writing.has(decision.id) && decision.outcome.result === 'recorded')
-        records.push(decision);
+    if (conflict) conflictsPassed.push(write.key);
+    toSend.push({ decision, write, pod });
+  }
+  return { toSend, skipped, skips, conflictsPassed };
+}
+
+/** The pass's decisions that need no write (recorded holds, expiries), then its skips. */
+export function recordsWithoutWrites(
+  plan: Pick<Plan, 'decisions'>,
+  guarded: Pick<GuardedWrites, 'toSend' | 'skips'>,
+): Decision[] {
+  const writing = new Set(guarded.toSend.map((s) => s.decision.id));
+  const records = plan.decisions.filter(
+    (d) => !writing.has(d.id) && d.outcome.result === 'recorded',
+  );
+  records.push(...guarded.skips.map((s) => s.record));
+  return records;
+}
+
+/**
+ * A large pass (a restart with thousands of pods ready) pushes its first
+ * `firstIntentBatch` intents alone and sends their writes while the rest are pushed:
+ * one commit of 10,000 intents kept the first write waiting seconds, while the
+ * dispatcher sends only `--api-qps` writes a second anyway.
+ */
+export function intentParts<T>(toSend: readonly T[], firstIntentBatch: number): T[][] {
+  return toSend.length > firstIntentBatch
+    ? [toSend.slice(0, firstIntentBatch), toSend.slice(firstIntentBatch)]
+    : [[...toSend]];
+}
+
+/**
+ * Slots for writes in the dispatcher. Without them a pass of 10,000 releases parked
+ * 9,000 senders on `whenNotFull`, and every freed place woke all of them to find the
+ * queue full again: the event loop spent itself on that (lease renewals starved,
+ * shutdown did not finish in 30 s). A free slot is taken at once (no tick); else the
+ * sender waits in turn and is woken alone.
+ */
+class WriteSlots {
+  #free: number;
+  readonly #waiters: (() => void)[] = [];
+  constructor(slots: number) {
+    this.#free = slots;
+  }
+  /** Undefined when a slot was free; else resolves when one is handed over. */
+  acquire(): Promise<void> | undefined {
+    if (this.#free > 0) {
+      this.#free -= 1;
+      return undefined;
     }
-    records.push(...skipDecisions);
-    state = nextState;
-    if (skipped.size > 0) schedule(policy.staleness.requeue.baseMs);
-    if (plan.requeueAfterMs !== undefined) schedule(plan.requeueAfterMs);
-
-    for (const d of plan.decisions) {
-      if (d.kind === 'Expire') {
-        const action = policy.gatePolicies.find(
-          (g) => g.name === d.policy.name && g.tenant === d.tenant,
-        )?.expiry?.action;
-        if (action) expiredTotal.inc({ action });
-        emit(
-          deps.view.pod(d.target.namespace, d.target.name),
-          'Warning',
-          'GateExpired',
-          'Expire',
-          d.reason,
-        );
-      } else if (d.kind === 'Hold') {
-        emit(
-          deps.view.pod(d.target.namespace, d.target.name),
-          'Normal',
-          'GateHeld',
-          'Hold',
-          d.reason,
-        );
-      }
-    }
-    if (records.length > 0) deps.audit.record(records);
-
-    if (toSend.length === 0)
-      return { decisions: plan.decisions, sent: 0, skipped, settled: Promise.resolve() };
-    const planMs = Math.round(performance.now() - startedAt);
-    // Strict audit: the intents are pushed before any write is sent. The push runs beside
-    // the next passes, which see these pods as acting (released, charged to the budget),
-    // so a slow push costs latency, not throughput: the audit writer folds the intents
-    // of passes that arrive meanwhile into its next commit.
-    // A large pass (a restart with thousands of pods ready) pushes its first
-    // `firstIntentBatch` intents alone and sends their writes while the rest are pushed:
-    // one commit of 10,000 intents kept the first write waiting seconds, while the
-    // dispatcher sends only `--api-qps` writes a second anyway.
-    const parts =
-      toSend.length > firstIntentBatch
-        ? [toSend.slice(0, firstIntentBatch), toSend.slice(firstIntentBatch)]
-        : [toSend];
-    const carryOut = async (): Promise<void> => {
-      const sending: Promise<void>[] = [];
-      for (const [index, part] of parts.entries()) {
-        if (index > 0 && stopped) {
-          // Stopping: the rest gets no intent and no write; the next term decides it again.
-          state = withoutActing(
-            state,
-            parts.slice(index).flatMap((s) => s.map(uidOf)),
-          );
-          break;
-        }
-        const before = performance.now();
-        try {
-          await deps.audit.recordIntents(part.map((s) => s.decision));
-        } catch (error) {
-          // No record, no write. Every pod of this part and the ones after it is decided again later.
-          const unrecorded = parts.slice(index).flat();
-          log.error(
-            { err: error, writes: unrecorded.length },
-            'audit intents not recorded; no write sent',
-          );
-          state = withoutActing(state, unrecorded.map(uidOf));
-          for (const s of unrecorded) {
-            if (s.write.op.type === 'removeGate')
-              releasesTotal.inc({ tenant: s.write.tenant, result: 'unrecorded' });
-          }
-          schedule(policy.staleness.requeue.maxMs);
-          break;
-        }
-        log.info(
-          {
-            writes: part.length,
-            ...(parts.length > 1 ? { part: `${index + 1}/${parts.length}` } : {}),
-            decisions: plan.decisions.length,
-            skipped: skipped.size,
-            planMs,
-            intentsMs: Math.round(performance.now() - before),
-            queue: deps.dispatcher.depth,
-          },
-          'gate-release pass',
-        );
-        if (stopped) {
-          // Stopped while these intents were pushed: one outcome record for all of them.
-          // One by one (a log line, an audit record and a wake-up each) 10,000 of them held
-          // the event loop for tens of seconds on a busy machine, past the renew deadline.
-          const message = 'gate-release loop stopped before the write was queued';
-          deps.audit.record(
-            part.map((s) => ({ ...s.decision, outcome: { result: 'cancelled', message } })),
-          );
-          state = withoutActing(state, part.map(uidOf));
-          for (const s of part) {
-            if (s.write.op.type === 'removeGate')
-              releasesTotal.inc({ tenant: s.write.tenant, result: 'cancelled' });
-          }
-          log.info({ writes: part.length }, `gate-release writes cancelled: ${message}`);
-          continue;
-        }
-        for (const s of part) sending.push(sendInTurn(s.decision, s.write, s.pod));
-      }
-      await Promise.all(sending);
-    };
-    const settled = carryOut();
-    pending.add(settled);
-    void settled.finally(() => pending.delete(settled));
-    return { decisions: plan.decisions, sent: toSend.length, skipped, settled };
-  };
-
-  const runPass = async (): Promise<PassReport> => {
-    if (running) {
-      rerun = true;
-      return running;
-    }
-    passStartedAt = undefined;
-    running = onePass();
-    try {
-      return await running;
-    } finally {
-      lastPassMs = passStartedAt === undefined ? 0 : performance.now() - passStartedAt;
-      lastPassEnd = clock.now();
-      running = undefined;
-      if (rerun && !stopped) {
-        rerun = false;
-        schedule(debounceMs);
-      }
-    }
-  };
-
-  if (autoStart) schedule(0);
-
-  return {
-    async pass() {
-      while (running) await running.catch(() => undefined);
-      return runPass();
-    },
-    async stop() {
-      stopped = true;
-      unsubscribe();
-      if (timer) clearTimeout(timer);
-      await running?.catch(() => undefined);
-      await Promise.allSettled([...pending]);
-    },
-    get inFlight() {
-      return pending.size;
-    },
-  };
+    return new Promise<void>((resolve) => this.#waiters.push(resolve));
+  }
+  release(): void {
+    const next = this.#waiters.shift();
+    if (next) next();
+    else this.#free += 1;
+  }
 }
