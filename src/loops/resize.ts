@@ -17,8 +17,8 @@
  * waits for room (backpressure) rather than dropping a rollback.
  */
 import type { V1Pod } from '@kubernetes/client-node';
-import type { LiveDecision } from '../cluster/stale-guard.ts';
-import type { ClusterView, ObjectKey } from '../cluster/types.ts';
+import { checkLive, type LiveCheck, type LiveDecision } from '../cluster/stale-guard.ts';
+import type { ClusterView, ObjectKey, ViewChange } from '../cluster/types.ts';
 import { objectKey } from '../cluster/types.ts';
 import type { AuditSink } from '../audit/types.ts';
 import type { Dispatcher, WriteRequest, WriteResult } from '../dispatch/types.ts';
@@ -205,118 +205,428 @@ const eventOf: Partial<Record<Decision['kind'], { type: 'Normal' | 'Warning'; re
 };
 
 export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
-  const clock = deps.clock ?? systemClock;
-  const log = deps.logger ?? silentLogger;
-  const guard = deps.staleGuard ?? ownWriteGuard();
-  const stepOf = deps.stepMs ?? defaultStepMs;
-  const concurrency = deps.queryConcurrency ?? 4;
-  const memos = new Map<ObjectKey, PodMemo>();
-  const busy = new Set<ObjectKey>();
-  /** Accepted resize writes waiting for the kubelet to report the new resources. */
-  const actuating = new Map<ObjectKey, number>();
-  const paused = new Set<ObjectKey>();
-  const pending = new Map<ObjectKey, 'Deferred' | 'Infeasible'>();
-  /** Pods whose last resize the API server refused (403/422): the next decision handles it as Infeasible. */
-  const refused = new Map<ObjectKey, { code?: number; message: string }>();
-  const quotaHolds = new Set<QuotaHold>();
-  const chargeMaxAgeMs = deps.quotaChargeMaxAgeMs ?? 120_000;
-  const abort = new AbortController();
-  let running: Promise<PassSummary> | undefined;
-  let timer: NodeJS.Timeout | undefined;
-  let stopped = false;
+  const loop = new ResizeRunner(deps);
+  return { pass: () => loop.pass(), stop: () => loop.stop() };
+}
 
-  const unsubscribe = deps.view.onChange((change) => {
-    if (change.resource !== 'pods') return;
+/** What one pass collects from its pods. */
+interface PassCollector {
+  readonly all: Decision[];
+  readonly skipped: Map<ObjectKey, string>;
+}
+
+/** One pod of a pass, as decided on. */
+interface PodTurn {
+  readonly rp: ResizePolicy;
+  readonly policy: Policy;
+  readonly readings: readonly SignalReading[];
+  readonly slo: { samples?: WindowSample[]; error?: string } | undefined;
+  readonly now: number;
+  readonly key: ObjectKey;
+  readonly pass: PassCollector;
+}
+
+/**
+ * One loop: every `intervalMs` a pass observes (the pods each policy manages, their
+ * signals), then per pod decides (`decidePodResize`), guards (`guard.isFresh`, then the
+ * live-read judgment `checkLive`), records intents, sends (`sendChain`) and settles the
+ * outcomes (`recordOutcomes`); a conflict is decided again from a fresh read.
+ */
+class ResizeRunner {
+  readonly #deps: ResizeLoopDeps;
+  readonly #clock: Clock;
+  readonly #log: Logger;
+  readonly #guard: ResizeStaleGuard;
+  readonly #stepOf: (policy: ResizePolicy) => number;
+  readonly #concurrency: number;
+  readonly #memos = new Map<ObjectKey, PodMemo>();
+  readonly #busy = new Set<ObjectKey>();
+  /** Accepted resize writes waiting for the kubelet to report the new resources. */
+  readonly #actuating = new Map<ObjectKey, number>();
+  readonly #paused = new Set<ObjectKey>();
+  readonly #pending = new Map<ObjectKey, 'Deferred' | 'Infeasible'>();
+  /** Pods whose last resize the API server refused (403/422): the next decision handles it as Infeasible. */
+  readonly #refused = new Map<ObjectKey, { code?: number; message: string }>();
+  readonly #quotaHolds = new Set<QuotaHold>();
+  readonly #chargeMaxAgeMs: number;
+  readonly #abort = new AbortController();
+  readonly #unsubscribe: () => void;
+  #running: Promise<PassSummary> | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #stopped = false;
+
+  constructor(deps: ResizeLoopDeps) {
+    this.#deps = deps;
+    this.#clock = deps.clock ?? systemClock;
+    this.#log = deps.logger ?? silentLogger;
+    this.#guard = deps.staleGuard ?? ownWriteGuard();
+    this.#stepOf = deps.stepMs ?? defaultStepMs;
+    this.#concurrency = deps.queryConcurrency ?? 4;
+    this.#chargeMaxAgeMs = deps.quotaChargeMaxAgeMs ?? 120_000;
+    this.#unsubscribe = deps.view.onChange((change) => {
+      if (change.resource === 'pods') this.#onPodChange(change);
+    });
+    this.#schedule();
+  }
+
+  /** A deleted pod is forgotten; a resize the kubelet has carried out is timed. */
+  #onPodChange(change: ViewChange): void {
     if (change.type === 'DELETED') {
-      actuating.delete(change.key);
-      paused.delete(change.key);
-      pending.delete(change.key);
-      memos.delete(change.key);
-      refused.delete(change.key);
+      this.#actuating.delete(change.key);
+      this.#paused.delete(change.key);
+      this.#pending.delete(change.key);
+      this.#memos.delete(change.key);
+      this.#refused.delete(change.key);
       return;
     }
-    const startedAt = actuating.get(change.key);
+    const startedAt = this.#actuating.get(change.key);
     if (startedAt === undefined) return;
     const pod = change.object as V1Pod;
     const actual = actualResources(pod);
     if (actual && sameResources(desiredResources(pod), actual)) {
-      actuating.delete(change.key);
-      resizeActuationSeconds.observe(Math.max(0, clock.now() - startedAt) / 1000);
+      this.#actuating.delete(change.key);
+      resizeActuationSeconds.observe(Math.max(0, this.#clock.now() - startedAt) / 1000);
     }
-  });
+  }
 
-  function updateGauges(): void {
-    resizePausedWorkloads.set(paused.size);
+  pass(): Promise<PassSummary> {
+    // One pass at a time: a pass asked for while one runs waits for it and runs after.
+    const previous = this.#running ?? Promise.resolve(undefined);
+    const next = previous.then(
+      () => this.#runPass(),
+      () => this.#runPass(),
+    );
+    this.#running = next;
+    return next;
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#abort.abort();
+    this.#unsubscribe();
+    await this.#running?.catch(() => undefined);
+  }
+
+  #schedule(): void {
+    if (this.#stopped) return;
+    this.#timer = setTimeout(() => {
+      this.pass()
+        .catch((error: unknown) => this.#log.error({ err: errorText(error) }, 'resize pass failed'))
+        .finally(() => this.#schedule());
+    }, this.#deps.intervalMs);
+    this.#timer.unref?.();
+  }
+
+  /** Observe: per policy, its pods not busy from an earlier pass and their signals; then each pod. */
+  async #runPass(): Promise<PassSummary> {
+    const policy = this.#deps.policy();
+    const pass: PassCollector = { all: [], skipped: new Map() };
+    if (!policy || !this.#deps.view.synced)
+      return { pods: 0, decisions: pass.all, skipped: pass.skipped };
+    const now = this.#clock.now();
+    let count = 0;
+    const work: Promise<void>[] = [];
+    for (const [rp, pods] of this.#podsByPolicy(policy)) {
+      const candidates = pods.filter((p) => !this.#busy.has(keyOf(p)));
+      count += candidates.length;
+      if (candidates.length === 0) continue;
+      const { readings, slo } = await this.#readingsFor(rp, candidates, now);
+      for (const pod of candidates) {
+        const key = keyOf(pod);
+        this.#busy.add(key);
+        const turn: PodTurn = {
+          rp,
+          policy,
+          readings: readings.get(key) ?? [],
+          slo: slo.get(key),
+          now,
+          key,
+          pass,
+        };
+        work.push(
+          this.#handlePod(pod, turn)
+            .catch((error: unknown) => {
+              this.#log.error({ err: errorText(error), pod: key }, 'resize of pod failed');
+              pass.skipped.set(key, `error: ${errorText(error)}`);
+            })
+            .finally(() => this.#busy.delete(key)),
+        );
+      }
+    }
+    await Promise.all(work);
+    this.#updateGauges();
+    return { pods: count, decisions: pass.all, skipped: pass.skipped };
+  }
+
+  #updateGauges(): void {
+    resizePausedWorkloads.set(this.#paused.size);
     const counts = { Deferred: 0, Infeasible: 0 };
-    for (const reason of pending.values()) counts[reason] += 1;
+    for (const reason of this.#pending.values()) counts[reason] += 1;
     resizePending.set({ reason: 'Deferred' }, counts.Deferred);
     resizePending.set({ reason: 'Infeasible' }, counts.Infeasible);
   }
 
   /** Pods each policy manages: running, in the policy tenant's namespaces, matching the selector; first policy wins. */
-  function podsByPolicy(policy: Policy): Map<ResizePolicy, V1Pod[]> {
-    return resizePodsByPolicy(policy, deps.view.pods(), (rp) =>
-      log.warn(
+  #podsByPolicy(policy: Policy): Map<ResizePolicy, V1Pod[]> {
+    return resizePodsByPolicy(policy, this.#deps.view.pods(), (rp) =>
+      this.#log.warn(
         { policy: rp.name, tenant: rp.tenant, file: rp.source.file },
         'resize policy names an unknown tenant; skipped',
       ),
     );
   }
 
-  function readingsFor(rp: ResizePolicy, pods: readonly V1Pod[], now: number) {
+  #readingsFor(rp: ResizePolicy, pods: readonly V1Pod[], now: number) {
     return readResizeSignals(
-      { prometheus: deps.prometheus, concurrency, signal: abort.signal, logger: log },
+      {
+        prometheus: this.#deps.prometheus,
+        concurrency: this.#concurrency,
+        signal: this.#abort.signal,
+        logger: this.#log,
+      },
       rp,
       pods,
       now,
-      stepOf(rp),
+      this.#stepOf(rp),
     );
   }
 
-  async function enqueue(request: WriteRequest): Promise<WriteResult> {
-    for (;;) {
-      const accepted = deps.dispatcher.enqueue(request);
-      if (accepted.accepted) return accepted.done;
-      if (accepted.reason === 'closed')
-        return { result: 'cancelled', message: 'dispatcher closed' };
-      await deps.dispatcher.whenNotFull(abort.signal);
+  /**
+   * One pod: decide and act, at most twice; the second time on the live pod when the
+   * first found it moved (live read) or its write conflicted (fresh read).
+   */
+  async #handlePod(pod: V1Pod, turn: PodTurn): Promise<void> {
+    let current = pod;
+    for (let round = 0; round < 2; round += 1) {
+      const plan = this.#decide(current, turn);
+      // Charged before any await, so the next pod of this namespace decided in this
+      // pass already sees the room this step takes.
+      const hold = this.#chargeOf(current, plan);
+      try {
+        const again = await this.#actOnPlan(current, plan, hold, turn, round);
+        if (again === undefined) return;
+        current = again;
+      } finally {
+        // A step not admitted frees its room at once; with no quota source to confirm
+        // against, an admitted one is released once its write has ended.
+        if (hold && (!hold.writtenAt || !this.#deps.quotasSeenThrough))
+          this.#quotaHolds.delete(hold);
+      }
     }
   }
 
-  function countWrite(decision: Decision, result: WriteResult): void {
-    if (decision.kind === 'Resize' || decision.kind === 'Rollback') {
-      resizesTotal.inc({ result: result.result as ResizeResult });
-    }
-    if (decision.kind === 'Rollback' && result.result === 'succeeded') {
-      resizeRollbacksTotal.inc({ reason: /SLO/.test(decision.reason) ? 'SLO' : 'OOMKilled' });
-    }
-  }
-
-  async function emit(pod: V1Pod, decision: Decision): Promise<void> {
-    const event = eventOf[decision.kind];
-    if (!deps.events || !event) return;
-    try {
-      await deps.events(pod, { ...event, message: decision.reason.slice(0, 1000) });
-    } catch (error) {
-      log.warn({ err: errorText(error), decision: decision.id }, 'event not written');
-    }
+  /** Decide: the pure `decidePodResize` on the pod, its node, quotas, signals and memo. */
+  #decide(pod: V1Pod, turn: PodTurn): PodResizePlan {
+    const key = keyOf(pod);
+    const node = pod.spec?.nodeName
+      ? [...this.#deps.view.nodes()].find((n) => n.metadata?.name === pod.spec?.nodeName)
+      : undefined;
+    const memo = this.#memos.get(key);
+    const refusal = this.#refused.get(key);
+    const plan = decidePodResize({
+      policy: turn.rp,
+      commit: turn.policy.commit,
+      pod,
+      ...(node ? { node } : {}),
+      quotas: this.#quotasFor(pod.metadata?.namespace ?? ''),
+      readings: turn.readings,
+      ...(turn.slo ? { slo: turn.slo } : {}),
+      approvals: turn.policy.approvals,
+      now: turn.now,
+      stepMs: this.#stepOf(turn.rp),
+      ...(memo ? { memo } : {}),
+      ...(refusal ? { refused: refusal } : {}),
+    });
+    if (plan.memo) this.#memos.set(key, plan.memo);
+    else this.#memos.delete(key);
+    if (plan.paused) this.#paused.add(key);
+    else this.#paused.delete(key);
+    if (plan.pending) this.#pending.set(key, plan.pending);
+    else this.#pending.delete(key);
+    return plan;
   }
 
   /**
-   * Carries out one pod's plan: the writes in order, each with the resourceVersion the
-   * one before returned; the first that does not succeed ends the chain. Returns
-   * whether a conflict asks for a fresh decision.
+   * Acts on one plan: nothing to do; records only; or guard, record intents, send and
+   * settle. Returns the pod to decide again on (moved under a live read, or a conflict
+   * and a fresh read), else undefined.
    */
-  async function execute(
+  async #actOnPlan(
+    current: V1Pod,
+    plan: PodResizePlan,
+    hold: QuotaHold | undefined,
+    turn: PodTurn,
+    round: number,
+  ): Promise<V1Pod | undefined> {
+    const { key, pass } = turn;
+    if (plan.decisions.length === 0) {
+      this.#nothingToDo(key, plan, turn);
+      return undefined;
+    }
+    for (const d of plan.decisions) {
+      if (d.kind === 'Defer' && d.outcome.result === 'recorded')
+        resizesTotal.inc({ result: 'deferred' });
+      if (d.kind === 'Infeasible' && d.outcome.result === 'recorded')
+        resizesTotal.inc({ result: 'infeasible' });
+    }
+    pass.all.push(...plan.decisions);
+    if (plan.writes.length === 0) {
+      this.#refused.delete(key);
+      this.#deps.audit.record(plan.decisions);
+      for (const d of plan.decisions) await this.#emit(current, d);
+      return undefined;
+    }
+    // Guard: the view must have seen our last write; then the live-read judgment.
+    if (!this.#guard.isFresh(key, current)) {
+      this.#skipStale(key, plan, pass);
+      return undefined;
+    }
+    let check = this.#checkLive(current, plan, key, round);
+    if (check instanceof Promise) check = await check;
+    if (check.action !== 'proceed') return this.#afterLiveCheck(plan, check, key, pass);
+    // Record intents, send, settle.
+    this.#refused.delete(key);
+    const intents = plan.decisions.filter((d) => d.outcome.result === 'pending');
+    const records = plan.decisions.filter((d) => d.outcome.result !== 'pending');
+    try {
+      await this.#deps.audit.recordIntents(intents);
+    } catch (error) {
+      this.#log.error(
+        { err: errorText(error), pod: key },
+        'audit intents not recorded; no write sent',
+      );
+      pass.skipped.set(key, `audit intents not recorded: ${errorText(error)}`);
+      return undefined;
+    }
+    if (records.length) this.#deps.audit.record(records);
+    for (const d of records) await this.#emit(current, d);
+    const result = await this.#execute(
+      current,
+      { ...plan, decisions: intents },
+      turn.rp.tenant,
+      hold,
+    );
+    if (result !== 'conflict' || !this.#deps.readPod) return undefined;
+    const fresh = await this.#readLive(current)();
+    if (fresh)
+      this.#log.info({ pod: key }, 'resize write conflicted; decided again from a fresh read');
+    return fresh;
+  }
+
+  #nothingToDo(key: ObjectKey, plan: PodResizePlan, turn: PodTurn): void {
+    this.#refused.delete(key);
+    if (plan.skip) turn.pass.skipped.set(key, plan.skip);
+    this.#log.debug(
+      {
+        pod: key,
+        skip: plan.skip,
+        readings: turn.readings.map((r) => ({
+          signal: r.signal,
+          samples: r.samples?.length,
+          error: r.error,
+        })),
+      },
+      'resize: nothing to do',
+    );
+  }
+
+  /** The view has not seen our last write: one SkipStale record; decided again next pass. */
+  #skipStale(key: ObjectKey, plan: PodResizePlan, pass: PassCollector): void {
+    resizesTotal.inc({ result: 'stale' });
+    const first = plan.decisions[0] as Decision;
+    this.#deps.audit.record([
+      {
+        ...first,
+        id: first.id.replace(`:${first.kind}:`, ':SkipStale:'),
+        kind: 'SkipStale',
+        reason: `the view has not seen tollgate's last write to this pod yet; ${first.kind} decided again next pass`,
+        outcome: { result: 'recorded' },
+      },
+    ]);
+    pass.skipped.set(key, 'stale');
+  }
+
+  /**
+   * A Rollback (destructive by default) or Resize may need a live read first; only in
+   * the first round (the second already decides on a live pod).
+   */
+  #checkLive(
+    current: V1Pod,
+    plan: PodResizePlan,
+    key: ObjectKey,
+    round: number,
+  ): LiveCheck<V1Pod> | Promise<LiveCheck<V1Pod>> {
+    const kind = plan.decisions.some((d) => d.kind === 'Rollback') ? 'Rollback' : 'Resize';
+    return checkLive<V1Pod>({
+      guard: this.#guard,
+      key,
+      kind,
+      cacheLagMs: this.#deps.cacheLagMs?.(),
+      decided: current.metadata ?? {},
+      ...(this.#deps.readPod && round === 0 ? { readLive: this.#readLive(current) } : {}),
+    });
+  }
+
+  /** Held or gone: skipped with the reason; moved: decided again on the live pod. */
+  #afterLiveCheck(
+    plan: PodResizePlan,
+    check: Exclude<LiveCheck<V1Pod>, { action: 'proceed' }>,
+    key: ObjectKey,
+    pass: PassCollector,
+  ): V1Pod | undefined {
+    const kind = plan.decisions.some((d) => d.kind === 'Rollback') ? 'Rollback' : 'Resize';
+    if (check.action === 'hold') {
+      pass.skipped.set(key, check.reason);
+      return undefined;
+    }
+    if (check.action === 'gone') {
+      pass.skipped.set(key, `${kind}: live read found the pod gone or replaced`);
+      return undefined;
+    }
+    this.#log.info({ pod: key, kind }, 'resize: live read newer than the cache; decided again');
+    return check.live;
+  }
+
+  /** A live GET of the pod; a failed read counts as not found. */
+  #readLive(pod: V1Pod): () => Promise<V1Pod | undefined> {
+    const readPod = this.#deps.readPod;
+    return async () =>
+      readPod
+        ? readPod(pod.metadata?.namespace ?? '', pod.metadata?.name ?? '').catch(() => undefined)
+        : undefined;
+  }
+
+  /**
+   * Carries out one pod's plan (`sendChain`) and records each decision's outcome
+   * (`recordOutcomes`); Events only when every write succeeded. Returns whether a
+   * conflict asks for a fresh decision.
+   */
+  async #execute(
     pod: V1Pod,
     plan: PodResizePlan,
     tenant: string,
     hold: QuotaHold | undefined,
   ): Promise<'done' | 'conflict'> {
+    const sent = await this.#sendChain(pod, plan, tenant, hold);
+    this.#deps.audit.record(this.#recordOutcomes(plan, sent));
+    if (!sent.failed) for (const d of plan.decisions) await this.#emit(pod, d);
+    return sent.failed?.result === 'conflict' ? 'conflict' : 'done';
+  }
+
+  /**
+   * The writes in order, each with the resourceVersion the one before returned; the
+   * first that does not succeed ends the chain (the rest are cancelled).
+   */
+  async #sendChain(
+    pod: V1Pod,
+    plan: PodResizePlan,
+    tenant: string,
+    hold: QuotaHold | undefined,
+  ): Promise<ChainResult> {
     const ns = pod.metadata?.namespace ?? '';
     const name = pod.metadata?.name ?? '';
     const key = objectKey(ns, name);
-    const byId = new Map(plan.decisions.map((d) => [d.id, d]));
     const outcomes = new Map<string, WriteResult>();
     let resourceVersion = pod.metadata?.resourceVersion ?? '';
     let failed: WriteResult | undefined;
@@ -326,7 +636,7 @@ export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
             result: 'cancelled',
             message: `an earlier write of this decision ended ${failed.result}`,
           } as const)
-        : await enqueue({
+        : await this.#enqueue({
             key,
             target: { namespace: ns, name, uid: pod.metadata?.uid ?? '', resourceVersion },
             op: write.op,
@@ -334,37 +644,55 @@ export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
             tenant,
             deadline: write.deadline,
             decisionId: write.decisionId,
-            signal: abort.signal,
+            signal: this.#abort.signal,
           });
       if (result.result === 'succeeded') {
         resourceVersion = result.resourceVersion;
-        guard.recordWrite(key, resourceVersion);
-        if (write.op.type === 'resize') {
-          actuating.set(key, clock.now());
-          if (hold) hold.writtenAt = { resourceVersion, at: clock.now() };
-        }
+        this.#wrote(key, write, resourceVersion, hold);
       } else {
         failed ??= result;
-        if (
-          write.op.type === 'resize' &&
-          result.result === 'failed' &&
-          (result.code === 403 || result.code === 422)
-        ) {
-          refused.set(key, {
-            ...(result.code === undefined ? {} : { code: result.code }),
-            message: result.message,
-          });
-        }
-        log.warn(
-          { pod: key, op: write.op.type, decision: write.decisionId, result },
-          'resize: write did not succeed',
-        );
+        this.#notWritten(key, write, result);
       }
       const previous = outcomes.get(write.decisionId);
       if (!previous || previous.result === 'succeeded') outcomes.set(write.decisionId, result);
     }
+    return { outcomes, failed, resourceVersion };
+  }
+
+  #wrote(
+    key: ObjectKey,
+    write: PlannedWrite,
+    resourceVersion: string,
+    hold: QuotaHold | undefined,
+  ): void {
+    this.#guard.recordWrite(key, resourceVersion);
+    if (write.op.type !== 'resize') return;
+    this.#actuating.set(key, this.#clock.now());
+    if (hold) hold.writtenAt = { resourceVersion, at: this.#clock.now() };
+  }
+
+  #notWritten(key: ObjectKey, write: PlannedWrite, result: WriteResult): void {
+    if (
+      write.op.type === 'resize' &&
+      result.result === 'failed' &&
+      (result.code === 403 || result.code === 422)
+    ) {
+      this.#refused.set(key, {
+        ...(result.code === undefined ? {} : { code: result.code }),
+        message: result.message,
+      });
+    }
+    this.#log.warn(
+      { pod: key, op: write.op.type, decision: write.decisionId, result },
+      'resize: write did not succeed',
+    );
+  }
+
+  /** Each decision with its write's outcome, counted; decisions that shared a write take its outcome. */
+  #recordOutcomes(plan: PodResizePlan, sent: ChainResult): Decision[] {
+    const byId = new Map(plan.decisions.map((d) => [d.id, d]));
     const records: Decision[] = [];
-    for (const [id, result] of outcomes) {
+    for (const [id, result] of sent.outcomes) {
       const decision = byId.get(id);
       if (!decision) continue;
       countWrite(decision, result);
@@ -372,267 +700,91 @@ export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
     }
     // Decisions that shared a write (Pause with its Rollback) take that write's outcome.
     for (const decision of plan.decisions) {
-      if (decision.outcome.result === 'pending' && !outcomes.has(decision.id)) {
-        const shared = failed ?? { result: 'succeeded' as const, resourceVersion };
+      if (decision.outcome.result === 'pending' && !sent.outcomes.has(decision.id)) {
+        const shared = sent.failed ?? {
+          result: 'succeeded' as const,
+          resourceVersion: sent.resourceVersion,
+        };
         records.push({ ...decision, outcome: outcomeOf(shared) });
       }
     }
-    deps.audit.record(records);
-    if (!failed) for (const d of plan.decisions) await emit(pod, d);
-    return failed?.result === 'conflict' ? 'conflict' : 'done';
+    return records;
+  }
+
+  async #enqueue(request: WriteRequest): Promise<WriteResult> {
+    for (;;) {
+      const accepted = this.#deps.dispatcher.enqueue(request);
+      if (accepted.accepted) return accepted.done;
+      if (accepted.reason === 'closed')
+        return { result: 'cancelled', message: 'dispatcher closed' };
+      await this.#deps.dispatcher.whenNotFull(this.#abort.signal);
+    }
+  }
+
+  async #emit(pod: V1Pod, decision: Decision): Promise<void> {
+    const event = eventOf[decision.kind];
+    if (!this.#deps.events || !event) return;
+    try {
+      await this.#deps.events(pod, { ...event, message: decision.reason.slice(0, 1000) });
+    } catch (error) {
+      this.#log.warn({ err: errorText(error), decision: decision.id }, 'event not written');
+    }
   }
 
   /** The namespace's quotas as they will be once the step-ups still charged are admitted. */
-  function quotasFor(namespace: string): ResourceQuotaLike[] {
-    const seen = deps.quotasSeenThrough?.();
-    const now = clock.now();
+  #quotasFor(namespace: string): ResourceQuotaLike[] {
+    const seen = this.#deps.quotasSeenThrough?.();
+    const now = this.#clock.now();
     const charges: QuotaCharge[] = [];
-    for (const hold of quotaHolds) {
+    for (const hold of this.#quotaHolds) {
       const written = hold.writtenAt;
       if (
         written &&
-        (atLeast(seen, written.resourceVersion) || now - written.at >= chargeMaxAgeMs)
+        (atLeast(seen, written.resourceVersion) || now - written.at >= this.#chargeMaxAgeMs)
       ) {
-        quotaHolds.delete(hold);
+        this.#quotaHolds.delete(hold);
         continue;
       }
       if (hold.namespace === namespace) charges.push(hold.charge);
     }
-    const quotas = deps.quotas?.(namespace) ?? [];
+    const quotas = this.#deps.quotas?.(namespace) ?? [];
     return quotas.length === 0 ? [] : chargeQuotas(quotas, charges);
   }
 
   /** Charges a planned step-up against its namespace's quota until the view shows it. */
-  function chargeOf(pod: V1Pod, plan: PodResizePlan): QuotaHold | undefined {
+  #chargeOf(pod: V1Pod, plan: PodResizePlan): QuotaHold | undefined {
     const namespace = pod.metadata?.namespace ?? '';
     // A namespace without a quota has nothing to charge.
-    if (!deps.quotas || deps.quotas(namespace).length === 0) return undefined;
+    if (!this.#deps.quotas || this.#deps.quotas(namespace).length === 0) return undefined;
     for (const write of plan.writes) {
       const charge = resizeCharge(pod, write.op);
       if (!charge) continue;
       const hold: QuotaHold = { namespace, charge };
-      quotaHolds.add(hold);
+      this.#quotaHolds.add(hold);
       return hold;
     }
     return undefined;
   }
+}
 
-  function decide(
-    rp: ResizePolicy,
-    policy: Policy,
-    pod: V1Pod,
-    readings: readonly SignalReading[],
-    slo: { samples?: WindowSample[]; error?: string } | undefined,
-    now: number,
-  ): PodResizePlan {
-    const key = objectKey(pod.metadata?.namespace ?? '', pod.metadata?.name ?? '');
-    const node = pod.spec?.nodeName
-      ? [...deps.view.nodes()].find((n) => n.metadata?.name === pod.spec?.nodeName)
-      : undefined;
-    const memo = memos.get(key);
-    const refusal = refused.get(key);
-    const plan = decidePodResize({
-      policy: rp,
-      commit: policy.commit,
-      pod,
-      ...(node ? { node } : {}),
-      quotas: quotasFor(pod.metadata?.namespace ?? ''),
-      readings,
-      ...(slo ? { slo } : {}),
-      approvals: policy.approvals,
-      now,
-      stepMs: stepOf(rp),
-      ...(memo ? { memo } : {}),
-      ...(refusal ? { refused: refusal } : {}),
-    });
-    if (plan.memo) memos.set(key, plan.memo);
-    else memos.delete(key);
-    if (plan.paused) paused.add(key);
-    else paused.delete(key);
-    if (plan.pending) pending.set(key, plan.pending);
-    else pending.delete(key);
-    return plan;
+/** What a pod's chain of writes ended with. */
+interface ChainResult {
+  /** Per decision id, its write's result (the first that did not succeed, if any). */
+  readonly outcomes: ReadonlyMap<string, WriteResult>;
+  readonly failed: WriteResult | undefined;
+  /** The resourceVersion the last successful write returned. */
+  readonly resourceVersion: string;
+}
+
+function keyOf(pod: V1Pod): ObjectKey {
+  return objectKey(pod.metadata?.namespace ?? '', pod.metadata?.name ?? '');
+}
+
+function countWrite(decision: Decision, result: WriteResult): void {
+  if (decision.kind === 'Resize' || decision.kind === 'Rollback') {
+    resizesTotal.inc({ result: result.result as ResizeResult });
   }
-
-  async function handlePod(
-    rp: ResizePolicy,
-    policy: Policy,
-    pod: V1Pod,
-    readings: readonly SignalReading[],
-    slo: { samples?: WindowSample[]; error?: string } | undefined,
-    now: number,
-    all: Decision[],
-    skipped: Map<ObjectKey, string>,
-  ): Promise<void> {
-    const key = objectKey(pod.metadata?.namespace ?? '', pod.metadata?.name ?? '');
-    let current = pod;
-    for (let round = 0; round < 2; round += 1) {
-      const plan = decide(rp, policy, current, readings, slo, now);
-      // Charged before any await, so the next pod of this namespace decided in this
-      // pass already sees the room this step takes.
-      const hold = chargeOf(current, plan);
-      try {
-        if (plan.decisions.length === 0) {
-          refused.delete(key);
-          if (plan.skip) skipped.set(key, plan.skip);
-          log.debug(
-            {
-              pod: key,
-              skip: plan.skip,
-              readings: readings.map((r) => ({
-                signal: r.signal,
-                samples: r.samples?.length,
-                error: r.error,
-              })),
-            },
-            'resize: nothing to do',
-          );
-          return;
-        }
-        for (const d of plan.decisions) {
-          if (d.kind === 'Defer' && d.outcome.result === 'recorded')
-            resizesTotal.inc({ result: 'deferred' });
-          if (d.kind === 'Infeasible' && d.outcome.result === 'recorded')
-            resizesTotal.inc({ result: 'infeasible' });
-        }
-        all.push(...plan.decisions);
-        if (plan.writes.length === 0) {
-          refused.delete(key);
-          deps.audit.record(plan.decisions);
-          for (const d of plan.decisions) await emit(current, d);
-          return;
-        }
-        if (!guard.isFresh(key, current)) {
-          resizesTotal.inc({ result: 'stale' });
-          const first = plan.decisions[0] as Decision;
-          deps.audit.record([
-            {
-              ...first,
-              id: first.id.replace(`:${first.kind}:`, ':SkipStale:'),
-              kind: 'SkipStale',
-              reason: `the view has not seen tollgate's last write to this pod yet; ${first.kind} decided again next pass`,
-              outcome: { result: 'recorded' },
-            },
-          ]);
-          skipped.set(key, 'stale');
-          return;
-        }
-        const kind = plan.decisions.some((d) => d.kind === 'Rollback') ? 'Rollback' : 'Resize';
-        const verdict = guard.requireLive?.(key, kind, deps.cacheLagMs?.());
-        if (verdict?.action === 'hold') {
-          skipped.set(key, verdict.reason);
-          return;
-        }
-        if (verdict?.action === 'liveRead' && deps.readPod && round === 0) {
-          // Destructive and the cache may be behind: decide again from the live pod if
-          // it moved (the write's resourceVersion precondition guards the rest).
-          const live = await deps
-            .readPod(pod.metadata?.namespace ?? '', pod.metadata?.name ?? '')
-            .catch(() => undefined);
-          if (!live || live.metadata?.uid !== current.metadata?.uid) {
-            skipped.set(key, `${kind}: live read found the pod gone or replaced`);
-            return;
-          }
-          if (live.metadata?.resourceVersion !== current.metadata?.resourceVersion) {
-            log.info({ pod: key, kind }, 'resize: live read newer than the cache; decided again');
-            current = live;
-            continue;
-          }
-        }
-        refused.delete(key);
-        const intents = plan.decisions.filter((d) => d.outcome.result === 'pending');
-        const records = plan.decisions.filter((d) => d.outcome.result !== 'pending');
-        try {
-          await deps.audit.recordIntents(intents);
-        } catch (error) {
-          log.error(
-            { err: errorText(error), pod: key },
-            'audit intents not recorded; no write sent',
-          );
-          skipped.set(key, `audit intents not recorded: ${errorText(error)}`);
-          return;
-        }
-        if (records.length) deps.audit.record(records);
-        for (const d of records) await emit(current, d);
-        const result = await execute(current, { ...plan, decisions: intents }, rp.tenant, hold);
-        if (result !== 'conflict' || !deps.readPod) return;
-        const fresh = await deps
-          .readPod(pod.metadata?.namespace ?? '', pod.metadata?.name ?? '')
-          .catch(() => undefined);
-        if (!fresh) return;
-        current = fresh;
-        log.info({ pod: key }, 'resize write conflicted; decided again from a fresh read');
-      } finally {
-        // A step not admitted frees its room at once; with no quota source to confirm
-        // against, an admitted one is released once its write has ended.
-        if (hold && (!hold.writtenAt || !deps.quotasSeenThrough)) quotaHolds.delete(hold);
-      }
-    }
+  if (decision.kind === 'Rollback' && result.result === 'succeeded') {
+    resizeRollbacksTotal.inc({ reason: /SLO/.test(decision.reason) ? 'SLO' : 'OOMKilled' });
   }
-
-  async function runPass(): Promise<PassSummary> {
-    const policy = deps.policy();
-    const all: Decision[] = [];
-    const skipped = new Map<ObjectKey, string>();
-    if (!policy || !deps.view.synced) return { pods: 0, decisions: all, skipped };
-    const now = clock.now();
-    let count = 0;
-    const work: Promise<void>[] = [];
-    for (const [rp, pods] of podsByPolicy(policy)) {
-      const candidates = pods.filter(
-        (p) => !busy.has(objectKey(p.metadata?.namespace ?? '', p.metadata?.name ?? '')),
-      );
-      count += candidates.length;
-      if (candidates.length === 0) continue;
-      const { readings, slo } = await readingsFor(rp, candidates, now);
-      for (const pod of candidates) {
-        const key = objectKey(pod.metadata?.namespace ?? '', pod.metadata?.name ?? '');
-        busy.add(key);
-        work.push(
-          handlePod(rp, policy, pod, readings.get(key) ?? [], slo.get(key), now, all, skipped)
-            .catch((error: unknown) => {
-              log.error({ err: errorText(error), pod: key }, 'resize of pod failed');
-              skipped.set(key, `error: ${errorText(error)}`);
-            })
-            .finally(() => busy.delete(key)),
-        );
-      }
-    }
-    await Promise.all(work);
-    updateGauges();
-    return { pods: count, decisions: all, skipped };
-  }
-
-  function pass(): Promise<PassSummary> {
-    // One pass at a time: a pass asked for while one runs waits for it and runs after.
-    const previous = running ?? Promise.resolve(undefined);
-    const next = previous.then(
-      () => runPass(),
-      () => runPass(),
-    );
-    running = next;
-    return next;
-  }
-
-  function schedule(): void {
-    if (stopped) return;
-    timer = setTimeout(() => {
-      pass()
-        .catch((error: unknown) => log.error({ err: errorText(error) }, 'resize pass failed'))
-        .finally(schedule);
-    }, deps.intervalMs);
-    timer.unref?.();
-  }
-  schedule();
-
-  return {
-    pass,
-    async stop() {
-      stopped = true;
-      if (timer) clearTimeout(timer);
-      abort.abort();
-      unsubscribe();
-      await running?.catch(() => undefined);
-    },
-  };
 }
