@@ -766,7 +766,25 @@ function stepTarget(
 
 /** The resize plan for one pod. */
 export function decidePodResize(input: PodResizeInput): PodResizePlan {
-  const { pod, policy, now } = input;
+  const ready = resizableContext(input);
+  if (!('input' in ready)) return ready;
+  const ctx = ready;
+  if (ctx.stored.paused) return resumeIfApproved(ctx, ctx.stored.paused);
+  return (
+    rollbackIfHarmed(ctx) ??
+    followResizeInFlight(ctx) ??
+    answerRefusal(ctx) ??
+    waitForCooldown(ctx) ??
+    stepWithinBounds(ctx)
+  );
+}
+
+/**
+ * The pod as decided on: running on a node, not terminating, not BestEffort, with the
+ * resources the kubelet reports; else a plan that does nothing, with the reason.
+ */
+function resizableContext(input: PodResizeInput): Context | PodResizePlan {
+  const { pod } = input;
   if (pod.metadata?.deletionTimestamp) return nothing('pod is terminating');
   if (!pod.spec?.nodeName || pod.status?.phase !== 'Running')
     return nothing('pod is not running on a node');
@@ -774,59 +792,66 @@ export function decidePodResize(input: PodResizeInput): PodResizePlan {
   if (qosClass(desired) === 'BestEffort') return nothing('BestEffort pod: no resources to resize');
   const actual = actualResources(pod);
   if (!actual) return nothing('the kubelet has not reported container resources yet');
-  const stored = readResizeState(pod);
-  const ctx: Context = {
+  return {
     input,
     desired,
     actual,
-    stored,
+    stored: readResizeState(pod),
     generation: pod.metadata?.generation ?? 0,
   };
+}
 
-  if (stored.paused) {
-    const seen = new Set(stored.paused.approvalsSeen);
-    const approval = matchingResumeApprovals(ctx).find((a) => !seen.has(a.name));
-    if (!approval) return nothing(`paused: ${stored.paused.reason}`, true);
-    const d = decision(
-      ctx,
-      'Resume',
-      `Approval ${approval.name} by ${approval.approvedBy} resumes automation: ${approval.reason}`,
-      [
-        {
-          condition: 'Approved',
-          met: true,
-          value: {
-            approval: approval.name,
-            file: approval.source.file,
-            approvedBy: approval.approvedBy,
-          },
+/** Paused after a rollback: only a new Resume approval resumes automation. */
+function resumeIfApproved(
+  ctx: Context,
+  paused: NonNullable<Context['stored']['paused']>,
+): PodResizePlan {
+  const seen = new Set(paused.approvalsSeen);
+  const approval = matchingResumeApprovals(ctx).find((a) => !seen.has(a.name));
+  if (!approval) return nothing(`paused: ${paused.reason}`, true);
+  const d = decision(
+    ctx,
+    'Resume',
+    `Approval ${approval.name} by ${approval.approvedBy} resumes automation: ${approval.reason}`,
+    [
+      {
+        condition: 'Approved',
+        met: true,
+        value: {
+          approval: approval.name,
+          file: approval.source.file,
+          approvedBy: approval.approvedBy,
         },
-        {
-          condition: 'paused',
-          met: true,
-          value: { reason: stored.paused.reason, since: stored.paused.since },
+      },
+      {
+        condition: 'paused',
+        met: true,
+        value: { reason: paused.reason, since: paused.since },
+      },
+    ],
+    true,
+  );
+  const state: ResizeState = { attempts: 0 };
+  return {
+    decisions: [d],
+    writes: [
+      {
+        decisionId: d.id,
+        op: {
+          type: 'annotate',
+          annotations: stateAnnotations({ paused: null, state, lastGood: toRecord(ctx.actual) }),
         },
-      ],
-      true,
-    );
-    const state: ResizeState = { attempts: 0 };
-    return {
-      decisions: [d],
-      writes: [
-        {
-          decisionId: d.id,
-          op: {
-            type: 'annotate',
-            annotations: stateAnnotations({ paused: null, state, lastGood: toRecord(actual) }),
-          },
-          priority: resizePriority.annotate,
-          deadline: now + 60_000,
-        },
-      ],
-      paused: false,
-    };
-  }
+        priority: resizePriority.annotate,
+        deadline: ctx.input.now + 60_000,
+      },
+    ],
+    paused: false,
+  };
+}
 
+/** A rollback when a container was OOMKilled after a step down, or the SLO is breached. */
+function rollbackIfHarmed(ctx: Context): PodResizePlan | undefined {
+  const { policy, now } = ctx.input;
   if (policy.rollback.onOOMKilled) {
     const container = oomKilledSinceRequest(ctx);
     if (container) {
@@ -837,75 +862,86 @@ export function decidePodResize(input: PodResizeInput): PodResizePlan {
       );
     }
   }
-
+  const { desired, stored, input } = ctx;
   const lastGood = stored.lastGood ? mergeOnto(desired, fromRecord(stored.lastGood)) : undefined;
-  if (policy.slo && input.slo && lastGood && !sameResources(desired, lastGood)) {
-    if (input.slo.error === undefined && input.slo.samples) {
-      const slo = judgeSlo(policy.slo, input.slo.samples, { endMs: now, stepMs: input.stepMs });
-      if (slo.breached) {
-        return rollback(ctx, `SLO breached: ${slo.reason}`, [
-          {
-            condition: 'SLO',
-            met: false,
-            value: {
-              above: policy.slo.above,
-              forMs: policy.slo.forMs,
-              min: slo.min ?? null,
-              max: slo.max ?? null,
-            },
-          },
-        ]);
-      }
-    }
-  }
+  if (!policy.slo || !input.slo || !lastGood || sameResources(desired, lastGood)) return undefined;
+  if (input.slo.error !== undefined || !input.slo.samples) return undefined;
+  const slo = judgeSlo(policy.slo, input.slo.samples, { endMs: now, stepMs: input.stepMs });
+  if (!slo.breached) return undefined;
+  return rollback(ctx, `SLO breached: ${slo.reason}`, [
+    {
+      condition: 'SLO',
+      met: false,
+      value: {
+        above: policy.slo.above,
+        forMs: policy.slo.forMs,
+        min: slo.min ?? null,
+        max: slo.max ?? null,
+      },
+    },
+  ]);
+}
 
-  const generation = ctx.generation;
+/**
+ * A resize in flight (spec differs from what runs, or the kubelet reports one pending
+ * or in progress): only tollgate's own is followed, through Infeasible, Deferred and
+ * Error; undefined when none is in flight.
+ */
+function followResizeInFlight(ctx: Context): PodResizePlan | undefined {
+  const { input, desired, actual, stored, generation } = ctx;
+  const { pod } = input;
   const observed = pod.status?.observedGeneration;
   const pendingCond = condition(pod, 'PodResizePending');
   const progressCond = condition(pod, 'PodResizeInProgress');
   const inFlight =
     !sameResources(desired, actual) || pendingCond !== undefined || progressCond !== undefined;
-  if (inFlight) {
-    const ours =
-      stored.state.target &&
-      sameResources(desired, mergeOnto(desired, fromRecord(stored.state.target)));
-    const current = (c: V1PodCondition | undefined): boolean =>
-      c !== undefined && (c.observedGeneration === undefined || c.observedGeneration >= generation);
-    if (!ours) return nothing('a resize tollgate did not request is in flight');
-    if (current(pendingCond) && pendingCond?.reason === 'Infeasible')
-      return handleInfeasible(ctx, {
-        by: 'kubelet',
-        message: pendingCond.message ?? 'no message',
-        target: desired,
-        running: actual,
-      });
-    if (current(pendingCond) && pendingCond?.reason === 'Deferred')
-      return handleWaiting(ctx, 'Deferred', pendingCond);
-    if (current(progressCond) && progressCond?.reason === 'Error')
-      return handleWaiting(ctx, 'Error', progressCond);
-    if (observed !== undefined && observed < generation) {
-      return nothing(
-        `the kubelet has not observed generation ${generation} yet (observed ${observed})`,
-      );
-    }
-    return nothing('resize in progress');
+  if (!inFlight) return undefined;
+  const ours =
+    stored.state.target &&
+    sameResources(desired, mergeOnto(desired, fromRecord(stored.state.target)));
+  const current = (c: V1PodCondition | undefined): boolean =>
+    c !== undefined && (c.observedGeneration === undefined || c.observedGeneration >= generation);
+  if (!ours) return nothing('a resize tollgate did not request is in flight');
+  if (current(pendingCond) && pendingCond?.reason === 'Infeasible')
+    return handleInfeasible(ctx, {
+      by: 'kubelet',
+      message: pendingCond.message ?? 'no message',
+      target: desired,
+      running: actual,
+    });
+  if (current(pendingCond) && pendingCond?.reason === 'Deferred')
+    return handleWaiting(ctx, 'Deferred', pendingCond);
+  if (current(progressCond) && progressCond?.reason === 'Error')
+    return handleWaiting(ctx, 'Error', progressCond);
+  if (observed !== undefined && observed < generation) {
+    return nothing(
+      `the kubelet has not observed generation ${generation} yet (observed ${observed})`,
+    );
   }
+  return nothing('resize in progress');
+}
 
-  // The API server refused the last resize (reported by the loop): handled like an
-  // Infeasible answer, with the recorded target as the one that did not fit.
-  if (input.refused && stored.state.target) {
-    const refusedTarget = mergeOnto(desired, fromRecord(stored.state.target));
-    if (!sameResources(refusedTarget, desired)) {
-      return handleInfeasible(ctx, {
-        by: 'api',
-        message: input.refused.message,
-        target: refusedTarget,
-        running: desired,
-      });
-    }
-  }
+/**
+ * The API server refused the last resize (reported by the loop): handled like an
+ * Infeasible answer, with the recorded target as the one that did not fit.
+ */
+function answerRefusal(ctx: Context): PodResizePlan | undefined {
+  const { input, desired, stored } = ctx;
+  if (!input.refused || !stored.state.target) return undefined;
+  const refusedTarget = mergeOnto(desired, fromRecord(stored.state.target));
+  if (sameResources(refusedTarget, desired)) return undefined;
+  return handleInfeasible(ctx, {
+    by: 'api',
+    message: input.refused.message,
+    target: refusedTarget,
+    running: desired,
+  });
+}
 
-  // Cooldown counts only from a request the spec shows was applied.
+/** Cooldown counts only from a request the spec shows was applied. */
+function waitForCooldown(ctx: Context): PodResizePlan | undefined {
+  const { input, desired, stored } = ctx;
+  const { policy, now } = input;
   const target = stored.state.target
     ? mergeOnto(desired, fromRecord(stored.state.target))
     : undefined;
@@ -919,7 +955,13 @@ export function decidePodResize(input: PodResizeInput): PodResizePlan {
       `cooldown: last resize ${now - stored.state.requestedAt} ms ago < ${policy.cooldownMs} ms`,
     );
   }
+  return undefined;
+}
 
+/** One step up or down within bounds, as the signals ask; nothing when they hold. */
+function stepWithinBounds(ctx: Context): PodResizePlan {
+  const { input, desired, actual, stored } = ctx;
+  const { policy } = input;
   const verdicts = verdictsFor(ctx);
   const stepped = stepTarget(ctx, verdicts);
   const inputs: ConditionInput[] = [
@@ -943,7 +985,6 @@ export function decidePodResize(input: PodResizeInput): PodResizePlan {
     );
   }
   const up = Object.values(stepped.directions).includes('up');
-  // A scale-down clears an Infeasible mark: the workload asks for less, the mark is moot.
   const d = decision(
     ctx,
     'Resize',
@@ -956,6 +997,7 @@ export function decidePodResize(input: PodResizeInput): PodResizePlan {
     ],
     true,
   );
+  // A scale-down clears an Infeasible mark: the workload asks for less, the mark is moot.
   const keepMark = up && stored.state.infeasible ? stored.state.infeasible : undefined;
   const state = newState(ctx, stepped.target, 1, desired, keepMark);
   return {
