@@ -186,71 +186,96 @@ export function createEventRecorder(
     writes instanceof KubeConfig
       ? createDispatcher({ executor: createWriteExecutor(writes), concurrency: 1, capacity: 16 })
       : writes;
-  const clock = options.clock ?? systemClock;
-  const log = options.logger ?? silentLogger;
-  const instance = (options.reportingInstance ?? `tollgate-${hostname()}`).slice(0, 128);
-  const deadlineMs = options.deadlineMs ?? 60_000;
-  const bucket = new TokenBucket(options.ratePerSecond ?? 5, options.burst ?? 20, clock);
-  const aggregator = new EventAggregator(
-    options.aggregationWindowMs ?? 10 * 60_000,
-    options.maxBacklog ?? 1000,
-  );
-  let working: Promise<void> | undefined;
-  let closed = false;
-  const idleWaiters: (() => void)[] = [];
+  return new DispatchedEventRecorder(dispatcher, options);
+}
 
-  function body(series: Series): EventsV1Event {
-    const now = new V1MicroTime(clock.now());
-    return {
-      metadata: { name: series.name, namespace: series.subject.namespace },
-      eventTime: new V1MicroTime(series.firstAt),
-      reportingController,
-      reportingInstance: instance,
-      action: series.event.action,
-      reason: series.event.reason,
-      note: series.event.note.slice(0, 1024),
-      type: series.event.type,
-      regarding: {
-        apiVersion: 'v1',
-        kind: 'Pod',
-        namespace: series.subject.namespace,
-        name: series.subject.name,
-        uid: series.subject.uid,
-      },
-      series: series.count > 1 ? { count: series.count, lastObservedTime: now } : undefined,
-    };
+/**
+ * The recorder: `record` aggregates; one drain at a time takes due series from the
+ * aggregator at the token bucket's pace and writes each (`write`: a series update, or a
+ * create when it has none or the server expired it) through the dispatcher (`send`).
+ */
+class DispatchedEventRecorder implements EventRecorder {
+  readonly #dispatcher: Dispatcher;
+  readonly #clock: Clock;
+  readonly #log: Logger;
+  readonly #instance: string;
+  readonly #deadlineMs: number;
+  readonly #bucket: TokenBucket;
+  readonly #aggregator: EventAggregator;
+  #working: Promise<void> | undefined;
+  #closed = false;
+  readonly #idleWaiters: (() => void)[] = [];
+
+  constructor(dispatcher: Dispatcher, options: EventRecorderOptions) {
+    this.#dispatcher = dispatcher;
+    this.#clock = options.clock ?? systemClock;
+    this.#log = options.logger ?? silentLogger;
+    this.#instance = (options.reportingInstance ?? `tollgate-${hostname()}`).slice(0, 128);
+    this.#deadlineMs = options.deadlineMs ?? 60_000;
+    this.#bucket = new TokenBucket(options.ratePerSecond ?? 5, options.burst ?? 20, this.#clock);
+    this.#aggregator = new EventAggregator(
+      options.aggregationWindowMs ?? 10 * 60_000,
+      options.maxBacklog ?? 1000,
+    );
   }
 
-  /** One Event write through the dispatcher; resolves when written, throws otherwise. */
-  async function send(series: Series, name: string, event: EventWrite): Promise<void> {
-    const queued = dispatcher.enqueue({
-      key: `event/${series.key}`,
-      target: {
-        namespace: series.subject.namespace,
-        name,
-        uid: series.subject.uid,
-        resourceVersion: '',
-      },
-      op: { type: 'event', event },
-      priority: eventPriority,
-      tenant: 'tollgate-events',
-      deadline: clock.now() + deadlineMs,
-      decisionId: '',
+  record(subject: EventSubject, event: EventRecord): void {
+    if (this.#closed) return;
+    if (!this.#aggregator.add(subject, event, this.#clock.now())) {
+      eventsDropped.inc();
+      return;
+    }
+    this.#working ??= this.#drain();
+  }
+
+  async flush(signal?: AbortSignal): Promise<void> {
+    if (!this.#working) return;
+    await new Promise<void>((resolve, reject) => {
+      this.#idleWaiters.push(resolve);
+      signal?.addEventListener('abort', () => reject(signal.reason), { once: true });
     });
-    if (!queued.accepted)
-      throw new EventNotWritten({ result: 'cancelled', message: `dispatcher ${queued.reason}` });
-    const result = await queued.done;
-    if (result.result !== 'succeeded') throw new EventNotWritten(result);
   }
 
-  async function write(series: Series): Promise<void> {
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.#working;
+  }
+
+  async #drain(): Promise<void> {
+    for (;;) {
+      // Until the clock (not the timer) has a token: a timer firing early adds none.
+      for (let wait = this.#bucket.waitMs(); wait > 0; wait = this.#bucket.waitMs())
+        await new Promise((resolve) => setTimeout(resolve, wait));
+      const series = this.#aggregator.next();
+      if (!series) break;
+      if (series.count === series.writtenCount) continue;
+      this.#bucket.take();
+      try {
+        await this.#write(series);
+      } catch (error) {
+        eventsWritten.inc({ result: 'failed' });
+        this.#log.warn(
+          {
+            err: error instanceof Error ? error.message : String(error),
+            code: error instanceof EventNotWritten ? error.code : undefined,
+          },
+          `could not write Kubernetes Event ${series.event.reason} on pod ${series.subject.namespace}/${series.subject.name}`,
+        );
+      }
+    }
+    this.#aggregator.expire(this.#clock.now());
+    this.#working = undefined;
+    for (const wake of this.#idleWaiters.splice(0)) wake();
+  }
+
+  async #write(series: Series): Promise<void> {
     const count = series.count;
     if (series.name !== undefined) {
       try {
-        await send(series, series.name, {
+        await this.#send(series, series.name, {
           action: 'series',
           count,
-          lastObservedTime: new Date(clock.now()).toISOString(),
+          lastObservedTime: new Date(this.#clock.now()).toISOString(),
         });
         series.writtenCount = count;
         eventsWritten.inc({ result: 'updated' });
@@ -261,57 +286,56 @@ export function createEventRecorder(
       }
     }
     series.name = `${series.subject.name}.${randomBytes(8).toString('hex')}`.slice(0, 253);
-    await send(series, series.name, { action: 'create', body: body(series) });
+    const body = eventBody(series, this.#instance, this.#clock.now());
+    await this.#send(series, series.name, { action: 'create', body });
     series.writtenCount = count;
     eventsWritten.inc({ result: 'created' });
   }
 
-  async function drain(): Promise<void> {
-    for (;;) {
-      // Until the clock (not the timer) has a token: a timer firing early adds none.
-      for (let wait = bucket.waitMs(); wait > 0; wait = bucket.waitMs())
-        await new Promise((resolve) => setTimeout(resolve, wait));
-      const series = aggregator.next();
-      if (!series) break;
-      if (series.count === series.writtenCount) continue;
-      bucket.take();
-      try {
-        await write(series);
-      } catch (error) {
-        eventsWritten.inc({ result: 'failed' });
-        log.warn(
-          {
-            err: error instanceof Error ? error.message : String(error),
-            code: error instanceof EventNotWritten ? error.code : undefined,
-          },
-          `could not write Kubernetes Event ${series.event.reason} on pod ${series.subject.namespace}/${series.subject.name}`,
-        );
-      }
-    }
-    aggregator.expire(clock.now());
-    working = undefined;
-    for (const wake of idleWaiters.splice(0)) wake();
+  /** One Event write through the dispatcher; resolves when written, throws otherwise. */
+  async #send(series: Series, name: string, event: EventWrite): Promise<void> {
+    const queued = this.#dispatcher.enqueue({
+      key: `event/${series.key}`,
+      target: {
+        namespace: series.subject.namespace,
+        name,
+        uid: series.subject.uid,
+        resourceVersion: '',
+      },
+      op: { type: 'event', event },
+      priority: eventPriority,
+      tenant: 'tollgate-events',
+      deadline: this.#clock.now() + this.#deadlineMs,
+      decisionId: '',
+    });
+    if (!queued.accepted)
+      throw new EventNotWritten({ result: 'cancelled', message: `dispatcher ${queued.reason}` });
+    const result = await queued.done;
+    if (result.result !== 'succeeded') throw new EventNotWritten(result);
   }
+}
 
+/** The events.k8s.io/v1 Event that starts a series (a series count only past one). */
+function eventBody(series: Series, instance: string, now: number): EventsV1Event {
   return {
-    record(subject, event) {
-      if (closed) return;
-      if (!aggregator.add(subject, event, clock.now())) {
-        eventsDropped.inc();
-        return;
-      }
-      working ??= drain();
+    metadata: { name: series.name, namespace: series.subject.namespace },
+    eventTime: new V1MicroTime(series.firstAt),
+    reportingController,
+    reportingInstance: instance,
+    action: series.event.action,
+    reason: series.event.reason,
+    note: series.event.note.slice(0, 1024),
+    type: series.event.type,
+    regarding: {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      namespace: series.subject.namespace,
+      name: series.subject.name,
+      uid: series.subject.uid,
     },
-    async flush(signal) {
-      if (!working) return;
-      await new Promise<void>((resolve, reject) => {
-        idleWaiters.push(resolve);
-        signal?.addEventListener('abort', () => reject(signal.reason), { once: true });
-      });
-    },
-    async close() {
-      closed = true;
-      await working;
-    },
+    series:
+      series.count > 1
+        ? { count: series.count, lastObservedTime: new V1MicroTime(now) }
+        : undefined,
   };
 }
