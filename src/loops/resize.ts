@@ -32,7 +32,7 @@ import {
   type SignalReading,
 } from '../decide/resize-plan.ts';
 import type { ResourceQuotaLike } from '../decide/resize-objects.ts';
-import { chargeQuotas, resizeCharge, type QuotaCharge } from '../decide/resize-quota.ts';
+import { atLeast, QuotaHolds, type QuotaHold } from './resize-quota-holds.ts';
 import { actualResources, desiredResources, sameResources } from '../decide/resize-resources.ts';
 import type { WindowSample } from '../decide/resize-signals.ts';
 import type { PrometheusClient } from '../signals/prometheus.ts';
@@ -119,16 +119,6 @@ export interface PassSummary {
   readonly skipped: ReadonlyMap<ObjectKey, string>;
 }
 
-/** Compares resourceVersions numerically (etcd revisions); a non-numeric one never counts as caught up. */
-function atLeast(seen: string | undefined, wanted: string): boolean {
-  if (seen === undefined) return false;
-  try {
-    return BigInt(seen) >= BigInt(wanted);
-  } catch {
-    return seen === wanted;
-  }
-}
-
 /** What the loop needs of the cluster view for quotas (LiveClusterView has it). */
 export interface QuotaView {
   resourceQuotas(namespace: string): readonly ResourceQuotaLike[];
@@ -143,14 +133,6 @@ export function quotasFromView(
     quotas: (namespace) => view.resourceQuotas(namespace),
     quotasSeenThrough: () => view.lastResourceVersion('resourcequotas'),
   };
-}
-
-/** A step-up promised against a namespace's quota, until the view shows it. */
-interface QuotaHold {
-  readonly namespace: string;
-  readonly charge: QuotaCharge;
-  /** The resourceVersion the resize write returned; unset while it is in flight. */
-  writtenAt?: { resourceVersion: string; at: number };
 }
 
 /** A stale-guard over this loop's own writes: the view must show the written resourceVersion. */
@@ -247,8 +229,7 @@ class ResizeRunner {
   readonly #pending = new Map<ObjectKey, 'Deferred' | 'Infeasible'>();
   /** Pods whose last resize the API server refused (403/422): the next decision handles it as Infeasible. */
   readonly #refused = new Map<ObjectKey, { code?: number; message: string }>();
-  readonly #quotaHolds = new Set<QuotaHold>();
-  readonly #chargeMaxAgeMs: number;
+  readonly #quotaHolds: QuotaHolds;
   readonly #abort = new AbortController();
   readonly #unsubscribe: () => void;
   #running: Promise<PassSummary> | undefined;
@@ -262,7 +243,12 @@ class ResizeRunner {
     this.#guard = deps.staleGuard ?? ownWriteGuard();
     this.#stepOf = deps.stepMs ?? defaultStepMs;
     this.#concurrency = deps.queryConcurrency ?? 4;
-    this.#chargeMaxAgeMs = deps.quotaChargeMaxAgeMs ?? 120_000;
+    this.#quotaHolds = new QuotaHolds({
+      quotas: deps.quotas,
+      quotasSeenThrough: deps.quotasSeenThrough,
+      clock: this.#clock,
+      chargeMaxAgeMs: deps.quotaChargeMaxAgeMs ?? 120_000,
+    });
     this.#unsubscribe = deps.view.onChange((change) => {
       if (change.resource === 'pods') this.#onPodChange(change);
     });
@@ -402,16 +388,13 @@ class ResizeRunner {
       const plan = this.#decide(current, turn);
       // Charged before any await, so the next pod of this namespace decided in this
       // pass already sees the room this step takes.
-      const hold = this.#chargeOf(current, plan);
+      const hold = this.#quotaHolds.charge(current, plan);
       try {
         const again = await this.#actOnPlan(current, plan, hold, turn, round);
         if (again === undefined) return;
         current = again;
       } finally {
-        // A step not admitted frees its room at once; with no quota source to confirm
-        // against, an admitted one is released once its write has ended.
-        if (hold && (!hold.writtenAt || !this.#deps.quotasSeenThrough))
-          this.#quotaHolds.delete(hold);
+        this.#quotaHolds.settle(hold);
       }
     }
   }
@@ -429,7 +412,7 @@ class ResizeRunner {
       commit: turn.policy.commit,
       pod,
       ...(node ? { node } : {}),
-      quotas: this.#quotasFor(pod.metadata?.namespace ?? ''),
+      quotas: this.#quotaHolds.quotasFor(pod.metadata?.namespace ?? ''),
       readings: turn.readings,
       ...(turn.slo ? { slo: turn.slo } : {}),
       approvals: turn.policy.approvals,
@@ -729,41 +712,6 @@ class ResizeRunner {
     } catch (error) {
       this.#log.warn({ err: errorText(error), decision: decision.id }, 'event not written');
     }
-  }
-
-  /** The namespace's quotas as they will be once the step-ups still charged are admitted. */
-  #quotasFor(namespace: string): ResourceQuotaLike[] {
-    const seen = this.#deps.quotasSeenThrough?.();
-    const now = this.#clock.now();
-    const charges: QuotaCharge[] = [];
-    for (const hold of this.#quotaHolds) {
-      const written = hold.writtenAt;
-      if (
-        written &&
-        (atLeast(seen, written.resourceVersion) || now - written.at >= this.#chargeMaxAgeMs)
-      ) {
-        this.#quotaHolds.delete(hold);
-        continue;
-      }
-      if (hold.namespace === namespace) charges.push(hold.charge);
-    }
-    const quotas = this.#deps.quotas?.(namespace) ?? [];
-    return quotas.length === 0 ? [] : chargeQuotas(quotas, charges);
-  }
-
-  /** Charges a planned step-up against its namespace's quota until the view shows it. */
-  #chargeOf(pod: V1Pod, plan: PodResizePlan): QuotaHold | undefined {
-    const namespace = pod.metadata?.namespace ?? '';
-    // A namespace without a quota has nothing to charge.
-    if (!this.#deps.quotas || this.#deps.quotas(namespace).length === 0) return undefined;
-    for (const write of plan.writes) {
-      const charge = resizeCharge(pod, write.op);
-      if (!charge) continue;
-      const hold: QuotaHold = { namespace, charge };
-      this.#quotaHolds.add(hold);
-      return hold;
-    }
-    return undefined;
   }
 }
 
