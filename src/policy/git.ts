@@ -229,6 +229,25 @@ export class GitPolicyReader {
     return this.readTree(commit);
   }
 
+  /**
+   * The ancestors of `commit` in the cache clone, newest first (first parents and
+   * merged branches alike, as `git log` orders them), at most `depth`, `commit` excluded.
+   */
+  async ancestors(commit: string, depth: number): Promise<string[]> {
+    try {
+      const log = await git.log({
+        fs,
+        gitdir: this.#gitdir,
+        ref: commit,
+        depth: depth + 1,
+        cache: this.#cache,
+      });
+      return log.map((entry) => entry.oid).filter((oid) => oid !== commit);
+    } catch (error) {
+      throw this.#wrap(error, 'cannot read the history of');
+    }
+  }
+
   /** Reads the policy files under `path` of a commit, with the same caps as a folder. */
   async readTree(commit: string): Promise<FetchedTree> {
     const files: PolicyFile[] = [];

@@ -29,6 +29,12 @@ export const policyCommitInfo = new Gauge({
   registers: [registry],
 });
 
+export const policyHeadInvalid = new Gauge({
+  name: 'tollgate_policy_head_invalid',
+  help: 'Whether the newest commit of the policy location is rejected (1) while an older valid one, or none, stays in force; 0 once the newest commit is in force.',
+  registers: [registry],
+});
+
 export const policyLastLoadTimestamp = new Gauge({
   name: 'tollgate_policy_last_load_timestamp_seconds',
   help: 'When the policy source last fetched and evaluated its location, successful or not.',

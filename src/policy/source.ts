@@ -10,6 +10,13 @@
  * leaves the last good policy in force; the next poll tries again. A later good commit
  * is picked up as usual.
  *
+ * The last good policy survives a restart: when the first commit a (Git) source sees
+ * is rejected, it walks back the branch's history (at most `historyDepth` commits) and
+ * puts the newest commit that validates in force, so a restarted tollgate runs on what
+ * it ran before instead of exiting. `tollgate_policy_head_invalid` is 1 while the
+ * newest commit is rejected (alert on it), 0 once it is in force. A folder source has
+ * no history: it starts only from valid content.
+ *
  * Polls never overlap: a poll that is still running when the timer fires is awaited,
  * not duplicated. Time comes from injected timers so tests drive the interval.
  */
@@ -32,6 +39,7 @@ import {
 } from './load.ts';
 import type { Policy } from './model.ts';
 import {
+  policyHeadInvalid,
   policyLastLoadTimestamp,
   policyLoadErrorsTotal,
   setPolicyCommitInForce,
@@ -57,6 +65,8 @@ export interface PolicySourceOptions {
   readonly cacheDir?: string;
   /** Poll interval (default 30 s). */
   readonly intervalMs?: number;
+  /** Commits walked back from an invalid HEAD at start-up (default 50). */
+  readonly historyDepth?: number;
   /** Deadline of one off-thread parse (default 20 s, see parse-off-thread.ts). */
   readonly parseTimeoutMs?: number;
   readonly clock?: Clock;
@@ -109,6 +119,7 @@ export class PolicySource {
   readonly #logger: Logger;
   readonly #intervalMs: number;
   readonly #parseTimeoutMs: number | undefined;
+  readonly #historyDepth: number;
   #current: Policy | undefined;
   /** Last commit evaluated (good or bad), so an unchanged location costs no parse. */
   #lastSeen: string | undefined;
@@ -125,6 +136,7 @@ export class PolicySource {
     this.#logger = options.logger ?? silentLogger;
     this.#intervalMs = options.intervalMs ?? 30_000;
     this.#parseTimeoutMs = options.parseTimeoutMs;
+    this.#historyDepth = options.historyDepth ?? 50;
     if (isGitUrl(options.location)) {
       const token = resolveToken(options);
       const cacheDir =
@@ -277,17 +289,14 @@ export class PolicySource {
     this.#lastSeen = read.commit;
     let result: PolicyResult;
     try {
-      result = await loadPolicyFromFilesOffThread(read.files, {
-        commit: read.commit,
-        timers: this.#timers,
-        ...(this.#parseTimeoutMs !== undefined ? { timeoutMs: this.#parseTimeoutMs } : {}),
-      });
+      result = await this.#load(read.files, read.commit);
     } catch (error) {
       return (this.#lastOutcome = this.#parseFailed(read.commit, error));
     }
     const errors = [...read.errors, ...(result.ok ? [] : result.errors)];
     if (!result.ok || errors.length > 0) {
       policyLoadErrorsTotal.inc({ reason: 'invalid' });
+      policyHeadInvalid.set(1);
       this.#logger.error(
         {
           location: this.location,
@@ -299,12 +308,63 @@ export class PolicySource {
       );
       for (const listener of this.#rejectedListeners)
         this.#notify(() => listener(read.commit, errors));
+      if (this.#current === undefined) await this.#lastGoodFromHistory(read.commit);
       return (this.#lastOutcome = { kind: 'rejected', commit: read.commit, errors });
     }
-    this.#current = result.policy;
-    setPolicyCommitInForce(read.commit);
-    this.#logger.info({ location: this.location, commit: read.commit }, 'policy in force');
-    for (const listener of this.#policyListeners) this.#notify(() => listener(result.policy));
+    policyHeadInvalid.set(0);
+    this.#apply(result.policy, read.commit);
     return (this.#lastOutcome = { kind: 'applied', commit: read.commit });
+  }
+
+  #load(files: readonly PolicyFile[], commit: string): Promise<PolicyResult> {
+    return loadPolicyFromFilesOffThread(files, {
+      commit,
+      timers: this.#timers,
+      ...(this.#parseTimeoutMs !== undefined ? { timeoutMs: this.#parseTimeoutMs } : {}),
+    });
+  }
+
+  #apply(policy: Policy, commit: string): void {
+    this.#current = policy;
+    setPolicyCommitInForce(commit);
+    this.#logger.info({ location: this.location, commit }, 'policy in force');
+    for (const listener of this.#policyListeners) this.#notify(() => listener(policy));
+  }
+
+  /**
+   * Start-up with an invalid HEAD: the newest ancestor that validates goes in force.
+   * Errors while walking (a missing object, a parse timeout) end the walk: the source
+   * then has no policy, as when history holds no valid commit.
+   */
+  async #lastGoodFromHistory(head: string): Promise<void> {
+    if (!this.#reader) return;
+    try {
+      const ancestors = await this.#reader.ancestors(head, this.#historyDepth);
+      for (const [index, commit] of ancestors.entries()) {
+        const tree = await this.#reader.readTree(commit);
+        if (tree.errors.length > 0) continue;
+        const result = await this.#load(tree.files, commit);
+        if (!result.ok) continue;
+        this.#logger.warn(
+          { location: this.location, head, commit, commitsBack: index + 1 },
+          'policy HEAD is invalid; running the newest valid commit of its history until HEAD is fixed',
+        );
+        this.#apply(result.policy, commit);
+        return;
+      }
+      this.#logger.error(
+        { location: this.location, head, searched: ancestors.length },
+        'no valid policy commit in the searched history',
+      );
+    } catch (error) {
+      this.#logger.error(
+        {
+          location: this.location,
+          head,
+          err: error instanceof Error ? error.message : String(error),
+        },
+        'cannot search the policy history for a valid commit',
+      );
+    }
   }
 }
