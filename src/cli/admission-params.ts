@@ -1,17 +1,36 @@
 /**
- * Renders the parameters of tollgate's admission policies (deploy/base/admission.yaml)
- * from a compiled policy, so the ConfigMap tollgate-system/tollgate-admission never
- * drifts from the Tenant files it mirrors: regenerate it in the same pull request that
- * changes a Tenant's namespaces or gate prefixes.
+ * `tollgate admission-params [DIR]`: renders the parameters of tollgate's admission
+ * policies (deploy/base/admission.yaml, the Helm chart's admission templates) from the
+ * policy's Tenant files, so the ConfigMap never drifts from what it mirrors: regenerate
+ * it in the same pull request that changes a Tenant's namespaces or gate prefixes.
  *
- * Layout (read by the CEL in deploy/base/admission.yaml):
- *   controllers       comma-separated usernames allowed to remove governed gates
- *   prefixes          every tenant's gate prefixes (what the policies govern)
- *   namespace.<ns>    the prefixes of the tenant(s) owning namespace <ns>
+ * Layout (read by the policies' CEL):
+ *   namespace.<ns>    the gate prefixes of the tenant(s) owning namespace <ns>
+ *   controllers       only when given: more usernames allowed to remove governed gates
+ *                     (tollgate's own service account is always allowed)
+ * Every tenant prefix must lie inside a governed domain (what the policies select,
+ * `tollgate.io` by default): a prefix outside would be neither protected nor refused, so
+ * rendering stops with an error naming the Tenant and its file.
+ * Exit codes: 0 rendered, 1 the policy is invalid or cannot be governed, 2 usage or I/O.
  */
+import type { Command } from 'commander';
+import { stringify } from 'yaml';
+import { formatPolicyError } from '../policy/errors.ts';
+import { loadPolicyFromDirectory } from '../policy/load.ts';
 import type { Policy } from '../policy/model.ts';
 
-export const defaultControllers = ['system:serviceaccount:tollgate-system:tollgate'];
+export const defaultGovernedDomains = ['tollgate.io'];
+
+export interface AdmissionParamsOptions {
+  /** Namespace of the ConfigMap: the namespace tollgate is installed in. */
+  readonly namespace?: string;
+  /** Name of tollgate's service account; the ConfigMap is `<name>-admission`. */
+  readonly serviceAccount?: string;
+  /** Usernames allowed to remove governed gates besides tollgate's service account. */
+  readonly controllers?: readonly string[];
+  /** Domains whose gates the admission policies govern. */
+  readonly governedDomains?: readonly string[];
+}
 
 export interface AdmissionParams {
   readonly apiVersion: 'v1';
@@ -24,42 +43,58 @@ export interface AdmissionParams {
   readonly data: Record<string, string>;
 }
 
-export function admissionParams(
-  policy: Policy,
-  controllers: readonly string[] = defaultControllers,
-): AdmissionParams {
+/** True when `prefix` names gates inside `domain` (the domain itself or a subdomain). */
+export function prefixInDomain(prefix: string, domain: string): boolean {
+  const prefixDomain = prefix.split('/')[0]!;
+  return prefix.includes('/') && (prefixDomain === domain || prefixDomain.endsWith(`.${domain}`));
+}
+
+function prefixProblems(policy: Policy, domains: readonly string[]): string[] {
   const problems: string[] = [];
-  const governed = new Set<string>();
-  const byNamespace = new Map<string, Set<string>>();
   for (const tenant of policy.tenants.values()) {
+    const where = `Tenant ${tenant.name} (${tenant.source.file})`;
     for (const prefix of tenant.gatePrefixes) {
       // The CEL matches with startsWith: "team-a" would also govern "team-ab.io/x".
       if (!prefix.endsWith('/'))
-        problems.push(
-          `Tenant ${tenant.name} (${tenant.source.file}): gate prefix "${prefix}" must end with "/"`,
-        );
+        problems.push(`${where}: gate prefix "${prefix}" must end with "/"`);
       if (prefix.includes(','))
+        problems.push(`${where}: gate prefix "${prefix}" must not contain ","`);
+      if (!domains.some((domain) => prefixInDomain(prefix, domain)))
         problems.push(
-          `Tenant ${tenant.name} (${tenant.source.file}): gate prefix "${prefix}" must not contain ","`,
+          `${where}: gate prefix "${prefix}" lies outside the governed domains (${domains.join(', ')}): admission would neither protect nor refuse its gates; add its domain with --governed-domain and to the admission policies`,
         );
-      governed.add(prefix);
     }
+  }
+  return problems;
+}
+
+function tenantPrefixesByNamespace(policy: Policy): Map<string, Set<string>> {
+  const byNamespace = new Map<string, Set<string>>();
+  for (const tenant of policy.tenants.values()) {
     for (const namespace of tenant.namespaces) {
       const prefixes = byNamespace.get(namespace) ?? new Set<string>();
       for (const prefix of tenant.gatePrefixes) prefixes.add(prefix);
       byNamespace.set(namespace, prefixes);
     }
   }
+  return byNamespace;
+}
+
+export function admissionParams(
+  policy: Policy,
+  options: AdmissionParamsOptions = {},
+): AdmissionParams {
+  const controllers = options.controllers ?? [];
+  const problems = prefixProblems(policy, options.governedDomains ?? defaultGovernedDomains);
   for (const controller of controllers) {
     if (controller.trim() === '' || controller.includes(','))
       problems.push(`controller "${controller}" must be a non-empty username without ","`);
   }
   if (problems.length > 0)
     throw new Error(`cannot render admission parameters:\n  ${problems.join('\n  ')}`);
-  const data: Record<string, string> = {
-    controllers: controllers.join(','),
-    prefixes: [...governed].sort().join(','),
-  };
+  const data: Record<string, string> = {};
+  if (controllers.length > 0) data.controllers = controllers.join(',');
+  const byNamespace = tenantPrefixesByNamespace(policy);
   for (const namespace of [...byNamespace.keys()].sort()) {
     data[`namespace.${namespace}`] = [...byNamespace.get(namespace)!].sort().join(',');
   }
@@ -67,10 +102,93 @@ export function admissionParams(
     apiVersion: 'v1',
     kind: 'ConfigMap',
     metadata: {
-      name: 'tollgate-admission',
-      namespace: 'tollgate-system',
+      name: `${options.serviceAccount ?? 'tollgate'}-admission`,
+      namespace: options.namespace ?? 'tollgate-system',
       labels: { 'app.kubernetes.io/name': 'tollgate' },
     },
     data,
   };
+}
+
+const header = (dir: string): string =>
+  `# Generated by \`tollgate admission-params ${dir}\` from the policy's Tenant files; do not edit.\n`;
+
+interface CliOptions {
+  readonly namespace: string;
+  readonly serviceAccount: string;
+  readonly controller: string[];
+  readonly governedDomain: string[];
+  readonly output: string;
+}
+
+/** Runs the command and returns its exit code. */
+export async function runAdmissionParams(
+  dir: string,
+  options: CliOptions,
+  io: { stdout: (text: string) => void; stderr: (text: string) => void },
+): Promise<number> {
+  if (options.output !== 'yaml' && options.output !== 'json') {
+    io.stderr(`tollgate admission-params: -o must be yaml or json, got "${options.output}"\n`);
+    return 2;
+  }
+  const loaded = await loadPolicyFromDirectory(dir);
+  if (!loaded.ok) {
+    for (const error of loaded.errors) io.stderr(`${formatPolicyError(error)}\n`);
+    io.stderr(`tollgate admission-params: ${dir}: invalid policy, nothing rendered\n`);
+    return 1;
+  }
+  let params: AdmissionParams;
+  try {
+    params = admissionParams(loaded.policy, {
+      namespace: options.namespace,
+      serviceAccount: options.serviceAccount,
+      controllers: options.controller,
+      governedDomains: options.governedDomain.length > 0 ? options.governedDomain : undefined,
+    });
+  } catch (error) {
+    io.stderr(`tollgate admission-params: ${(error as Error).message}\n`);
+    return 1;
+  }
+  io.stdout(
+    options.output === 'json'
+      ? `${JSON.stringify(params, null, 2)}\n`
+      : `${header(dir)}${stringify(params, { lineWidth: 0 })}`,
+  );
+  return 0;
+}
+
+const collect = (value: string, previous: string[]): string[] => [...previous, value];
+
+export function registerAdmissionParams(program: Command): void {
+  program
+    .command('admission-params')
+    .description(
+      "Render the admission policies' parameter ConfigMap from the policy's Tenant files",
+    )
+    .argument('[dir]', 'policy folder', '.')
+    .option('-n, --namespace <ns>', 'namespace tollgate is installed in', 'tollgate-system')
+    .option(
+      '--service-account <name>',
+      "tollgate's service account; the ConfigMap is <name>-admission",
+      'tollgate',
+    )
+    .option(
+      '--controller <username>',
+      'another username allowed to remove governed gates (repeatable)',
+      collect,
+      [],
+    )
+    .option(
+      '--governed-domain <domain>',
+      `a domain the admission policies govern (repeatable; default ${defaultGovernedDomains.join(', ')})`,
+      collect,
+      [],
+    )
+    .option('-o, --output <format>', 'yaml or json', 'yaml')
+    .action(async (dir: string, options: CliOptions) => {
+      process.exitCode = await runAdmissionParams(dir, options, {
+        stdout: (text) => process.stdout.write(text),
+        stderr: (text) => process.stderr.write(text),
+      });
+    });
 }

@@ -9,11 +9,15 @@ import { registerValidate } from './validate.ts';
 import { registerRun } from './run.ts';
 import { registerPlan } from './plan.ts';
 import { registerDemo } from './demo.ts';
+import { registerAdmissionParams } from './admission-params.ts';
+import { registerVersion } from './version.ts';
+import { registerCompletion } from './completion.ts';
+import { buildInfo } from '../observe/build-info.ts';
 
 const program = new Command()
   .name('tollgate')
   .description('Keeps pods behind scheduling gates until they are ready, under policy in Git.')
-  .version('0.1.0')
+  .version(buildInfo().version)
   .exitOverride()
   .showHelpAfterError();
 
@@ -23,6 +27,9 @@ const registrations: ((program: Command) => void)[] = [
   registerValidate,
   registerPlan,
   registerDemo,
+  registerAdmissionParams,
+  registerVersion,
+  registerCompletion,
 ];
 
 for (const register of registrations) register(program);

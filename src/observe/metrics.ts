@@ -3,14 +3,27 @@
  * and registers them here, with label values pre-created at zero where the set is
  * closed, so dashboards and alerts see a series before the first event.
  */
-import { Registry, collectDefaultMetrics } from 'prom-client';
+import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { buildInfo } from './build-info.ts';
 
 export const registry = new Registry();
 
 let defaultsCollected = false;
-/** Node process metrics (heap, event loop lag, GC); called once by `tollgate run`. */
+/**
+ * Node process metrics under their standard names (process_*, nodejs_*), which shared
+ * dashboards expect, and tollgate_build_info, which tells tollgate's processes apart
+ * from others (`process_resident_memory_bytes * on(job, instance) group_left()
+ * tollgate_build_info`). Called once by `tollgate run`.
+ */
 export function collectProcessMetrics(): void {
   if (defaultsCollected) return;
   defaultsCollected = true;
-  collectDefaultMetrics({ register: registry, prefix: 'tollgate_' });
+  collectDefaultMetrics({ register: registry });
+  const { version, revision, node } = buildInfo();
+  new Gauge({
+    name: 'tollgate_build_info',
+    help: 'Always 1; labels say which build of tollgate runs',
+    labelNames: ['version', 'revision', 'node_version'],
+    registers: [registry],
+  }).set({ version, revision, node_version: node }, 1);
 }

@@ -13,11 +13,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { stringify } from 'yaml';
-import { deployDir, renderKustomization } from '../../support/kustomize.ts';
+import { withMonitoring } from './tools.ts';
 
 const run = promisify(execFile);
 const work = mkdtempSync(join(tmpdir(), 'tollgate-alerts-'));
-const base = renderKustomization(`${deployDir}/base`);
+const base = withMonitoring();
 const rule = base.find((o) => o.kind === 'PrometheusRule') as unknown as {
   spec: { groups: unknown[] };
 };

@@ -27,7 +27,7 @@ import { startGitServer, pushTree, type GitServer } from '../../support/git-serv
 import { creatable, eventually } from '../../support/eventually.ts';
 import { aPod } from '../../builders/pod.ts';
 import { BudgetWatcher } from '../gate-release/harness.ts';
-import { deployDir, renderKustomization } from '../../support/kustomize.ts';
+import { deployDir, kustomizeBuild, withMonitoring } from './tools.ts';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -330,7 +330,7 @@ describe('tollgate run: two replicas on the real control plane', () => {
         type === 'histogram' ? [`${name}_bucket`, `${name}_sum`, `${name}_count`] : [name!],
       ),
     );
-    const base = renderKustomization(`${deployDir}/base`);
+    const base = withMonitoring();
     const queried = JSON.stringify([
       base.find((o) => o.kind === 'PrometheusRule'),
       base.find((o) => o.metadata?.name === 'tollgate-dashboard'),
@@ -401,7 +401,7 @@ describe('tollgate run: two replicas on the real control plane', () => {
     assert.equal(code, 0, `replica-b exit code; log:\n${readFileSync(b.log, 'utf8').slice(-2000)}`);
     assert.equal(await holder(), undefined, 'the lease is released on shutdown');
     const grace = (
-      renderKustomization(`${deployDir}/base`).find((o) => o.kind === 'Deployment') as unknown as {
+      kustomizeBuild(`${deployDir}/base`).find((o) => o.kind === 'Deployment') as unknown as {
         spec: { template: { spec: { terminationGracePeriodSeconds: number } } };
       }
     ).spec.template.spec.terminationGracePeriodSeconds;

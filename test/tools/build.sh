@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds the deploy tools the tests use (kustomize, helm) from the Go modules pinned in
+# test/tools/<tool>/go.mod and go.sum, the way test/cluster/build.sh builds the control
+# plane: into a git-ignored cache folder keyed by version and by the pins' checksum, so
+# repeat runs cost nothing. Usage: build.sh kustomize|helm. Prints the binary's path on
+# stdout's last line.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+tool=${1:?usage: build.sh kustomize|helm}
+case "$tool" in
+  kustomize) pkg=sigs.k8s.io/kustomize/kustomize/v5; module=$pkg ;;
+  helm) pkg=helm.sh/helm/v3/cmd/helm; module=helm.sh/helm/v3 ;;
+  *) echo "build.sh: unknown tool $tool (kustomize or helm)" >&2; exit 2 ;;
+esac
+if ! command -v go >/dev/null 2>&1; then
+  echo "tollgate tests: Go is not installed; install Go >= 1.26 to build $tool, or put $tool on PATH and set TOLLGATE_${tool^^}" >&2
+  exit 3
+fi
+dir="$here/$tool"
+version=$(sed -n "s|^\t*${module//./\\.} \(v[^ ]*\).*|\1|p" "$dir/go.mod" | head -1)
+sum=$(cat "$dir/go.mod" "$dir/go.sum" "$here/build.sh" | sha256sum | cut -c1-12)
+out="${TOLLGATE_TOOLS_CACHE:-$here/../../.cache/tools}/$tool-$version-$sum"
+if [ -x "$out/$tool" ]; then
+  echo "$out/$tool"; exit 0
+fi
+mkdir -p "$out.tmp"
+start=$(date +%s)
+echo "building $tool $version ..." >&2
+ldflags="-s -w"
+if [ "$tool" = helm ]; then
+  # As helm's own Makefile does: the version, and the Kubernetes version `helm template`
+  # assumes (from the client-go helm is built with; otherwise it claims v1.20).
+  kminor=$(sed -n 's|^\t*k8s\.io/client-go v0\.\([0-9]*\)\..*|\1|p' "$dir/go.mod")
+  ldflags="$ldflags -X helm.sh/helm/v3/internal/version.version=$version"
+  ldflags="$ldflags -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$kminor"
+fi
+(cd "$dir" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$out.tmp/$tool" "$pkg")
+rm -rf "$out"; mv "$out.tmp" "$out"
+echo "$tool built in $(( $(date +%s) - start ))s" >&2
+echo "$out/$tool"
