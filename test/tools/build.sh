@@ -3,20 +3,22 @@
 # test/tools/<tool>/go.mod and go.sum, the way test/cluster/build.sh builds the control
 # plane: into a git-ignored cache folder keyed by version and by the pins' checksum, so
 # repeat runs cost nothing. Usage: build.sh kustomize|helm. Prints the binary's path on
-# stdout's last line.
+# stdout's last line. kubectl comes from test/cluster's module (the control plane's
+# Kubernetes version), so the install guide's commands run with a matching client.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-tool=${1:?usage: build.sh kustomize|helm}
+tool=${1:?usage: build.sh kustomize|helm|kubectl}
+dir="$here/$tool"
 case "$tool" in
   kustomize) pkg=sigs.k8s.io/kustomize/kustomize/v5; module=$pkg ;;
   helm) pkg=helm.sh/helm/v3/cmd/helm; module=helm.sh/helm/v3 ;;
-  *) echo "build.sh: unknown tool $tool (kustomize or helm)" >&2; exit 2 ;;
+  kubectl) pkg=k8s.io/kubernetes/cmd/kubectl; module=k8s.io/kubernetes; dir="$here/../cluster" ;;
+  *) echo "build.sh: unknown tool $tool (kustomize, helm or kubectl)" >&2; exit 2 ;;
 esac
 if ! command -v go >/dev/null 2>&1; then
   echo "tollgate tests: Go is not installed; install Go >= 1.26 to build $tool, or put $tool on PATH and set TOLLGATE_${tool^^}" >&2
   exit 3
 fi
-dir="$here/$tool"
 version=$(sed -n "s|^\t*${module//./\\.} \(v[^ ]*\).*|\1|p" "$dir/go.mod" | head -1)
 sum=$(cat "$dir/go.mod" "$dir/go.sum" "$here/build.sh" | sha256sum | cut -c1-12)
 out="${TOLLGATE_TOOLS_CACHE:-$here/../../.cache/tools}/$tool-$version-$sum"
@@ -27,6 +29,9 @@ mkdir -p "$out.tmp"
 start=$(date +%s)
 echo "building $tool $version ..." >&2
 ldflags="-s -w"
+if [ "$tool" = kubectl ]; then
+  ldflags="$ldflags -X k8s.io/component-base/version.gitVersion=$version -X k8s.io/client-go/pkg/version.gitVersion=$version"
+fi
 if [ "$tool" = helm ]; then
   # As helm's own Makefile does: the version, and the Kubernetes version `helm template`
   # assumes (from the client-go helm is built with; otherwise it claims v1.20).

@@ -31,9 +31,11 @@ const find = (objects: Manifest[], kind: string, name?: string): Manifest & Reco
   assert.ok(found, `${kind}${name ? `/${name}` : ''} is rendered`);
   return found as Manifest & Record<string, any>;
 };
+/** The rules granted to tollgate (not the break-glass role, which is bound to nobody). */
 const rulesOf = (objects: Manifest[]): Rule[] =>
   objects
     .filter((o) => o.kind === 'ClusterRole' || o.kind === 'Role')
+    .filter((o) => o.metadata?.name !== 'tollgate-break-glass')
     .flatMap((o) => (o as unknown as { rules: Rule[] }).rules);
 const verbsFor = (objects: Manifest[], resource: string): string[] =>
   rulesOf(objects)
@@ -156,67 +158,125 @@ describe('the monitoring component', () => {
 });
 
 describe('admission wherever it lands', () => {
-  const bindings = (objects: Manifest[]): Record<string, unknown>[] =>
-    objects
-      .filter((o) => o.kind === 'ValidatingAdmissionPolicyBinding')
-      .map((o) => ({ name: o.metadata?.name, ...(o as any).spec }));
-
-  const overlays: { name: string; fields: Record<string, unknown>; ns: string; prefix: string }[] =
-    [
-      { name: 'the base as shipped', fields: {}, ns: 'tollgate-system', prefix: '' },
-      { name: "an overlay's namespace", fields: { namespace: 'ops' }, ns: 'ops', prefix: '' },
-      {
-        name: "an overlay's namespace and name prefix",
-        fields: { namespace: 'ops', namePrefix: 'blue-' },
-        ns: 'ops',
-        prefix: 'blue-',
-      },
-    ];
-  for (const { name, fields, ns, prefix } of overlays) {
-    it(`${name}: bindings, policies, parameters and service account stay consistent`, () => {
+  const overlays: { name: string; fields: Record<string, unknown>; prefix: string }[] = [
+    { name: 'the base as shipped', fields: {}, prefix: '' },
+    { name: "an overlay's namespace", fields: { namespace: 'ops' }, prefix: '' },
+    {
+      name: "an overlay's namespace and name prefix",
+      fields: { namespace: 'ops', namePrefix: 'blue-' },
+      prefix: 'blue-',
+    },
+  ];
+  for (const { name, fields, prefix } of overlays) {
+    it(`${name}: bindings name their policies and need no parameter object`, () => {
       const objects = kustomizeOverlay({ fields });
-      const params = find(objects, 'ConfigMap', `${prefix}tollgate-admission`);
-      assert.equal(params.metadata?.namespace, ns);
-      // The policies allow the service account named like the parameters without -admission.
-      assert.equal(find(objects, 'ServiceAccount', `${prefix}tollgate`).metadata?.namespace, ns);
-      const policies = objects
-        .filter((o) => o.kind === 'ValidatingAdmissionPolicy')
-        .map((o) => o.metadata?.name);
-      for (const binding of bindings(objects)) {
-        assert.deepEqual(binding.paramRef, {
-          name: `${prefix}tollgate-admission`,
-          namespace: ns,
-          parameterNotFoundAction: 'Deny',
-        });
-        assert.ok(policies.includes(binding.policyName as string), String(binding.policyName));
+      const policies = objects.filter((o) => o.kind === 'ValidatingAdmissionPolicy');
+      assert.deepEqual(policies.map((p) => p.metadata?.name).sort(), [
+        `${prefix}tollgate-gate-removal`,
+        `${prefix}tollgate-tenant-gates`,
+      ]);
+      for (const policy of policies) assert.equal((policy as any).spec.paramKind, undefined);
+      for (const binding of objects.filter((o) => o.kind === 'ValidatingAdmissionPolicyBinding')) {
+        assert.equal((binding as any).spec.paramRef, undefined);
+        assert.ok(
+          policies.some((p) => p.metadata?.name === (binding as any).spec.policyName),
+          `${binding.metadata?.name} binds an existing policy`,
+        );
       }
     });
   }
 
-  it('the shipped parameters are what `tollgate admission-params` renders from policy-examples', () => {
-    const generated = runTollgate(['admission-params', 'policy-examples']);
-    assert.equal(generated.code, 0, generated.stderr);
-    const shipped = readFileSync(join(deployDir, 'base/admission-params.yaml'), 'utf8');
-    assert.deepEqual(
-      parseManifests(shipped, 'deploy/base/admission-params.yaml'),
-      parseManifests(generated.stdout, 'tollgate admission-params'),
-      'regenerate: tollgate admission-params policy-examples > deploy/base/admission-params.yaml',
+  it("grants the admission policies' permission to tollgate's service account, wherever it lands", () => {
+    const objects = kustomizeOverlay({ fields: { namespace: 'ops' } });
+    const role = find(objects, 'ClusterRole', 'tollgate');
+    assert.ok(
+      role.rules.some(
+        (r: Rule) =>
+          r.apiGroups.includes('tollgate.io') &&
+          r.resources.includes('schedulinggates') &&
+          r.verbs.includes('remove'),
+      ),
+    );
+    const binding = find(objects, 'ClusterRoleBinding', 'tollgate');
+    assert.ok(
+      binding.subjects.some(
+        (s: { kind: string; name: string; namespace?: string }) =>
+          s.kind === 'ServiceAccount' && s.name === 'tollgate' && s.namespace === 'ops',
+      ),
     );
   });
 
-  it('governs one list of domains, the same in every expression, and the examples lie inside it', () => {
+  it('governs one list of domains, the same in every expression', () => {
     const text = readFileSync(join(deployDir, 'base/admission.yaml'), 'utf8');
     const lists = [...text.matchAll(/(\[[^\]]*\])\.exists\(d,/g)].map((m) => m[1]);
     assert.equal(lists.length, 4, 'matchConditions and filters of both policies');
     assert.deepEqual(new Set(lists), new Set(["['tollgate.io']"]));
-    const params = find(base, 'ConfigMap', 'tollgate-admission').data as Record<string, string>;
-    assert.deepEqual(Object.keys(params).sort(), [
-      'namespace.api-canary',
-      'namespace.api-prod',
-      'namespace.etl',
-      'namespace.etl-staging',
-      'namespace.ml-eval',
-      'namespace.ml-train',
-    ]);
+  });
+
+  it('`tollgate admission-params` accepts the example policy: its gates are governed out of the box', () => {
+    const generated = runTollgate(['admission-params', 'policy-examples', '-o', 'json']);
+    assert.equal(generated.code, 0, generated.stderr);
+    const items = (JSON.parse(generated.stdout) as { items: Manifest[] }).items;
+    assert.deepEqual(
+      Object.fromEntries(
+        items.map((n) => [
+          n.metadata?.name,
+          n.metadata?.annotations?.['admission.tollgate.io/gate-prefixes'],
+        ]),
+      ),
+      {
+        'api-canary': 'api.tollgate.io/',
+        'api-prod': 'api.tollgate.io/',
+        etl: 'data.tollgate.io/',
+        'etl-staging': 'data.tollgate.io/',
+        'ml-eval': 'ml.tollgate.io/',
+        'ml-train': 'ml.tollgate.io/',
+      },
+    );
+  });
+});
+
+describe('the GitOps and release examples', () => {
+  const example = (file: string): Manifest[] =>
+    parseManifests(readFileSync(join(deployDir, 'examples', file), 'utf8'), file);
+
+  it('Argo CD: tollgate syncs first and tenant Pods ignore the fields tollgate owns', () => {
+    const [tollgate, tenant] = example('argocd-application.yaml') as (Manifest &
+      Record<string, any>)[];
+    const wave = (app: Manifest): number =>
+      Number(app.metadata?.annotations?.['argocd.argoproj.io/sync-wave'] ?? 0);
+    assert.ok(wave(tollgate!) < wave(tenant!), 'tollgate syncs in an earlier wave');
+    assert.ok(tenant!.spec.syncPolicy.syncOptions.includes('RespectIgnoreDifferences=true'));
+    const ignored = tenant!.spec.ignoreDifferences.find((d: { kind: string }) => d.kind === 'Pod');
+    for (const path of ['.spec.schedulingGates', '.spec.containers[].resources', '.spec.resources'])
+      assert.ok(ignored.jqPathExpressions.includes(path), path);
+    assert.deepEqual(ignored.managedFieldsManagers, ['tollgate']);
+  });
+
+  it('Flux: tenant Pods are created once (ssa: IfNotPresent) after tollgate is healthy', () => {
+    const kustomizations = example('flux-kustomization.yaml').filter(
+      (o) => o.kind === 'Kustomization',
+    ) as (Manifest & Record<string, any>)[];
+    const tollgate = kustomizations.find((k) => k.metadata?.name === 'tollgate')!;
+    assert.ok(
+      tollgate.spec.healthChecks.some(
+        (h: { kind: string; name: string }) => h.kind === 'Deployment' && h.name === 'tollgate',
+      ),
+    );
+    const tenant = kustomizations.find((k) => k.metadata?.name === 'team-a-workloads')!;
+    assert.deepEqual(tenant.spec.dependsOn, [{ name: 'tollgate' }]);
+    assert.match(tenant.spec.patches[0].patch, /kustomize\.toolkit\.fluxcd\.io\/ssa: IfNotPresent/);
+  });
+
+  it('the release workflow builds with the script CI uses, pushes that digest, signs it and attests the SBOM', () => {
+    const text = readFileSync(join(deployDir, 'examples/release-workflow.yaml'), 'utf8');
+    const workflow = parseManifests(text, 'release-workflow.yaml')[0] as Record<string, any>;
+    const steps = (workflow.jobs.image.steps as { run?: string }[])
+      .map((s) => s.run ?? '')
+      .join('\n');
+    assert.match(steps, /scripts\/build-image\.sh --check-reproducible/);
+    assert.match(steps, /skopeo copy --preserve-digests "oci:/);
+    assert.match(steps, /cosign sign --yes "\$IMAGE@\$digest"/);
+    assert.match(steps, /cosign attest --yes --type cyclonedx --predicate "[^"]*sbom\.cdx\.json"/);
   });
 });

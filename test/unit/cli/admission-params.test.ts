@@ -1,10 +1,21 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { admissionParams, prefixInDomain } from '../../../src/cli/admission-params.ts';
+import {
+  admissionParams,
+  gatePrefixesAnnotation,
+  prefixInDomain,
+} from '../../../src/cli/admission-params.ts';
 import { aPolicy, aTenant } from '../../builders/policy.ts';
 
+const annotations = (
+  rendered: ReturnType<typeof admissionParams>,
+): Record<string, string | undefined> =>
+  Object.fromEntries(
+    rendered.map((n) => [n.metadata.name, n.metadata.annotations[gatePrefixesAnnotation]]),
+  );
+
 describe('admission parameters rendered from the policy', () => {
-  it('lists, per namespace, the prefixes of the tenants owning it', () => {
+  it('annotates every tenant namespace with the prefixes of the tenants owning it', () => {
     const policy = aPolicy()
       .tenant(
         aTenant('team-a').namespaces('a-prod', 'shared').prefixes('team-a.tollgate.io/'),
@@ -13,33 +24,22 @@ describe('admission parameters rendered from the policy', () => {
           .prefixes('team-b.tollgate.io/', 'batch.team-b.tollgate.io/'),
       )
       .obj();
-    assert.deepEqual(admissionParams(policy).data, {
-      'namespace.a-prod': 'team-a.tollgate.io/',
-      'namespace.b-prod': 'batch.team-b.tollgate.io/,team-b.tollgate.io/',
-      'namespace.shared': 'batch.team-b.tollgate.io/,team-a.tollgate.io/,team-b.tollgate.io/',
+    assert.deepEqual(annotations(admissionParams(policy)), {
+      'a-prod': 'team-a.tollgate.io/',
+      'b-prod': 'batch.team-b.tollgate.io/,team-b.tollgate.io/',
+      shared: 'batch.team-b.tollgate.io/,team-a.tollgate.io/,team-b.tollgate.io/',
     });
   });
 
-  it('is named after the service account, in the namespace tollgate is installed in', () => {
+  it('renders Namespaces that carry only that annotation, for a server-side apply', () => {
     const policy = aPolicy().tenant(aTenant('t').namespaces('n').prefixes('t.tollgate.io/')).obj();
-    assert.deepEqual(
-      admissionParams(policy, { namespace: 'ops', serviceAccount: 'blue-tollgate' }).metadata,
+    assert.deepEqual(admissionParams(policy), [
       {
-        name: 'blue-tollgate-admission',
-        namespace: 'ops',
-        labels: { 'app.kubernetes.io/name': 'tollgate' },
+        apiVersion: 'v1',
+        kind: 'Namespace',
+        metadata: { name: 'n', annotations: { [gatePrefixesAnnotation]: 't.tollgate.io/' } },
       },
-    );
-  });
-
-  it('names extra controllers only when asked (tollgate itself is always allowed)', () => {
-    const policy = aPolicy().tenant(aTenant('t').namespaces('n').prefixes('t.tollgate.io/')).obj();
-    assert.equal(admissionParams(policy).data.controllers, undefined);
-    assert.equal(
-      admissionParams(policy, { controllers: ['ops-oncall', 'system:serviceaccount:x:y'] }).data
-        .controllers,
-      'ops-oncall,system:serviceaccount:x:y',
-    );
+    ]);
   });
 
   it('refuses a prefix without a trailing slash, which the CEL would match too widely', () => {
@@ -58,10 +58,9 @@ describe('admission parameters rendered from the policy', () => {
       () => admissionParams(policy),
       /Tenant t .*gate prefix "batch\.example\.com\/" lies outside the governed domains \(tollgate\.io\)/,
     );
-    assert.equal(
-      admissionParams(policy, { governedDomains: ['example.com'] }).data['namespace.n'],
-      'batch.example.com/',
-    );
+    assert.deepEqual(annotations(admissionParams(policy, { governedDomains: ['example.com'] })), {
+      n: 'batch.example.com/',
+    });
   });
 });
 
