@@ -175,8 +175,10 @@ class EventNotWritten extends Error {
 }
 
 /**
- * `writes` is the process's dispatcher. A KubeConfig is accepted for tests and tools that
- * have none: the recorder then gets a small dispatcher of its own (one write at a time).
+ * `writes` is the process's dispatcher (`tollgate run`), or the one a test stack hands
+ * in (test/support/event-writes.ts). The KubeConfig form is deprecated and kept only
+ * until its last caller hands a dispatcher in: it builds that same small dispatcher here
+ * (one write at a time).
  */
 export function createEventRecorder(
   writes: Dispatcher | KubeConfig,

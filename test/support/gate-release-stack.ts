@@ -21,6 +21,7 @@ import { createWriteExecutor } from '../../src/cluster/writer.ts';
 import type { ClusterView, ObjectReference } from '../../src/cluster/types.ts';
 import { StaleGuard } from '../../src/cluster/stale-guard.ts';
 import { createEventRecorder } from '../../src/cluster/events.ts';
+import { eventDispatcher } from './event-writes.ts';
 import { GitAuditWriter, type AuditMode } from '../../src/audit/writer.ts';
 import { openAuditSource } from '../../src/audit/reader.ts';
 import type { AuditSink } from '../../src/audit/types.ts';
@@ -193,7 +194,7 @@ export async function prepareGateReleaseStack(
     batch: { maxDecisions: 1000, maxDelayMs: 200 },
     logger: log,
   });
-  const recorder = createEventRecorder(kc, {
+  const recorder = createEventRecorder(eventDispatcher(kc), {
     ratePerSecond: 50,
     burst: 100,
     logger: log,

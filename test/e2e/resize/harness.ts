@@ -12,6 +12,7 @@ import { sharedControlPlane, type ControlPlane } from '../../support/control-pla
 import { SimulatedKubelet } from '../../support/kubelet.ts';
 import { startGitServer, type GitServer } from '../../support/git-server.ts';
 import { eventually } from '../../support/eventually.ts';
+import { eventDispatcher } from '../../support/event-writes.ts';
 import { LiveClusterView } from '../../../src/cluster/view.ts';
 import { createWriteExecutor } from '../../../src/cluster/writer.ts';
 import { GitAuditWriter } from '../../../src/audit/writer.ts';
@@ -107,7 +108,7 @@ export async function startResizeWorld(
   });
 
   const prom = await startPrometheusForTest();
-  const events = createEventRecorder(tollgateKc, {
+  const events = createEventRecorder(eventDispatcher(tollgateKc), {
     ratePerSecond: 50,
     burst: 100,
     reportingInstance: 'resize-e2e',
