@@ -3,7 +3,7 @@
  * token bucket, node:test's mock timers for the recorder's waits, moved together): the
  * writes it hands to the dispatcher, counted per window of clock time.
  */
-import { mock, test } from 'node:test';
+import { mock, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { setImmediate as turn } from 'node:timers/promises';
 import { createEventRecorder } from '../../../src/cluster/events.ts';
@@ -54,12 +54,17 @@ function mostPerWindow(at: readonly number[], windowMs: number): number {
   );
 }
 
-test('Event writes at 10/s with a burst of 2: 2 at once, then one per 100 ms of clock time, never more than 12 in a second', async (t) => {
+/** A recorder on a ManualClock at 0 with mocked timers (reset after the test). */
+function pacedRecorder(t: TestContext, rate: { ratePerSecond: number; burst: number }) {
   mock.timers.enable({ apis: ['setTimeout'] });
   t.after(() => mock.timers.reset());
   const clock = new ManualClock(0);
   const { dispatcher, at } = timedDispatcher(clock);
-  const recorder = createEventRecorder(dispatcher, { ratePerSecond: 10, burst: 2, clock });
+  return { clock, at, recorder: createEventRecorder(dispatcher, { ...rate, clock }) };
+}
+
+test('Event writes at 10/s with a burst of 2: 2 at once, then one per 100 ms of clock time, never more than 12 in a second', async (t) => {
+  const { clock, at, recorder } = pacedRecorder(t, { ratePerSecond: 10, burst: 2 });
 
   // A held pod re-evaluated 4 times and 11 releases: the first repeat bumps the series at
   // once (the burst's second token), the next two merge into one more bump; 11 creates.
@@ -81,11 +86,7 @@ test('Event writes at 10/s with a burst of 2: 2 at once, then one per 100 ms of 
 });
 
 test('without clock time passing only the burst is written, however long real time runs', async (t) => {
-  mock.timers.enable({ apis: ['setTimeout'] });
-  t.after(() => mock.timers.reset());
-  const clock = new ManualClock(0);
-  const { dispatcher, at } = timedDispatcher(clock);
-  const recorder = createEventRecorder(dispatcher, { ratePerSecond: 5, burst: 3, clock });
+  const { clock, at, recorder } = pacedRecorder(t, { ratePerSecond: 5, burst: 3 });
   for (let i = 0; i < 10; i++) recorder.record(pod(i), released);
   for (let i = 0; i < 20; i++) {
     mock.timers.tick(1_000); // the timers fire, the clock stands still: no new tokens
