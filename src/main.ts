@@ -153,6 +153,7 @@ async function start(
 
   // 5. Leader election; the dispatcher refuses every write outside an open term.
   const elector = createLeaderElector(config, kubeConfig, log);
+  audit.setFence(elector.fence);
   const termWrites = new TermWrites();
   const dispatcher = createRunDispatcher({
     config,

@@ -86,7 +86,8 @@ export function recoveredOutcome(intent: AuditRecord, state: IntentState, now: n
 
 /**
  * The default lookup for pod intents. `ownsGate` says which scheduling gates are
- * tollgate's (its policy's gate names or prefixes).
+ * tollgate's: its policy's gate names and its tenants' gate prefixes, so a gate renamed
+ * in the policy since the intent still counts as tollgate's.
  */
 export function podStateLookup(
   getPod: (namespace: string, name: string) => V1Pod | undefined | Promise<V1Pod | undefined>,
@@ -96,6 +97,14 @@ export function podStateLookup(
     const pod = await getPod(intent.target.namespace, intent.target.name);
     if (!pod || pod.metadata?.uid !== intent.target.uid) return { state: 'gone' };
     const resourceVersion = pod.metadata?.resourceVersion;
+    // Every write tollgate sends changes the pod, so an unchanged resourceVersion proves
+    // the write did not happen, whatever the policy now says (a renamed gate is no longer
+    // "owned", and judging by owned gates alone would call it succeeded).
+    if (resourceVersion !== undefined && resourceVersion === intent.target.resourceVersion)
+      return {
+        state: 'not-applied',
+        detail: `resourceVersion ${resourceVersion} unchanged since the decision`,
+      };
     switch (intent.kind) {
       case 'Release':
       case 'Expire': {

@@ -453,6 +453,17 @@ export class AuditRepo implements Repo {
     throw new AuditHistoryRewrittenError(this.branch, this.url, known, tip);
   }
 
+  /**
+   * Refreshes from the remote; when nothing local is unpushed, the local branch moves to
+   * the remote tip (another writer's commits), so a reader of this clone sees the branch
+   * as the remote has it. With unpushed commits, the next push rebuilds them on that tip.
+   */
+  async sync(): Promise<void> {
+    const tip = await this.fetch();
+    if (tip === undefined || (await this.unpushed()).length > 0) return;
+    await git.writeRef({ fs, gitdir: this.gitdir, ref: this.#localRef, value: tip, force: true });
+  }
+
   /** Rebuilds `pending` on `base`, skipping commits whose file already landed; returns the new local tip. */
   async #rebuild(
     pending: readonly LocalCommit[],

@@ -3,6 +3,7 @@
  * them into deterministic commits on the audit branch (see writer.ts).
  */
 import type { Decision } from '../decide/decision.ts';
+import type { AuditSource } from './reader.ts';
 
 export interface AuditSink {
   /**
@@ -15,6 +16,12 @@ export interface AuditSink {
   record(decisions: readonly Decision[]): void;
   /** Commit and push everything pending now. */
   flush(): Promise<void>;
+  /**
+   * Term start, before recovery: push what an earlier run or term left unpushed and
+   * bring the local clone to the remote tip; resolves with that clone to read recovery
+   * from (undefined when the sink keeps none). Rejects while leftovers cannot be pushed.
+   */
+  reconcile?(): Promise<AuditSource | undefined>;
   /** Decisions not yet pushed (for metrics and /readyz). */
   readonly backlog: number;
   close(): Promise<void>;

@@ -37,6 +37,7 @@ import {
   trackBacklog,
 } from './metrics.ts';
 import { batchKinds, batchOf, phaseOf, serializeBatch, type BatchKind } from './record.ts';
+import { repoSource, type AuditSource } from './reader.ts';
 import { AuditRepo, type RetryOptions } from './repo.ts';
 import type { SshSigner } from './sign.ts';
 import type { AuditSink } from './types.ts';
@@ -52,7 +53,12 @@ export interface AuditStore {
   push(): Promise<number>;
   unpushed(): Promise<readonly { readonly decisions: number }[]>;
   redact?(text: string): string;
+  /** Refreshes from the remote and moves a local branch with nothing unpushed to the remote tip. */
+  sync?(): Promise<void>;
 }
+
+/** True while this process may record (it holds the leader lease); see GitAuditWriter.setFence. */
+export type AuditFence = () => boolean;
 
 export interface Timers {
   set(callback: () => void, ms: number): unknown;
@@ -102,6 +108,16 @@ export class AuditWriteError extends Error {
   }
 }
 
+/** The fence is closed: this process no longer holds the lease and records nothing. */
+export class AuditNotLeaderError extends AuditWriteError {
+  constructor(what: string) {
+    super(
+      `audit: not the leader (lease lost or not held); ${what}; writes must not be sent, the leader's recovery records the outcomes`,
+    );
+    this.name = 'AuditNotLeaderError';
+  }
+}
+
 interface IntentWaiter {
   readonly decisions: readonly Decision[];
   resolve(): void;
@@ -148,6 +164,7 @@ export class GitAuditWriter implements AuditSink {
   #retryTimer: unknown;
   #retryDelay: number;
   #closed = false;
+  #fence: AuditFence = () => true;
 
   constructor(options: AuditWriterOptions) {
     this.#store = options.store;
@@ -190,6 +207,11 @@ export class GitAuditWriter implements AuditSink {
       readonly retry?: Partial<RetryOptions>;
       readonly author?: { readonly name: string; readonly email: string };
       readonly signer?: SshSigner;
+      /**
+       * Leave commits a previous run did not push for `reconcile` at the first term
+       * (a fenced writer: a process that does not lead pushes nothing). Default: push now.
+       */
+      readonly leftoversAtTermStart?: boolean;
     },
   ): Promise<{ writer: GitAuditWriter; repo: AuditRepo }> {
     const logger = options.logger ?? silentLogger;
@@ -219,20 +241,66 @@ export class GitAuditWriter implements AuditSink {
       );
     }
     const writer = new GitAuditWriter({ ...options, store: repo });
-    await writer.#loadUnpushed();
+    await writer.#loadUnpushed(options.leftoversAtTermStart !== true);
     return { writer, repo };
   }
 
-  async #loadUnpushed(): Promise<void> {
+  async #loadUnpushed(pushNow: boolean): Promise<void> {
     const left = await this.#store.unpushed();
     this.#unpushed = left.reduce((sum, commit) => sum + commit.decisions, 0);
-    if (left.length > 0) {
+    if (left.length > 0 && !pushNow) {
+      this.#logger.info(
+        { commits: left.length, decisions: this.#unpushed },
+        'audit commits left unpushed by a previous run; pushed at the start of the next term',
+      );
+    } else if (left.length > 0) {
       this.#logger.info(
         { commits: left.length, decisions: this.#unpushed },
         'audit commits left unpushed by a previous run; pushing',
       );
       void this.#requestCycle(false);
     }
+  }
+
+  /**
+   * Asked before every commit and push: a process that no longer holds the lease (a
+   * stall past it, a lost renewal) must not record, or the successor's recovery and this
+   * process would both give outcomes to the same intents. While it is closed, queued
+   * decisions are dropped (logged, counted in tollgate_audit_dropped_total), strict
+   * intents are refused (their writes are not sent), and commits already made stay
+   * local, unpushed, until `reconcile` at this process's next term.
+   */
+  setFence(fence: AuditFence): void {
+    this.#fence = fence;
+  }
+
+  /**
+   * Term start, before recovery reads the trail: refresh from the remote, push what an
+   * earlier run or term left unpushed, and move the local branch to the remote tip, so
+   * the clone recovery reads holds every intent and outcome exactly once. Rejects while
+   * leftovers cannot be pushed: recovery reading a trail without them would give their
+   * intents a second outcome (or none).
+   */
+  async reconcile(): Promise<AuditSource | undefined> {
+    const sync = this.#store.sync?.bind(this.#store);
+    const run = this.#chain.then(async () => {
+      if (sync) await sync();
+      this.#unpushed = (await this.#store.unpushed()).reduce(
+        (sum, commit) => sum + commit.decisions,
+        0,
+      );
+    });
+    this.#chain = run.catch(() => undefined);
+    await run;
+    await this.#requestCycle(true);
+    const left = await this.#store.unpushed();
+    if (left.length > 0) {
+      const decisions = left.reduce((sum, commit) => sum + commit.decisions, 0);
+      throw new AuditWriteError(
+        `${decisions} audit decisions not pushed; recovery waits until they are (the remote is unreachable or refuses pushes)`,
+      );
+    }
+    return this.#store instanceof AuditRepo ? repoSource(this.#store) : undefined;
   }
 
   get backlog(): number {
@@ -369,6 +437,7 @@ export class GitAuditWriter implements AuditSink {
       ? batchKinds.filter((batch) => this.#batcher.sizeOf(batch) > 0)
       : this.#batcher.due(now);
     const waiters = kinds.includes('intents') ? this.#waiters.splice(0) : [];
+    if (!this.#fence()) return this.#dropUnfenced(kinds, waiters);
     let failure: Error | undefined;
     // Intents that reached a commit: only those get a cancellation when the cycle fails.
     const committedIntents = new Set<string>();
@@ -397,7 +466,10 @@ export class GitAuditWriter implements AuditSink {
         }
       }
     }
-    if (this.#unpushed > 0 && !failure) {
+    if (this.#unpushed > 0 && !failure && !this.#fence()) {
+      failure = new AuditNotLeaderError(`${this.#unpushed} decisions kept local, not pushed`);
+      this.#logger.warn({ backlog: this.backlog }, failure.message);
+    } else if (this.#unpushed > 0 && !failure) {
       try {
         await this.#store.push();
         this.#unpushed = 0;
@@ -410,10 +482,29 @@ export class GitAuditWriter implements AuditSink {
         );
       }
     }
-    if (failure && this.#unpushed > 0) this.#scheduleRetry();
+    if (failure && this.#unpushed > 0 && !(failure instanceof AuditNotLeaderError))
+      this.#scheduleRetry();
     if (waiters.length > 0) this.#settle(waiters, failure, committedIntents);
     this.#arm();
     return failure;
+  }
+
+  /** The fence is closed: nothing queued is recorded by this process, and nothing is pushed. */
+  #dropUnfenced(kinds: readonly BatchKind[], waiters: readonly IntentWaiter[]): Error | undefined {
+    let dropped = 0;
+    for (const batch of kinds)
+      for (const chunk of this.#batcher.take(batch)) dropped += chunk.length;
+    if (dropped === 0 && waiters.length === 0 && this.#unpushed === 0) return undefined;
+    const error = new AuditNotLeaderError(
+      `${dropped} queued decisions dropped, ${this.#unpushed} kept local, not pushed`,
+    );
+    if (dropped > 0) {
+      auditDroppedTotal.inc(dropped);
+      this.#logger.warn({ dropped, backlog: this.backlog }, error.message);
+    }
+    for (const waiter of waiters) waiter.reject(error);
+    this.#arm();
+    return error;
   }
 
   async #commit(batch: BatchKind, decisions: readonly Decision[]): Promise<void> {
@@ -437,6 +528,11 @@ export class GitAuditWriter implements AuditSink {
   ): void {
     if (!failure) {
       for (const waiter of waiters) waiter.resolve();
+      return;
+    }
+    if (failure instanceof AuditNotLeaderError) {
+      // Committed, not pushed: the next term's reconcile pushes them and recovery closes them.
+      for (const waiter of waiters) waiter.reject(failure);
       return;
     }
     // The loop will not send these writes; say so in the trail so every intent has an outcome.

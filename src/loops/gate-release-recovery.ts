@@ -34,8 +34,13 @@ export async function recoverGateReleaseIntents(
   const { view, policy } = deps;
   const lookup = podStateLookup(
     (namespace, name) => view.pod(namespace, name),
-    // A gate is ours when the policy would own it on that pod; the namespace is the intent's.
-    (gate) => policy.gatePolicies.some((gp) => gp.gate === gate),
+    // A gate is ours when a gate policy names it or it lies under a tenant's gate prefix
+    // (a gate renamed since the intent is still ours: its removal is not assumed).
+    (gate) =>
+      policy.gatePolicies.some((gp) => gp.gate === gate) ||
+      [...policy.tenants.values()].some((tenant) =>
+        tenant.gatePrefixes.some((prefix) => gate.startsWith(prefix)),
+      ),
   );
   try {
     const history = await readAuditHistory(deps.source, { pathPrefix: `audit/${deps.cluster}/` });

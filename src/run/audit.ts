@@ -57,6 +57,8 @@ export async function openAudit(options: {
     mode: first.settings.audit.mode,
     batch: first.settings.audit.batch,
     logger: log,
+    // Pushed by the first term's reconcile, before its recovery reads the trail.
+    leftoversAtTermStart: true,
   });
   return writer;
 }
@@ -72,8 +74,8 @@ export async function closeAudit(audit: GitAuditWriter, log: Logger): Promise<vo
 }
 
 /**
- * A new term first records the outcomes a crashed predecessor (or this replica before a
- * restart) left open: gate-release intents whose write may or may not have happened,
+ * A new term first reconciles the audit clone with the remote, then records the outcomes a
+ * crashed predecessor (or this replica before a restart) left open: gate-release intents whose write may or may not have happened,
  * decided from the pod's state (src/loops/gate-release-recovery.ts). A failure is logged
  * and does not block the loops: missing outcomes are a gap in the record, not a safety
  * problem (every write re-checks state). Resize intents are left to `tollgate audit verify`.
@@ -90,11 +92,16 @@ export async function recoverOutcomes(options: {
 }): Promise<void> {
   const started = Date.now();
   try {
-    const source = await openAuditSource(
-      options.auditUrl,
-      options.branch,
-      options.token === undefined ? {} : { token: options.token },
-    );
+    // First the writer's own clone is reconciled with the remote (what an earlier run or
+    // term left unpushed is pushed), so each open intent is decided exactly once.
+    const reconciled = await options.audit.reconcile?.();
+    const source =
+      reconciled ??
+      (await openAuditSource(
+        options.auditUrl,
+        options.branch,
+        options.token === undefined ? {} : { token: options.token },
+      ));
     try {
       const recovered = await recoverGateReleaseIntents({
         source,

@@ -120,6 +120,12 @@ async function startTermLoops(
       running.gate = undefined;
       running.resize = undefined;
       await Promise.all(loops);
+      // The term's last outcomes, while the lease is still held (a lost term records nothing).
+      await parts.audit
+        .flush()
+        .catch((error: unknown) =>
+          log.warn({ err: error }, 'audit flush at the end of the term failed'),
+        );
       log.info('loops stopped');
     },
   };

@@ -90,6 +90,13 @@ const cases: {
     text: /not sent before restart \(still gated by tollgate.io\/budget\)/,
   },
   {
+    name: 'a release whose pod is unchanged since the decision (same resourceVersion) was not applied, even when its gate is no longer in the policy (renamed)',
+    intent: aDecision('Release', 'p1').obj(),
+    pod: pod(['renamed.io/old-gate'], { resourceVersion: '1' }),
+    result: 'cancelled',
+    text: /not sent before restart \(resourceVersion 1 unchanged since the decision\)/,
+  },
+  {
     name: 'a pod replaced under the same name (new uid) is gone',
     intent: aDecision('Release', 'p1').obj(),
     pod: pod([], { uid: 'new' }),

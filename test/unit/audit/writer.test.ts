@@ -250,3 +250,48 @@ test('intents that could not even be committed are rejected and never recorded l
   await writer.flush();
   assert.equal(store.commits.length, 0);
 });
+
+test('a writer whose fence is closed (lease lost) commits and pushes nothing: intents are refused, outcomes dropped and counted', async () => {
+  const { store, writer } = setup();
+  let leading = true;
+  writer.setFence(() => leading);
+  const sent = aDecision('Release', 'p1').obj();
+  await writer.recordIntents([sent]);
+  assert.deepEqual(store.batches(), ['intents']);
+
+  leading = false; // a stall past the lease: the successor closes `sent` at its term start
+  writer.record([outcomeOf(sent), aDecision('Hold', 'p2').obj()]);
+  await assert.rejects(
+    writer.recordIntents([aDecision('Release', 'p3').obj()]),
+    /not the leader .* writes must not be sent/,
+  );
+  await assert.rejects(writer.flush(), /not the leader/);
+  assert.deepEqual(store.batches(), ['intents'], 'no outcome, record or intent after the lease');
+  assert.equal(writer.backlog, 0, 'dropped, not kept for later');
+});
+
+test('commits made while leading but not pushed when the lease is lost stay local until the next term reconciles them', async () => {
+  const { store, writer } = setup({ mode: 'async', maxDelayMs: 10 });
+  let leading = true;
+  writer.setFence(() => leading);
+  store.failPushes = 1;
+  writer.record([outcomeOf(aDecision('Release', 'p1').obj())]);
+  await assert.rejects(writer.flush(), /remote unavailable/);
+  leading = false;
+  await assert.rejects(writer.flush(), /not the leader/);
+  assert.equal(store.commits[0]?.pushed, false, 'not pushed without the lease');
+  leading = true;
+  await writer.reconcile();
+  assert.equal(store.commits[0]?.pushed, true);
+  assert.equal(writer.backlog, 0);
+});
+
+test('reconcile rejects while leftovers cannot be pushed, so recovery does not read a trail that lacks them', async () => {
+  const { store, writer } = setup({ mode: 'async', maxDelayMs: 10 });
+  store.failPushes = 2;
+  writer.record([outcomeOf(aDecision('Release', 'p1').obj())]);
+  await assert.rejects(writer.flush(), /remote unavailable/);
+  await assert.rejects(writer.reconcile(), /1 audit decisions? not pushed; recovery waits/);
+  await writer.reconcile();
+  assert.equal(store.commits[0]?.pushed, true);
+});
