@@ -23,6 +23,7 @@
  */
 import * as fs from 'node:fs';
 import { mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import git, { Errors, type AuthCallback, type CommitObject } from 'isomorphic-git';
 import http from 'isomorphic-git/http/node';
 import { withUnbornHeadRepair } from './http.ts';
@@ -110,6 +111,18 @@ export class AuditPushError extends Error {
 }
 
 const remoteName = 'origin';
+
+/** Loose objects of a git dir: oid -> file path. */
+function looseObjects(gitdir: string): Map<string, string> {
+  const found = new Map<string, string>();
+  const objects = join(gitdir, 'objects');
+  for (const folder of fs.existsSync(objects) ? fs.readdirSync(objects) : []) {
+    if (!/^[0-9a-f]{2}$/.test(folder)) continue;
+    for (const file of fs.readdirSync(join(objects, folder)))
+      if (/^[0-9a-f]{38}$/.test(file)) found.set(folder + file, join(objects, folder, file));
+  }
+  return found;
+}
 
 function errorCode(error: unknown): string {
   const value = error as { code?: unknown; cause?: { code?: unknown } };
@@ -451,6 +464,64 @@ export class AuditRepo implements Repo {
       force: true,
     });
     throw new AuditHistoryRewrittenError(this.branch, this.url, known, tip);
+  }
+
+  /**
+   * Maintenance of the local clone, in-process (the image ships no git binary): the
+   * objects this clone wrote itself (loose, one file each: blobs, trees and commits of
+   * every audit commit) go into one pack with its index, and loose objects no branch
+   * reaches (commits replaced when a lost race rebuilt them) are deleted. Fetched
+   * objects already arrive packed. Reachability is walked only through loose objects:
+   * whatever a packed commit or tree reaches was packed with it, so the walk stops at
+   * the first packed commit and costs what was written since the last maintenance.
+   * Run between writes (the writer calls it in its serial cycle).
+   */
+  async maintain(): Promise<{ packed: number; pruned: number }> {
+    const loose = looseObjects(this.gitdir);
+    if (loose.size === 0) return { packed: 0, pruned: 0 };
+    const reachable = new Set<string>();
+    const visitTree = async (oid: string): Promise<void> => {
+      if (!loose.has(oid) || reachable.has(oid)) return;
+      reachable.add(oid);
+      const { tree } = await git.readTree({ fs, gitdir: this.gitdir, oid, cache: this.cache });
+      for (const entry of tree)
+        if (entry.type === 'tree') await visitTree(entry.oid);
+        else if (loose.has(entry.oid)) reachable.add(entry.oid);
+    };
+    for (const tip of [await this.localTip(), await this.trackingTip()]) {
+      let oid = tip;
+      while (oid !== undefined && loose.has(oid) && !reachable.has(oid)) {
+        reachable.add(oid);
+        const { commit } = await git.readCommit({
+          fs,
+          gitdir: this.gitdir,
+          oid,
+          cache: this.cache,
+        });
+        await visitTree(commit.tree);
+        oid = commit.parent[0];
+      }
+    }
+    if (reachable.size > 0) {
+      const { filename } = await git.packObjects({
+        fs,
+        gitdir: this.gitdir,
+        oids: [...reachable],
+        write: true,
+        cache: this.cache,
+      });
+      await git.indexPack({
+        fs,
+        dir: this.gitdir,
+        gitdir: this.gitdir,
+        filepath: `objects/pack/${filename}`,
+        cache: this.cache,
+      });
+    }
+    for (const [, path] of loose) fs.rmSync(path, { force: true });
+    for (const folder of new Set([...loose.values()].map((path) => dirname(path))))
+      if (fs.readdirSync(folder).length === 0) fs.rmdirSync(folder);
+    return { packed: reachable.size, pruned: loose.size - reachable.size };
   }
 
   /**

@@ -55,6 +55,8 @@ export interface AuditStore {
   redact?(text: string): string;
   /** Refreshes from the remote and moves a local branch with nothing unpushed to the remote tip. */
   sync?(): Promise<void>;
+  /** Packs and prunes the local clone (AuditRepo.maintain). */
+  maintain?(): Promise<{ packed: number; pruned: number }>;
 }
 
 /** True while this process may record (it holds the leader lease); see GitAuditWriter.setFence. */
@@ -85,6 +87,8 @@ export interface AuditWriterOptions {
   readonly batch: BatchLimits;
   /** Decisions accepted but not yet pushed, at most (default 100,000). */
   readonly maxBacklog?: number;
+  /** Local clone maintenance (pack, prune) after this many commits, once they are pushed (default 200). */
+  readonly maintainEvery?: number;
   /** First delay before a background push retry after a failed cycle; doubles up to 5 minutes. */
   readonly retryIntervalMs?: number;
   readonly clock?: Clock;
@@ -126,7 +130,12 @@ interface IntentWaiter {
 
 const pad = (value: number, width = 2): string => String(value).padStart(width, '0');
 
-/** `audit/<cluster>/YYYY/MM/DD/THHMMSSZ-<controller>-<seq>.jsonl` (UTC). */
+/**
+ * `audit/<cluster>/YYYY/MM/DD/HH/THHMMSSZ-<controller>-<seq>.jsonl` (UTC). A commit
+ * rewrites the trees on its file's path: with a folder per hour, the largest of them
+ * holds one hour of files (360 at one commit every 10 s), so the cost of a commit does
+ * not grow with the day's (or the year's) history.
+ */
 export function auditFilePath(
   cluster: string,
   controller: string,
@@ -134,9 +143,9 @@ export function auditFilePath(
   sequence: number,
 ): string {
   const time = new Date(at);
-  const day = `${time.getUTCFullYear()}/${pad(time.getUTCMonth() + 1)}/${pad(time.getUTCDate())}`;
+  const hour = `${time.getUTCFullYear()}/${pad(time.getUTCMonth() + 1)}/${pad(time.getUTCDate())}/${pad(time.getUTCHours())}`;
   const stamp = `T${pad(time.getUTCHours())}${pad(time.getUTCMinutes())}${pad(time.getUTCSeconds())}Z`;
-  return `audit/${cluster}/${day}/${stamp}-${controller}-${pad(sequence, 6)}.jsonl`;
+  return `audit/${cluster}/${hour}/${stamp}-${controller}-${pad(sequence, 6)}.jsonl`;
 }
 
 export class GitAuditWriter implements AuditSink {
@@ -165,6 +174,8 @@ export class GitAuditWriter implements AuditSink {
   #retryDelay: number;
   #closed = false;
   #fence: AuditFence = () => true;
+  #commitsSinceMaintenance = 0;
+  readonly #maintainEvery: number;
 
   constructor(options: AuditWriterOptions) {
     this.#store = options.store;
@@ -173,6 +184,7 @@ export class GitAuditWriter implements AuditSink {
     this.#mode = options.mode ?? 'strict';
     this.#limits = options.batch;
     this.#maxBacklog = options.maxBacklog ?? 100_000;
+    this.#maintainEvery = options.maintainEvery ?? 200;
     this.#retryIntervalMs = options.retryIntervalMs ?? Math.max(1_000, options.batch.maxDelayMs);
     this.#retryDelay = this.#retryIntervalMs;
     this.#clock = options.clock ?? systemClock;
@@ -474,6 +486,7 @@ export class GitAuditWriter implements AuditSink {
         await this.#store.push();
         this.#unpushed = 0;
         this.#retryDelay = this.#retryIntervalMs;
+        await this.#maintain();
       } catch (error) {
         failure = error instanceof Error ? error : new Error(String(error));
         this.#logger.error(
@@ -487,6 +500,21 @@ export class GitAuditWriter implements AuditSink {
     if (waiters.length > 0) this.#settle(waiters, failure, committedIntents);
     this.#arm();
     return failure;
+  }
+
+  /** Packs the clone every `maintainEvery` commits; a failure is logged, the trail is not at stake. */
+  async #maintain(): Promise<void> {
+    if (!this.#store.maintain || this.#commitsSinceMaintenance < this.#maintainEvery) return;
+    this.#commitsSinceMaintenance = 0;
+    try {
+      const result = await this.#store.maintain();
+      this.#logger.debug(result, 'audit clone maintained (packed, pruned)');
+    } catch (error) {
+      this.#logger.warn(
+        { err: this.#redact((error as Error).message) },
+        'audit clone maintenance failed; loose objects stay until the next try',
+      );
+    }
   }
 
   /** The fence is closed: nothing queued is recorded by this process, and nothing is pushed. */
@@ -517,6 +545,7 @@ export class GitAuditWriter implements AuditSink {
       cluster: this.#cluster,
     });
     await this.#store.commitFile(path, serializeBatch(decisions), message);
+    this.#commitsSinceMaintenance += 1;
     auditCommitsTotal.inc({ batch });
     auditDecisionsTotal.inc({ batch }, decisions.length);
   }

@@ -119,7 +119,7 @@ describe('tollgate audit CLI', () => {
     assert.match(show.stdout, /Tollgate-Batch: intents/);
     assert.match(
       show.stdout,
-      /added audit\/cli\/\d{4}\/\d{2}\/\d{2}\/T\d{6}Z-tollgate-0-000001\.jsonl/,
+      /added audit\/cli\/\d{4}\/\d{2}\/\d{2}\/\d{2}\/T\d{6}Z-tollgate-0-000001\.jsonl/,
     );
 
     const failing = await cli('verify', '--repo', url, '--kubeconfig', cp.adminKubeconfig);

@@ -188,6 +188,8 @@ describe('recovery after a crash between intent and outcome', () => {
       controller: 'tollgate-1',
       batch: { maxDecisions: 100, maxDelayMs: 50 },
       retry: { maxAttempts: 1 },
+      // It is "killed" below: its background retry must not fire into the shared cache.
+      retryIntervalMs: 3_600_000,
     });
     const { aDecision } = await import('../../builders/decision.ts');
     await assert.rejects(first.writer.recordIntents([aDecision('Release', 'p1').obj()]));

@@ -223,10 +223,10 @@ test('nothing recorded means no commit and no push, even on flush', async () => 
   assert.equal(store.pushCalls, 0);
 });
 
-test('file names are dated in UTC and carry controller and sequence', () => {
+test('file names are dated in UTC, one folder per hour (a commit rewrites at most an hour of entries), and carry controller and sequence', () => {
   assert.equal(
     auditFilePath('prod', 'tollgate-0', Date.UTC(2026, 10, 29, 6, 48, 12), 123),
-    'audit/prod/2026/11/29/T064812Z-tollgate-0-000123.jsonl',
+    'audit/prod/2026/11/29/06/T064812Z-tollgate-0-000123.jsonl',
   );
 });
 

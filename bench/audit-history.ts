@@ -1,0 +1,226 @@
+/**
+ * The audit trail over a long history, against the real Git smart-HTTP server of the
+ * tests, through the real writer (GitAuditWriter + AuditRepo, maintenance on):
+ *
+ *   node bench/audit-history.ts [--records 20000] [--per-commit 20] [--every 10s]
+ *
+ * Writes `--records` decision records (intent + outcome pairs, `--per-commit` records
+ * per commit) at a simulated pace of one commit every `--every` (an injected clock, so
+ * file paths spread over hours and days as in production; wall time is the machine's).
+ * Reported, side by side:
+ * - commit and push latency of the first and the last 5% of commits (their ratio must
+ *   stay near 1: the cost of a commit must not grow with history);
+ * - disk of the server's bare repository and of the writer's clone after maintenance,
+ *   bytes per record;
+ * - term start on a fresh cache (open = fetch, reconcile, recovery read of the trail):
+ *   time and peak heap, in a child process;
+ * - `tollgate audit verify` over the writer's clone: time and peak RSS (/usr/bin/time).
+ */
+import { execFile, spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs, promisify } from 'node:util';
+import { AuditRepo } from '../src/audit/repo.ts';
+import { GitAuditWriter, type AuditStore } from '../src/audit/writer.ts';
+import type { Decision } from '../src/decide/decision.ts';
+import { parseDuration, ManualClock } from '../src/lib/clock.ts';
+import { startGitServer } from '../test/support/git-server.ts';
+import { percentile } from './lib.ts';
+
+const run = promisify(execFile);
+const root = new URL('../', import.meta.url).pathname;
+const { values } = parseArgs({
+  options: {
+    records: { type: 'string', default: '20000' },
+    'per-commit': { type: 'string', default: '20' },
+    every: { type: 'string', default: '10s' },
+    'term-start': { type: 'string' },
+  },
+});
+
+/** Child mode: one term start on a fresh cache; prints JSON {ms, peakHeapMiB, open}. */
+async function termStart(url: string): Promise<void> {
+  let peak = 0;
+  const sample = setInterval(() => (peak = Math.max(peak, process.memoryUsage().heapUsed)), 5);
+  const started = performance.now();
+  const { writer } = await GitAuditWriter.open({
+    url,
+    token: process.env.BENCH_GIT_TOKEN ?? '',
+    cacheDir: mkdtempSync(join(tmpdir(), 'tollgate-bench-term-')),
+    cluster: 'bench',
+    controller: 'bench-term',
+    batch: { maxDecisions: 500, maxDelayMs: 200 },
+    leftoversAtTermStart: true,
+  });
+  const source = await writer.reconcile();
+  const { intentsWithoutOutcome } = await import('../src/audit/recover.ts');
+  const { readAuditHistory } = await import('../src/audit/reader.ts');
+  const open = source
+    ? intentsWithoutOutcome(await readAuditHistory(source, { pathPrefix: 'audit/bench/' }), 'bench')
+    : [];
+  const ms = performance.now() - started;
+  clearInterval(sample);
+  peak = Math.max(peak, process.memoryUsage().heapUsed);
+  process.stdout.write(
+    `${JSON.stringify({ ms, peakHeapMiB: peak / 2 ** 20, open: open.length })}\n`,
+  );
+  await writer.close();
+}
+
+if (values['term-start']) {
+  await termStart(values['term-start']);
+  process.exit(0);
+}
+
+const total = Number(values.records);
+const perCommit = Number(values['per-commit']);
+const everyMs = parseDuration(values.every);
+
+const duKiB = async (dir: string): Promise<number> =>
+  Number((await run('du', ['-sk', dir])).stdout.split('\t')[0]);
+
+const server = await startGitServer();
+const url = server.createRepo('history');
+const bare = join(server.root, 'history.git');
+const emptyKiB = await duKiB(bare);
+const clock = new ManualClock(Date.UTC(2026, 0, 1));
+
+const commitMs: number[] = [];
+const pushMs: number[] = [];
+const cacheDir = mkdtempSync(join(tmpdir(), 'tollgate-bench-history-'));
+const repo = new AuditRepo({
+  dir: join(cacheDir, 'audit.git'),
+  url,
+  branch: 'tollgate/audit',
+  token: server.token,
+  author: { name: 'tollgate bench', email: 'bench@tollgate.invalid' },
+  clock,
+});
+await repo.open();
+await repo.fetch();
+const store: AuditStore = {
+  commitFile: async (path, content, message) => {
+    const start = performance.now();
+    try {
+      return await repo.commitFile(path, content, message);
+    } finally {
+      commitMs.push(performance.now() - start);
+    }
+  },
+  push: async () => {
+    const start = performance.now();
+    try {
+      return await repo.push();
+    } finally {
+      pushMs.push(performance.now() - start);
+    }
+  },
+  unpushed: () => repo.unpushed(),
+  maintain: () => repo.maintain(),
+};
+const writer = new GitAuditWriter({
+  store,
+  cluster: 'bench',
+  controller: 'bench-0',
+  batch: { maxDecisions: perCommit, maxDelayMs: 1_000 },
+  clock,
+});
+
+function decision(index: number): Decision {
+  const name = `p${index}`;
+  return {
+    id: `gate-release:Release:uid-${name}:${1000 + index}:${clock.now()}`,
+    at: clock.now(),
+    loop: 'gate-release',
+    kind: 'Release',
+    tenant: `team-${index % 4}`,
+    target: {
+      namespace: `team-${index % 4}`,
+      name,
+      uid: `uid-${name}`,
+      resourceVersion: String(1000 + index),
+    },
+    policy: { commit: 'f'.repeat(40), file: `tenants/team-${index % 4}.yaml`, name: 'batch-jobs' },
+    inputs: [
+      {
+        condition: 'Budget',
+        met: true,
+        value: { cpuUsed: 1000 + (index % 5000), cpuLimit: 64_000, podsUsed: index % 50 },
+      },
+    ],
+    reason: 'all conditions met',
+    outcome: { result: 'pending' },
+  };
+}
+
+const started = performance.now();
+for (let done = 0; done < total; done += 2 * perCommit) {
+  const intents = Array.from({ length: perCommit }, (_, index) => decision(done + index));
+  clock.advance(everyMs);
+  await writer.recordIntents(intents);
+  clock.advance(everyMs);
+  writer.record(
+    intents.map((item) => ({ ...item, at: clock.now(), outcome: { result: 'succeeded' } })),
+  );
+  await writer.flush();
+}
+await writer.close();
+const writeSeconds = (performance.now() - started) / 1000;
+await repo.maintain();
+const commits = commitMs.length;
+const serverKiB = (await duKiB(bare)) - emptyKiB;
+const cloneKiB = await duKiB(join(cacheDir, 'audit.git'));
+
+const term = await new Promise<{ ms: number; peakHeapMiB: number; open: number }>(
+  (resolve, reject) => {
+    const child = spawn(
+      process.execPath,
+      [join(root, 'bench/audit-history.ts'), '--term-start', url],
+      {
+        env: { ...process.env, BENCH_GIT_TOKEN: server.token },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.on('exit', (code) =>
+      code === 0
+        ? resolve(JSON.parse(out.trim().split('\n').at(-1) as string))
+        : reject(new Error(`term start exited ${code}`)),
+    );
+  },
+);
+
+const verify = await run(
+  '/usr/bin/time',
+  [
+    '-f',
+    'TIME %e s %M KiB',
+    process.execPath,
+    join(root, 'src/cli/main.ts'),
+    'audit',
+    'verify',
+    '--repo',
+    cacheDir,
+  ],
+  { maxBuffer: 64 * 1024 * 1024 },
+).catch((error: { stdout: string; stderr: string }) => error);
+await server.close();
+
+const slice = (values: number[], from: number, to: number): number[] =>
+  values.slice(Math.floor(values.length * from), Math.ceil(values.length * to));
+const median = (values: number[]): number => percentile(values, 50);
+const firstCommit = median(slice(commitMs, 0, 0.05));
+const lastCommit = median(slice(commitMs, 0.95, 1));
+const firstPush = median(slice(pushMs, 0, 0.05));
+const lastPush = median(slice(pushMs, 0.95, 1));
+const report = [
+  `audit history bench: ${total} records, ${perCommit} per commit, ${commits} commits, one every ${values.every} (simulated ${((commits * everyMs) / 3_600_000).toFixed(1)} h), written in ${writeSeconds.toFixed(0)} s`,
+  `commit median first 5% ${firstCommit.toFixed(1)} ms, last 5% ${lastCommit.toFixed(1)} ms (ratio ${(lastCommit / firstCommit).toFixed(2)})`,
+  `push median first 5% ${firstPush.toFixed(1)} ms, last 5% ${lastPush.toFixed(1)} ms (ratio ${(lastPush / firstPush).toFixed(2)})`,
+  `disk: server repo ${(serverKiB / 1024).toFixed(1)} MiB (${((serverKiB * 1024) / total).toFixed(0)} B/record), writer clone after maintenance ${(cloneKiB / 1024).toFixed(1)} MiB (${((cloneKiB * 1024) / total).toFixed(0)} B/record)`,
+  `term start (fresh cache: fetch + reconcile + recovery read): ${term.ms.toFixed(0)} ms, peak heap ${term.peakHeapMiB.toFixed(0)} MiB, open intents ${term.open}`,
+  `verify over the clone: ${(verify.stderr.match(/TIME .*/)?.[0] ?? verify.stderr.slice(-200)).replace('TIME ', '')}; ${verify.stdout.split('\n')[0]}`,
+];
+process.stdout.write(`${report.join('\n')}\n`);

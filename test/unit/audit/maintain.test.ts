@@ -1,0 +1,77 @@
+/**
+ * Maintenance of the writer's clone: loose objects packed, unreachable ones pruned, the
+ * history still readable and verifiable, and the clone still writable afterwards.
+ * A real bare repository on disk (no remote is needed for local commits).
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import { mkdtempSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import git from 'isomorphic-git';
+import { AuditRepo } from '../../../src/audit/repo.ts';
+import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
+import { serializeBatch } from '../../../src/audit/record.ts';
+import { verifyTrail } from '../../../src/audit/verify.ts';
+import { ManualClock } from '../../../src/lib/clock.ts';
+import { aDecision, outcomeOf } from '../../builders/decision.ts';
+
+const looseCount = (gitdir: string): number =>
+  readdirSync(join(gitdir, 'objects'))
+    .filter((name) => /^[0-9a-f]{2}$/.test(name))
+    .reduce((sum, name) => sum + readdirSync(join(gitdir, 'objects', name)).length, 0);
+
+test('maintenance packs what the clone wrote, prunes what no branch reaches, and the trail stays readable and writable', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-maintain-'));
+  const clock = new ManualClock(Date.UTC(2026, 10, 29, 7));
+  const repo = new AuditRepo({
+    dir,
+    url: 'http://127.0.0.1:9/audit.git',
+    branch: 'tollgate/audit',
+    author: { name: 't', email: 't@t' },
+    clock,
+  });
+  await repo.open();
+  const write = async (index: number): Promise<void> => {
+    const intent = aDecision('Release', `p${index}`).obj();
+    clock.advance(10_000);
+    await repo.commitFile(`audit/prod/i-${index}.jsonl`, serializeBatch([intent]), `i ${index}\n`);
+    await repo.commitFile(
+      `audit/prod/o-${index}.jsonl`,
+      serializeBatch([outcomeOf(intent)]),
+      `o ${index}\n`,
+    );
+  };
+  for (let index = 0; index < 20; index += 1) await write(index);
+  // A commit nothing points to (as a rebuild after a lost race leaves behind).
+  const tip = await repo.localTip();
+  await git.writeCommit({
+    fs,
+    gitdir: dir,
+    commit: {
+      message: 'replaced\n',
+      tree: (await repo.treeOf(tip)) as string,
+      parent: [],
+      author: { name: 't', email: 't@t', timestamp: 0, timezoneOffset: 0 },
+      committer: { name: 't', email: 't@t', timestamp: 0, timezoneOffset: 0 },
+    },
+  });
+  const before = looseCount(dir);
+
+  const first = await repo.maintain();
+  assert.equal(looseCount(dir), 0, 'no loose object left');
+  assert.equal(first.pruned, 1, 'the unreachable commit is pruned');
+  assert.equal(first.packed, before - 1);
+
+  for (let index = 20; index < 25; index += 1) await write(index);
+  const second = await repo.maintain();
+  assert.equal(looseCount(dir), 0);
+  assert.ok(second.packed > 0 && second.packed < first.packed, 'only what was written since');
+
+  const source = await openAuditSource(dir, 'tollgate/audit');
+  const history = await readAuditHistory(source);
+  assert.equal(history.length, 50);
+  const report = verifyTrail(history);
+  assert.deepEqual([report.ok, report.intents, report.outcomes], [true, 25, 25]);
+});
