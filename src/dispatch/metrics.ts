@@ -4,6 +4,8 @@
  */
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { registry } from '../observe/metrics.ts';
+import { writeBands } from './bands.ts';
+import { fallbackReasons } from './fallback.ts';
 import type { WriteOperation, WriteResult } from './types.ts';
 
 export const writeOps = [
@@ -53,7 +55,8 @@ export const waitSeconds = getOrCreate(
   () =>
     new Histogram({
       name: 'tollgate_dispatch_wait_seconds',
-      help: 'Time from a write being queued (first request for its key) to its first send.',
+      help: 'Time from a write being queued (first request for its key) to its first send, by band (safety, work, background).',
+      labelNames: ['band'],
       buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
       registers: [registry],
     }),
@@ -113,6 +116,60 @@ export const apiRequestsTotal = getOrCreate(
     }),
 );
 
+export const writeSeconds = getOrCreate(
+  'tollgate_dispatch_write_seconds',
+  () =>
+    new Histogram({
+      name: 'tollgate_dispatch_write_seconds',
+      help: "Time from a write's first send to its result (retries and read-backs included), by operation and result.",
+      labelNames: ['op', 'result'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      registers: [registry],
+    }),
+);
+
+export const degraded = getOrCreate(
+  'tollgate_dispatch_degraded',
+  () =>
+    new Gauge({
+      name: 'tollgate_dispatch_degraded',
+      help: '1 while the dispatcher has fallen back to synchronous writes (one at a time, no backlog) because the API server looked unhealthy; 0 otherwise.',
+      registers: [registry],
+    }),
+);
+
+export const syncMode = getOrCreate(
+  'tollgate_dispatch_sync_mode',
+  () =>
+    new Gauge({
+      name: 'tollgate_dispatch_sync_mode',
+      help: '1 while writes are sent synchronously (configured mode sync, or the automatic fallback); 0 while queued.',
+      registers: [registry],
+    }),
+);
+
+export const fallbackTransitionsTotal = getOrCreate(
+  'tollgate_dispatch_fallback_transitions_total',
+  () =>
+    new Counter({
+      name: 'tollgate_dispatch_fallback_transitions_total',
+      help: 'Entries into the synchronous fallback (to=degraded, by reason) and returns to the queue (to=healthy).',
+      labelNames: ['to', 'reason'],
+      registers: [registry],
+    }),
+);
+
+export const readBacksTotal = getOrCreate(
+  'tollgate_dispatch_read_backs_total',
+  () =>
+    new Counter({
+      name: 'tollgate_dispatch_read_backs_total',
+      help: "Reads of a write's target after its answer was lost (timeout, reset), by operation and what the read showed (applied, absent, gone, error).",
+      labelNames: ['op', 'verdict'],
+      registers: [registry],
+    }),
+);
+
 let precreated = false;
 export function precreateDispatchSeries(): void {
   if (precreated) return;
@@ -125,5 +182,17 @@ export function precreateDispatchSeries(): void {
     for (const reason of retryReasons) retriesTotal.inc({ op, reason }, 0);
   }
   for (const kind of ['same_op', 'op_changed']) coalescedTotal.inc({ kind }, 0);
+  degraded.set(0);
+  syncMode.set(0);
+  for (const reason of fallbackReasons) fallbackTransitionsTotal.inc({ to: 'degraded', reason }, 0);
+  fallbackTransitionsTotal.inc({ to: 'healthy', reason: '' }, 0);
+  for (const op of writeOps) {
+    for (const verdict of ['applied', 'absent', 'gone', 'error'])
+      readBacksTotal.inc({ op, verdict }, 0);
+  }
+  for (const band of writeBands) waitSeconds.zero({ band });
+  for (const op of writeOps) {
+    for (const result of writeResults) writeSeconds.zero({ op, result });
+  }
   for (const verb of ['patch', 'delete', 'create']) apiRequestsTotal.inc({ verb, code: '2xx' }, 0);
 }

@@ -65,13 +65,23 @@ export interface WriteTarget {
   readonly resourceVersion: string;
 }
 
+/**
+ * Which writes go first, whatever their priority: `safety` (resize rollback and revert,
+ * Cancel deletes, expiry marks) before `work` (releases, resizes) before `background`
+ * (Events). Priority, aging and tenant turns order writes only inside one band, so no
+ * GatePolicy priority and no release backlog can put a release ahead of a rollback.
+ */
+export type WriteBand = 'safety' | 'work' | 'background';
+
 export interface WriteRequest {
   /** Coalescing key: one queued item and at most one in-flight write per key. */
   readonly key: ObjectKey;
   readonly target: WriteTarget;
   readonly op: WriteOperation;
-  /** Higher first. */
+  /** Higher first, inside the request's band. */
   readonly priority: number;
+  /** Defaults by operation (`bandOf` in bands.ts): delete = safety, event = background, else work. */
+  readonly band?: WriteBand;
   /** Round-robin unit inside one priority. */
   readonly tenant: string;
   /** Epoch ms after which the write is no longer useful and is dropped as `expired`. */
@@ -83,7 +93,12 @@ export interface WriteRequest {
 
 /** How a write ended. Exactly one per accepted request. */
 export type WriteResult =
-  | { readonly result: 'succeeded'; readonly resourceVersion: string }
+  | {
+      readonly result: 'succeeded';
+      readonly resourceVersion: string;
+      /** Set when the answer was lost (timeout, reset) and a read of the object showed the write applied. */
+      readonly confirmedBy?: 'read-back';
+    }
   /** 409 or a failed JSON-patch test: the key goes back to its loop to be decided again from fresh state. */
   | { readonly result: 'conflict'; readonly message: string }
   /** Final: 403, 404, 422, or retries exhausted. */
@@ -103,6 +118,17 @@ export interface Dispatcher {
   whenNotFull(signal?: AbortSignal): Promise<void>;
   /** Cancels queued work for a key (the pod was deleted); an in-flight write is aborted. */
   cancel(key: ObjectKey, reason: string): void;
+  /**
+   * The object at `key` is gone, or was replaced by a new incarnation: cancels every
+   * queued and backing-off write aimed at `uid` (all incarnations when `uid` is omitted)
+   * and aborts one in flight. Writes for another uid of the same name are kept.
+   * Returns how many writes it cancelled or aborted. (Optional so wrappers and test
+   * doubles of the interface need not carry it; PriorityDispatcher has it.)
+   */
+  cancelObject?(
+    key: ObjectKey,
+    options: { readonly uid?: string; readonly reason: string },
+  ): number;
   readonly depth: number;
   /** Stop taking work; finish or cancel what is in flight. */
   close(options?: { cancelQueued: boolean }): Promise<void>;
@@ -117,3 +143,23 @@ export type WriteExecutor = (
   request: WriteRequest,
   signal: AbortSignal,
 ) => Promise<{ resourceVersion: string }>;
+
+/**
+ * What a read of the target says about a write whose answer was lost: `applied` (the
+ * object shows the write; its resourceVersion), `absent` (it does not: send again), or
+ * `gone` (the object no longer exists or is another incarnation: nothing to send).
+ */
+export type ReadBackVerdict =
+  | { readonly state: 'applied'; readonly resourceVersion: string }
+  | { readonly state: 'absent' }
+  | { readonly state: 'gone'; readonly message: string };
+
+/** Reads the write's target (src/cluster/writer.ts implements it); throws when the read fails. */
+export type ReadBack = (request: WriteRequest, signal: AbortSignal) => Promise<ReadBackVerdict>;
+
+/**
+ * Is the write's target still the object decided on, by the caller's view (an informer
+ * cache)? `gone`/`replaced` cancel the write right before its send; `unknown` sends it
+ * (the write's own preconditions still guard it).
+ */
+export type TargetPresence = (request: WriteRequest) => 'present' | 'gone' | 'replaced' | 'unknown';

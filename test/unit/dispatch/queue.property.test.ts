@@ -15,6 +15,17 @@
  *     exactly once after the queue is drained and closed.
  *  I7 conflicts are never retried: a write answered 409 / failed patch test is not sent
  *     again and resolves `conflict`.
+ *  I8 bands: a work or background write is never sent while a safety write (a delete,
+ *     by default) that is the newest for its key, never sent, within its deadline and
+ *     not blocked by a write in flight to its key is waiting.
+ *  I9 cancel on delete: a write cancelled by `cancelObject(key, {uid})` (the pod was
+ *     deleted or replaced) is never sent afterwards; a write for another uid of the same
+ *     name is not cancelled by it.
+ *  I10 synchronous means one: while the dispatcher is synchronous (the fallback entered
+ *     on failures and timeouts), the executor never has two writes at once; the
+ *     fallback is left again once writes succeed (checked after the drain).
+ *  The reserve: a non-safety write is refused `full` only when the queue holds
+ *     capacity - safetyReserve writes (1 while synchronous).
  * Separate properties:
  *  P1 max priority wins and the newest decision is the one sent, whatever the order of
  *     requests (concurrency 1, no aging): send order follows the max priority per key.
@@ -24,6 +35,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
+import { bandOf } from '../../../src/dispatch/bands.ts';
 import { PriorityDispatcher } from '../../../src/dispatch/queue.ts';
 import type { WriteOperation, WriteRequest, WriteResult } from '../../../src/dispatch/types.ts';
 import { ManualTimers, settle } from '../../support/manual-timers.ts';
@@ -83,13 +95,28 @@ class Real {
   readonly accepted = new Map<string, WriteRequest>();
   readonly newest = new Map<string, string>();
   readonly controllers: AbortController[] = [];
+  /** decisionIds cancelObject cancelled while they were not in flight (I9). */
+  readonly deleted = new Set<string>();
+  readonly safetyReserve: number;
   violations: string[] = [];
 
-  constructor(capacity: number, concurrency: number) {
+  constructor(capacity: number, concurrency: number, safetyReserve = 0) {
     this.capacity = capacity;
     this.concurrency = concurrency;
+    this.safetyReserve = safetyReserve;
     this.dispatcher = new PriorityDispatcher({
       capacity,
+      safetyReserve,
+      // Quick to enter and to leave, so random runs cross the fallback both ways.
+      fallback: {
+        enabled: true,
+        windowAttempts: 4,
+        maxFailureRatio: 0.75,
+        maxConsecutiveTimeouts: 2,
+        maxQueueAgeMs: 6000,
+        minDegradedMs: 2000,
+        recoverySuccesses: 2,
+      },
       concurrency,
       qps: 5,
       burst: 2,
@@ -116,6 +143,17 @@ class Real {
       this.violations.push(`I7: ${req.decisionId} sent again after a conflict`);
     if (this.results.get(req.decisionId)?.length)
       this.violations.push(`sent ${req.decisionId} after it resolved`);
+    if (bandOf(req) !== 'safety') {
+      const waiting = this.#waitingSafety(now);
+      if (waiting)
+        this.violations.push(
+          `I8: sent ${req.decisionId} (${bandOf(req)}) while safety ${waiting} waited`,
+        );
+    }
+    if (this.deleted.has(req.decisionId))
+      this.violations.push(`I9: sent ${req.decisionId} after its pod was deleted`);
+    if (this.dispatcher.synchronous && this.calls.length > 0)
+      this.violations.push(`I10: ${this.calls.length + 1} in flight while synchronous`);
     this.sent.set(req.decisionId, (this.sent.get(req.decisionId) ?? 0) + 1);
     return new Promise((resolve, reject) => {
       const call: Call = {
@@ -136,6 +174,19 @@ class Real {
         { once: true },
       );
     });
+  }
+
+  /** A never-sent safety write that should go before anything else, if one waits. */
+  #waitingSafety(now: number): string | undefined {
+    for (const [key, id] of this.newest) {
+      const req = this.accepted.get(id);
+      if (!req || bandOf(req) !== 'safety' || (this.sent.get(id) ?? 0) > 0) continue;
+      if (this.results.get(id)?.length || req.deadline < now || req.signal?.aborted) continue;
+      // The dispatcher's own view: an answer given but not yet handled still holds the key.
+      if (this.deleted.has(id) || this.dispatcher.isInFlight(key)) continue;
+      return id;
+    }
+    return undefined;
   }
 
   #drop(call: Call): void {
@@ -166,6 +217,7 @@ class Enqueue implements fc.AsyncCommand<Model, Real> {
   readonly tenant: string;
   readonly deadlineIn: number;
   readonly withSignal: boolean;
+  readonly incarnation: number;
   constructor(
     key: string,
     op: number,
@@ -173,7 +225,9 @@ class Enqueue implements fc.AsyncCommand<Model, Real> {
     tenant: string,
     deadlineIn: number,
     withSignal: boolean,
+    incarnation = 0,
   ) {
+    this.incarnation = incarnation;
     this.key = key;
     this.op = op;
     this.priority = priority;
@@ -188,8 +242,10 @@ class Enqueue implements fc.AsyncCommand<Model, Real> {
     const now = real.timers.clock.now();
     const controller = this.withSignal ? new AbortController() : undefined;
     if (controller) real.controllers.push(controller);
+    const [namespace, name] = this.key.split('/') as [string, string];
     const req = request(this.key, {
       now,
+      target: { namespace, name, uid: `uid-${name}-${this.incarnation}`, resourceVersion: '100' },
       op: ops[this.op] as WriteOperation,
       priority: this.priority,
       tenant: this.tenant,
@@ -205,8 +261,19 @@ class Enqueue implements fc.AsyncCommand<Model, Real> {
       if (previousNewest === undefined) real.newest.delete(this.key);
       else real.newest.set(this.key, previousNewest);
       assert.equal(answer.reason, 'full');
-      if (heldBefore < real.capacity)
-        real.violations.push(`I1: full with ${heldBefore} of ${real.capacity}`);
+      const synchronous = real.dispatcher.synchronous;
+      const safety = bandOf(req) === 'safety';
+      const limit = synchronous
+        ? safety
+          ? Math.min(real.capacity, 1 + Math.max(1, real.safetyReserve))
+          : 1
+        : safety
+          ? real.capacity
+          : real.capacity - real.safetyReserve;
+      if (heldBefore < limit)
+        real.violations.push(
+          `I1: full with ${heldBefore} of ${limit} (${synchronous ? 'sync' : 'queue'})`,
+        );
     } else {
       real.accepted.set(req.decisionId, req);
       real.results.set(req.decisionId, []);
@@ -225,7 +292,7 @@ class Enqueue implements fc.AsyncCommand<Model, Real> {
     real.check();
   }
   toString(): string {
-    return `enqueue(${this.key},${ops[this.op]?.type},p${this.priority},${this.tenant},+${this.deadlineIn}${this.withSignal ? ',signal' : ''})`;
+    return `enqueue(${this.key}#${this.incarnation},${ops[this.op]?.type},p${this.priority},${this.tenant},+${this.deadlineIn}${this.withSignal ? ',signal' : ''})`;
   }
 }
 
@@ -294,6 +361,44 @@ class Cancel implements fc.AsyncCommand<Model, Real> {
   }
 }
 
+class DeletePod implements fc.AsyncCommand<Model, Real> {
+  readonly key: string;
+  readonly incarnation: number;
+  constructor(key: string, incarnation: number) {
+    this.key = key;
+    this.incarnation = incarnation;
+  }
+  check(): boolean {
+    return true;
+  }
+  async run(_m: Model, real: Real): Promise<void> {
+    const [, name] = this.key.split('/') as [string, string];
+    const uid = `uid-${name}-${this.incarnation}`;
+    for (const [id, req] of real.accepted) {
+      if (req.key !== this.key || req.target.uid !== uid || real.results.get(id)?.length) continue;
+      if (real.calls.some((call) => call.request.decisionId === id)) continue;
+      real.deleted.add(id);
+    }
+    const spared = [...real.accepted.values()].filter(
+      (req) =>
+        req.key === this.key && req.target.uid !== uid && !real.results.get(req.decisionId)?.length,
+    );
+    real.dispatcher.cancelObject(this.key, { uid, reason: `pod ${uid} deleted` });
+    await settle();
+    for (const req of spared) {
+      const result = real.results.get(req.decisionId)?.[0];
+      if (result?.result === 'cancelled' && result.message === `pod ${uid} deleted`)
+        real.violations.push(
+          `I9: ${req.decisionId} of ${req.target.uid} cancelled by the delete of ${uid}`,
+        );
+    }
+    real.check();
+  }
+  toString(): string {
+    return `deletePod(${this.key}#${this.incarnation})`;
+  }
+}
+
 const keys = ['ns/a', 'ns/b', 'ns/c', 'ns/d', 'other/e'];
 const commands = [
   fc
@@ -304,10 +409,11 @@ const commands = [
       fc.constantFrom('team-a', 'team-b', 'team-c'),
       fc.integer({ min: 0, max: 8000 }),
       fc.boolean(),
+      fc.integer({ min: 0, max: 1 }),
     )
     .map(
-      ([key, op, priority, tenant, deadlineIn, withSignal]) =>
-        new Enqueue(key, op, priority, tenant, deadlineIn, withSignal),
+      ([key, op, priority, tenant, deadlineIn, withSignal, incarnation]) =>
+        new Enqueue(key, op, priority, tenant, deadlineIn, withSignal, incarnation),
     ),
   fc
     .tuple(
@@ -329,16 +435,20 @@ const commands = [
   fc
     .tuple(fc.constantFrom(...keys), fc.boolean())
     .map(([key, viaSignal]) => new Cancel(key, viaSignal)),
+  fc
+    .tuple(fc.constantFrom(...keys), fc.integer({ min: 0, max: 1 }))
+    .map(([key, incarnation]) => new DeletePod(key, incarnation)),
 ];
 
-test('random command sequences keep every queue invariant (I1-I7) and resolve every accepted write exactly once', async () => {
+test('random command sequences keep every queue invariant (I1-I10) and resolve every accepted write exactly once', async () => {
   await fc.assert(
     fc.asyncProperty(
       fc.integer({ min: 1, max: 6 }),
       fc.integer({ min: 1, max: 3 }),
-      fc.commands(commands, { maxCommands: 60 }),
-      async (capacity, concurrency, cmds) => {
-        const real = new Real(capacity, concurrency);
+      fc.integer({ min: 0, max: 2 }),
+      fc.commands(commands, { maxCommands: 60, size: 'max' }),
+      async (capacity, concurrency, reserve, cmds) => {
+        const real = new Real(capacity, concurrency, Math.min(reserve, capacity - 1));
         await fc.asyncModelRun(() => ({ model: {}, real }), cmds);
         // Drain: answer everything in flight and let time pass until nothing is left.
         for (let round = 0; round < 200 && real.held() > 0; round++) {
@@ -346,6 +456,13 @@ test('random command sequences keep every queue invariant (I1-I7) and resolve ev
           await real.timers.advance(1000);
           real.check();
         }
+        // Nothing fails any more: after a quiet spell the fallback must have been left.
+        await real.timers.advance(5000);
+        assert.equal(
+          real.dispatcher.degraded,
+          false,
+          'I10: the fallback was left once nothing failed',
+        );
         await real.dispatcher.close({ cancelQueued: true });
         await settle();
         real.check();
