@@ -44,6 +44,8 @@ import {
   type ObservableMiddleware,
 } from '@kubernetes/client-node';
 import type {
+  ReadBack,
+  ReadBackVerdict,
   WriteExecutor,
   WriteOperation,
   WriteRequest,
@@ -233,5 +235,164 @@ export function createWriteExecutor(
     if (!written && op.type !== 'delete')
       throw new Error(`${context}: the API answered without metadata.resourceVersion`);
     return { resourceVersion: written ?? '' };
+  };
+}
+
+/** The parts of a pod a read-back looks at. */
+interface ObservedPod {
+  readonly metadata?: {
+    readonly uid?: string;
+    readonly resourceVersion?: string;
+    readonly deletionTimestamp?: unknown;
+    readonly annotations?: Readonly<Record<string, string>>;
+  };
+  readonly spec?: {
+    readonly schedulingGates?: readonly { readonly name?: string }[];
+    readonly containers?: readonly {
+      readonly name?: string;
+      readonly resources?: {
+        readonly requests?: Readonly<Record<string, unknown>>;
+        readonly limits?: Readonly<Record<string, unknown>>;
+      };
+    }[];
+    readonly resources?: {
+      readonly requests?: Readonly<Record<string, unknown>>;
+      readonly limits?: Readonly<Record<string, unknown>>;
+    };
+  };
+}
+
+function sameValues(
+  wanted: Readonly<Record<string, string>> | undefined,
+  seen: Readonly<Record<string, unknown>> | undefined,
+): boolean {
+  return Object.entries(wanted ?? {}).every(([name, value]) => String(seen?.[name]) === value);
+}
+
+function resourcesShown(
+  wanted: ResourceList,
+  seen:
+    | {
+        readonly requests?: Readonly<Record<string, unknown>>;
+        readonly limits?: Readonly<Record<string, unknown>>;
+      }
+    | undefined,
+): boolean {
+  return sameValues(wanted.requests, seen?.requests) && sameValues(wanted.limits, seen?.limits);
+}
+
+/**
+ * Whether a pod as read now shows a pod write as applied (pure; the read is the
+ * caller's). `undefined` pod = 404. A pod of another uid is a different object: for a
+ * delete that means the decided pod is gone (applied); for anything else, `gone`.
+ * Quantities are compared as the API returns them; a write whose values the API
+ * normalised differently reads as `absent` and its retry meets the resourceVersion
+ * precondition (a conflict, decided again), never a blind second write.
+ */
+export function podWriteVisible(
+  request: WriteRequest,
+  pod: ObservedPod | undefined,
+): ReadBackVerdict {
+  const op = request.op;
+  const { uid, resourceVersion } = request.target;
+  const seenVersion = pod?.metadata?.resourceVersion ?? '';
+  if (op.type === 'delete') {
+    if (!pod || pod.metadata?.uid !== uid) return { state: 'applied', resourceVersion: '' };
+    return pod.metadata?.deletionTimestamp
+      ? { state: 'applied', resourceVersion: seenVersion }
+      : { state: 'absent' };
+  }
+  if (!pod) return { state: 'gone', message: `the pod no longer exists` };
+  if (pod.metadata?.uid !== uid)
+    return {
+      state: 'gone',
+      message: `the pod was replaced (uid ${pod.metadata?.uid ?? '?'}, decided on ${uid})`,
+    };
+  // Unchanged since the decision: the write did not land.
+  if (seenVersion === resourceVersion) return { state: 'absent' };
+  switch (op.type) {
+    case 'removeGate': {
+      const gates = pod.spec?.schedulingGates ?? [];
+      return gates.some((gate) => gate.name === op.gate)
+        ? { state: 'absent' }
+        : { state: 'applied', resourceVersion: seenVersion };
+    }
+    case 'resize': {
+      const containers = pod.spec?.containers ?? [];
+      const shown =
+        op.containers.every((wanted) =>
+          resourcesShown(
+            wanted.resources,
+            containers.find((c) => c.name === wanted.name)?.resources,
+          ),
+        ) &&
+        (!op.pod || resourcesShown(op.pod, pod.spec?.resources));
+      return shown ? { state: 'applied', resourceVersion: seenVersion } : { state: 'absent' };
+    }
+    case 'annotate': {
+      const annotations = pod.metadata?.annotations ?? {};
+      const shown = Object.entries(op.annotations).every(([name, value]) =>
+        value === null ? !(name in annotations) : annotations[name] === value,
+      );
+      return shown ? { state: 'applied', resourceVersion: seenVersion } : { state: 'absent' };
+    }
+    case 'event':
+      return { state: 'absent' };
+    default: {
+      const unknown: never = op;
+      throw new Error(`unknown write operation ${JSON.stringify(unknown)}`);
+    }
+  }
+}
+
+/** Whether an Event as read now (undefined = 404) shows the Event write as applied. */
+export function eventWriteVisible(
+  op: Extract<WriteOperation, { type: 'event' }>,
+  event: { metadata?: { resourceVersion?: string }; series?: { count?: number } } | undefined,
+): ReadBackVerdict {
+  const seenVersion = event?.metadata?.resourceVersion ?? '';
+  if (op.event.action === 'create')
+    return event ? { state: 'applied', resourceVersion: seenVersion } : { state: 'absent' };
+  if (!event) return { state: 'gone', message: 'the Event no longer exists' };
+  return (event.series?.count ?? 0) >= op.event.count
+    ? { state: 'applied', resourceVersion: seenVersion }
+    : { state: 'absent' };
+}
+
+/**
+ * The dispatcher's read-back (see `ReadBack` in dispatch/types.ts): one GET of the
+ * write's target, judged by `podWriteVisible` / `eventWriteVisible`. A read that fails
+ * throws, and the dispatcher falls back to its ordinary retry.
+ */
+export function createReadBack(kubeConfig: KubeConfig): ReadBack {
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const events = kubeConfig.makeApiClient(EventsV1Api);
+  const readOrMissing = async <T>(
+    read: () => Promise<T>,
+    context: string,
+  ): Promise<T | undefined> => {
+    try {
+      return await read();
+    } catch (error) {
+      const normalised = toKubeError(error, context);
+      if (normalised instanceof KubeApiError && normalised.statusCode === 404) return undefined;
+      throw normalised;
+    }
+  };
+  return async (request, signal) => {
+    const { namespace, name } = request.target;
+    const op = request.op;
+    if (op.type === 'event') {
+      const event = await readOrMissing(
+        () => events.readNamespacedEvent({ namespace, name }, requestOptions(signal)),
+        `read-back of event ${namespace}/${name}`,
+      );
+      return eventWriteVisible(op, event);
+    }
+    const pod = await readOrMissing(
+      () => core.readNamespacedPod({ namespace, name }, requestOptions(signal)),
+      `read-back of pod ${namespace}/${name}`,
+    );
+    return podWriteVisible(request, pod as ObservedPod | undefined);
   };
 }
