@@ -161,6 +161,8 @@ async function start(
     cacheLag: view.cacheLag,
     elector,
     termWrites,
+    view,
+    log,
   });
   started('dispatcher', () => closeWithin(dispatcher, config.shutdownTimeoutMs, log));
   const events = createPodEvents(dispatcher, config, log);

@@ -14,6 +14,7 @@ import { validateCronExpression } from 'cron';
 import { parseDuration } from '../lib/clock.ts';
 import { leaderTimingProblems, type LeaderTimings } from '../cluster/leader-timing.ts';
 import { parseListenAddress } from '../observe/http.ts';
+import { dispatchSettings, type DispatchSettings } from '../dispatch/settings.ts';
 
 export interface RunSetting {
   /** camelCase key, also commander's option key. */
@@ -188,6 +189,95 @@ export const runSettings = [
     defaultValue: '8',
   },
   {
+    key: 'writeMode',
+    flag: 'write-mode',
+    env: 'TOLLGATE_WRITE_MODE',
+    description:
+      'queue (the bounded priority queue) or sync (one write at a time, no backlog: the rollout switch)',
+    defaultValue: 'queue',
+  },
+  {
+    key: 'writeQueueCapacity',
+    flag: 'write-queue-capacity',
+    env: 'TOLLGATE_WRITE_QUEUE_CAPACITY',
+    description:
+      'writes queued plus in flight at most (the last 64, or a tenth, are kept for safety writes)',
+    defaultValue: '1000',
+  },
+  {
+    key: 'writeAging',
+    flag: 'write-aging',
+    env: 'TOLLGATE_WRITE_AGING',
+    description: 'waiting this long raises a queued write one priority step (inside its band)',
+    defaultValue: '5s',
+  },
+  {
+    key: 'writeAttemptTimeout',
+    flag: 'write-attempt-timeout',
+    env: 'TOLLGATE_WRITE_ATTEMPT_TIMEOUT',
+    description:
+      'one API write attempt is aborted (read back, then retried) after this; must be shorter than --lease-duration minus --renew-deadline (the default shrinks to 80% of that margin when the lease is short)',
+    defaultValue: '4s',
+  },
+  {
+    key: 'writeRetryBase',
+    flag: 'write-retry-base',
+    env: 'TOLLGATE_WRITE_RETRY_BASE',
+    description: 'first retry backoff of a write (doubling, jittered)',
+    defaultValue: '200ms',
+  },
+  {
+    key: 'writeRetryMax',
+    flag: 'write-retry-max',
+    env: 'TOLLGATE_WRITE_RETRY_MAX',
+    description: 'longest retry backoff of a write',
+    defaultValue: '10s',
+  },
+  {
+    key: 'writeRetryAttempts',
+    flag: 'write-retry-attempts',
+    env: 'TOLLGATE_WRITE_RETRY_ATTEMPTS',
+    description: 'sends of one write at most, the first included',
+    defaultValue: '6',
+  },
+  {
+    key: 'writeRetryElapsed',
+    flag: 'write-retry-elapsed',
+    env: 'TOLLGATE_WRITE_RETRY_ELAPSED',
+    description: 'no retry later than this after the first send',
+    defaultValue: '60s',
+  },
+  {
+    key: 'writeFallback',
+    flag: 'write-fallback',
+    env: 'TOLLGATE_WRITE_FALLBACK',
+    description:
+      'on: fall back to synchronous writes when the API server looks unhealthy, and return by itself; off: never',
+    defaultValue: 'on',
+  },
+  {
+    key: 'writeFallbackQueueAge',
+    flag: 'write-fallback-queue-age',
+    env: 'TOLLGATE_WRITE_FALLBACK_QUEUE_AGE',
+    description: 'fall back when the oldest unsent write has waited this long',
+    defaultValue: '5m',
+  },
+  {
+    key: 'writeFallbackFailureRatio',
+    flag: 'write-fallback-failure-ratio',
+    env: 'TOLLGATE_WRITE_FALLBACK_FAILURE_RATIO',
+    description:
+      'fall back when this share of the last 20 write attempts failed (429, 5xx, timeout, reset)',
+    defaultValue: '0.5',
+  },
+  {
+    key: 'writeFallbackTimeouts',
+    flag: 'write-fallback-timeouts',
+    env: 'TOLLGATE_WRITE_FALLBACK_TIMEOUTS',
+    description: 'fall back after this many write attempts in a row without an answer',
+    defaultValue: '5',
+  },
+  {
     key: 'prometheusUrl',
     flag: 'prometheus-url',
     env: 'TOLLGATE_PROMETHEUS_URL',
@@ -240,6 +330,8 @@ export interface RunConfig {
     readonly auditFlush: string;
   };
   readonly api: { readonly qps: number; readonly concurrency: number };
+  /** The write dispatcher's knobs, validated together (src/dispatch/settings.ts). */
+  readonly writes: DispatchSettings;
   /** `prometheusUrl` overrides the policy settings' prometheus.url when set. */
   readonly resize: { readonly prometheusUrl?: string; readonly intervalMs: number };
   readonly shutdownTimeoutMs: number;
@@ -328,6 +420,7 @@ export function parseRunConfig(flags: RawRunSettings, context: RunConfigContext)
   const schedules = parseSchedules(read);
   const shutdownTimeoutMs = read.duration('shutdownTimeout');
   const api = parseApiLimits(read);
+  const writes = parseWrites(read, api, lease.timings);
   const resize = parseResize(read);
   const logLevel = parseLogLevel(read);
   if (read.problems.length > 0 || policy === undefined) {
@@ -345,6 +438,7 @@ export function parseRunConfig(flags: RawRunSettings, context: RunConfigContext)
       lease,
       schedules,
       api,
+      writes,
       resize,
       shutdownTimeoutMs,
       logLevel,
@@ -542,6 +636,88 @@ function parseApiLimits(read: SettingReader): RunConfig['api'] {
     return number;
   };
   return { qps: positive('apiQps', false), concurrency: positive('apiConcurrency', true) };
+}
+
+/** The value at a dotted path ("retry.baseMs") of the dispatcher input. */
+function valueAt(input: object, path: string): unknown {
+  return path
+    .split('.')
+    .reduce<unknown>((at, part) => (at as Record<string, unknown> | undefined)?.[part], input);
+}
+
+/** Which run setting each dispatcher field comes from, so its problems name the flag. */
+const writeSettingOf: Readonly<Record<string, RunSettingKey>> = {
+  mode: 'writeMode',
+  capacity: 'writeQueueCapacity',
+  safetyReserve: 'writeQueueCapacity',
+  agingMs: 'writeAging',
+  attemptTimeoutMs: 'writeAttemptTimeout',
+  'retry.baseMs': 'writeRetryBase',
+  'retry.maxMs': 'writeRetryMax',
+  'retry.maxAttempts': 'writeRetryAttempts',
+  'retry.maxElapsedMs': 'writeRetryElapsed',
+  'fallback.enabled': 'writeFallback',
+  'fallback.maxQueueAgeMs': 'writeFallbackQueueAge',
+  'fallback.maxFailureRatio': 'writeFallbackFailureRatio',
+  'fallback.maxConsecutiveTimeouts': 'writeFallbackTimeouts',
+};
+
+/**
+ * The write dispatcher's knobs, checked by the dispatcher's own validation
+ * (dispatchSettings) so the two never disagree; each problem names its flag. The fence
+ * margin comes from the lease timings: an attempt must end before another replica can
+ * lead (lease duration minus renew deadline).
+ */
+function parseWrites(
+  read: SettingReader,
+  api: RunConfig['api'],
+  timings: LeaderTimings,
+): DispatchSettings {
+  const number = (key: RunSettingKey): number => Number(read.value(key));
+  const fenceMarginMs = Math.max(0, timings.leaseDurationMs - timings.renewDeadlineMs) || 0;
+  const fallback = read.value('writeFallback');
+  if (fallback !== 'on' && fallback !== 'off')
+    read.problem('writeFallback', `"${fallback}" must be on or off`);
+  const input = {
+    mode: read.value('writeMode') as DispatchSettings['mode'],
+    capacity: number('writeQueueCapacity'),
+    concurrency: api.concurrency,
+    qps: api.qps,
+    burst: api.qps * 2,
+    agingMs: read.duration('writeAging'),
+    attemptTimeoutMs:
+      read.raw('writeAttemptTimeout') === undefined && fenceMarginMs > 0
+        ? Math.min(read.duration('writeAttemptTimeout'), Math.floor(fenceMarginMs * 0.8))
+        : read.duration('writeAttemptTimeout'),
+    fenceMarginMs,
+    retry: {
+      baseMs: read.duration('writeRetryBase'),
+      maxMs: read.duration('writeRetryMax'),
+      maxAttempts: number('writeRetryAttempts'),
+      maxElapsedMs: read.duration('writeRetryElapsed'),
+    },
+    fallback: {
+      enabled: fallback === 'on',
+      maxQueueAgeMs: read.duration('writeFallbackQueueAge'),
+      maxFailureRatio: number('writeFallbackFailureRatio'),
+      maxConsecutiveTimeouts: number('writeFallbackTimeouts'),
+    },
+  };
+  try {
+    return dispatchSettings(input);
+  } catch (error) {
+    for (const line of (error as Error).message.split('\n').slice(1)) {
+      const [field = '', ...reason] = line.trim().split(': ');
+      const key = writeSettingOf[field];
+      // A duration that did not parse was reported already, by read.duration.
+      const durationAlreadyReported = field.endsWith('Ms') && Number.isNaN(valueAt(input, field));
+      if (key && !durationAlreadyReported)
+        read.problem(key, reason.join(': ').replace(/got null$/, `got "${read.value(key)}"`));
+      else if (!['qps', 'burst', 'concurrency', 'fenceMarginMs'].includes(field))
+        read.problems.push(line.trim());
+    }
+    return dispatchSettings();
+  }
 }
 
 /**

@@ -8,9 +8,10 @@ import type { RunConfig } from '../cli/run-config.ts';
 import { measureCacheLag, type CacheLagMeter } from '../cluster/cache-lag.ts';
 import { createEventRecorder, type EventRecorder } from '../cluster/events.ts';
 import { LeaderElector, leaseClientFromKubeConfig } from '../cluster/leader.ts';
-import { createWriteExecutor } from '../cluster/writer.ts';
-import { createDispatcher } from '../dispatch/queue.ts';
-import type { Dispatcher } from '../dispatch/types.ts';
+import type { ClusterView } from '../cluster/types.ts';
+import { createReadBack, createWriteExecutor } from '../cluster/writer.ts';
+import { createDispatcher, type PriorityDispatcher } from '../dispatch/queue.ts';
+import type { Dispatcher, TargetPresence } from '../dispatch/types.ts';
 import type { TermWrites } from '../loops/leadership.ts';
 import type { Logger } from '../observe/log.ts';
 
@@ -32,24 +33,60 @@ export function createLeaderElector(
 /**
  * The process's one dispatcher: writes go through the term's executor (so a term's
  * writes can be cancelled together), and the view's cache lag is measured on them.
+ * Its knobs come from the run configuration (`config.writes`, validated there, the
+ * fence margin included). A write whose answer was lost is read back before any retry.
+ * The view keeps it from writing to pods that are gone: a pod's delete cancels its
+ * queued and backing-off writes, and a write to a pod the view shows gone or replaced
+ * (new uid) is dropped right before its send. When a leader term ends, the writes in
+ * flight are aborted and their outcome read back, instead of landing while the next
+ * leader writes.
  */
 export function createRunDispatcher(options: {
-  config: Pick<RunConfig, 'api'>;
+  config: Pick<RunConfig, 'writes'>;
   kubeConfig: KubeConfig;
   cacheLag: CacheLagMeter;
-  elector: Pick<LeaderElector, 'fence'>;
+  elector: Pick<LeaderElector, 'fence' | 'onStoppedLeading'>;
   termWrites: TermWrites;
-}): Dispatcher {
-  const { config } = options;
-  return createDispatcher({
+  view?: Pick<ClusterView, 'pod' | 'onChange'>;
+  log?: Logger;
+}): PriorityDispatcher {
+  const { config, view, log } = options;
+  const dispatcher = createDispatcher({
+    ...config.writes,
     executor: options.termWrites.executor(
       measureCacheLag(createWriteExecutor(options.kubeConfig), options.cacheLag),
     ),
+    readBack: createReadBack(options.kubeConfig),
     fence: options.elector.fence,
-    qps: config.api.qps,
-    burst: config.api.qps * 2,
-    concurrency: config.api.concurrency,
+    ...(view ? { presence: podPresence(view) } : {}),
+    onFallback: (transition) =>
+      transition.to === 'degraded'
+        ? log?.warn(
+            { reason: transition.reason, detail: transition.detail },
+            'API writes fell back to synchronous sends (one at a time, no backlog)',
+          )
+        : log?.info({ detail: transition.detail }, 'API writes are queued again'),
   });
+  view?.onChange((change) => {
+    if (change.resource !== 'pods' || change.type !== 'DELETED') return;
+    dispatcher.cancelObject(change.key, {
+      uid: change.object.metadata?.uid,
+      reason: 'the pod was deleted',
+    });
+  });
+  options.elector.onStoppedLeading(() => dispatcher.fenceClosed('leadership lost'));
+  return dispatcher;
+}
+
+/** The view's word on a write's pod; Events and writes without a uid are not judged. */
+export function podPresence(view: Pick<ClusterView, 'pod'>): TargetPresence {
+  return (request) => {
+    const { namespace, name, uid } = request.target;
+    if (request.op.type === 'event' || uid === '') return 'unknown';
+    const pod = view.pod(namespace, name);
+    if (!pod) return 'gone';
+    return pod.metadata?.uid === uid ? 'present' : 'replaced';
+  };
 }
 
 /** Queued writes are cancelled; in-flight ones get the shutdown timeout to finish. */

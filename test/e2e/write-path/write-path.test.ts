@@ -1,0 +1,385 @@
+/**
+ * The write path under stress, against a real kube-apiserver, writing as the
+ * unprivileged `tollgate` identity through the real executor and read-back
+ * (src/cluster/writer.ts).
+ *
+ * The API server runs with API Priority and Fairness off and one mutating request in
+ * flight at most (system:masters, the test's own set-up identity, is exempt), so
+ * concurrent tollgate writes meet real 429s: a stressed API server.
+ *
+ * Figures (printed as `[write-path e2e]` lines): the rollback's wait behind the release
+ * backlog, in sends and in ms; fallback entry after the burst began and exit after
+ * entry. Assertions are on counts and orderings, never on elapsed time.
+ *
+ * Sizes fit a couple of minutes on a loaded 2-core machine: a backlog of 2,000 releases
+ * (the unit test in test/unit/dispatch/write-path.test.ts holds 10,000 in the queue) and
+ * a burst of 2,000 Event writes.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  CoreV1Api,
+  RbacAuthorizationV1Api,
+  V1MicroTime,
+  Watch,
+  type V1Pod,
+} from '@kubernetes/client-node';
+import { startControlPlane, type ControlPlane } from '../../support/control-plane.ts';
+import { eventually } from '../../support/eventually.ts';
+import { createReadBack, createWriteExecutor } from '../../../src/cluster/writer.ts';
+import { PriorityDispatcher } from '../../../src/dispatch/queue.ts';
+import type { WriteExecutor, WriteRequest, WriteResult } from '../../../src/dispatch/types.ts';
+import { registry } from '../../../src/observe/metrics.ts';
+
+const gate = 'tollgate.io/gate';
+const backlogSize = 2_000;
+const burstSize = 2_000;
+let cp: ControlPlane;
+let admin: CoreV1Api;
+
+before(async () => {
+  cp = await startControlPlane({
+    name: 'write-path',
+    apiServerArgs: [
+      '--enable-priority-and-fairness=false',
+      '--max-requests-inflight=4',
+      '--max-mutating-requests-inflight=1',
+    ],
+  });
+  admin = cp.kubeConfig('admin').makeApiClient(CoreV1Api);
+});
+after(async () => {
+  await cp?.stop();
+});
+
+const log = (line: string): void => {
+  process.stderr.write(`[write-path e2e] ${line}\n`);
+};
+
+async function createPods(namespace: string, count: number): Promise<V1Pod[]> {
+  await admin.createNamespace({ body: { metadata: { name: namespace } } });
+  const pods: V1Pod[] = [];
+  for (let start = 0; start < count; start += 25) {
+    const chunk = Array.from({ length: Math.min(25, count - start) }, (_, i) =>
+      admin.createNamespacedPod({
+        namespace,
+        body: {
+          metadata: { name: `p${start + i}` },
+          spec: {
+            schedulingGates: [{ name: gate }],
+            containers: [{ name: 'app', image: 'registry.k8s.io/pause:3.10' }],
+          },
+        },
+      }),
+    );
+    pods.push(...(await Promise.all(chunk)));
+  }
+  return pods;
+}
+
+/** Cancel deletes pods: deploy/components/cancel grants that per namespace; so does this. */
+async function grantPodDelete(namespace: string): Promise<void> {
+  const rbac = cp.kubeConfig('admin').makeApiClient(RbacAuthorizationV1Api);
+  await rbac.createNamespacedRole({
+    namespace,
+    body: {
+      metadata: { name: 'tollgate-cancel' },
+      rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['delete'] }],
+    },
+  });
+  await rbac.createNamespacedRoleBinding({
+    namespace,
+    body: {
+      metadata: { name: 'tollgate-cancel' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'tollgate-cancel' },
+      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'tollgate' }],
+    },
+  });
+}
+
+let ids = 0;
+function writeFor(pod: V1Pod, fields: Partial<WriteRequest> = {}): WriteRequest {
+  const namespace = pod.metadata?.namespace ?? '';
+  const name = pod.metadata?.name ?? '';
+  return {
+    key: `${namespace}/${name}`,
+    target: {
+      namespace,
+      name,
+      uid: pod.metadata?.uid ?? '',
+      resourceVersion: pod.metadata?.resourceVersion ?? '',
+    },
+    op: { type: 'removeGate', gate, gateIndex: 0 },
+    priority: 1_000_000,
+    tenant: namespace,
+    deadline: Date.now() + 600_000,
+    decisionId: `wp-${ids++}`,
+    ...fields,
+  };
+}
+
+/** The real executor, recording every send in order. */
+function recording(inner: WriteExecutor): { executor: WriteExecutor; sends: WriteRequest[] } {
+  const sends: WriteRequest[] = [];
+  return {
+    sends,
+    executor: (request, signal) => {
+      sends.push(request);
+      return inner(request, signal);
+    },
+  };
+}
+
+function tally(results: readonly WriteResult[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const result of results) counts[result.result] = (counts[result.result] ?? 0) + 1;
+  return counts;
+}
+
+/** An Event create about the namespace: a write with no precondition, cheap to burst. */
+function eventWrite(namespace: string, name: string): WriteRequest {
+  return {
+    key: `${namespace}/${name}`,
+    target: { namespace, name, uid: '', resourceVersion: '' },
+    op: {
+      type: 'event',
+      event: {
+        action: 'create',
+        body: {
+          metadata: { name, namespace },
+          eventTime: new V1MicroTime(Date.now()),
+          reportingController: 'tollgate.io/write-path-e2e',
+          reportingInstance: 'e2e',
+          action: 'Burst',
+          reason: 'Burst',
+          type: 'Normal',
+          regarding: { kind: 'Namespace', name: namespace, apiVersion: 'v1' },
+          note: 'write-path e2e burst',
+        },
+      },
+    },
+    priority: 0,
+    tenant: 'burst',
+    deadline: Date.now() + 600_000,
+    decisionId: name,
+  };
+}
+
+async function gauge(name: string): Promise<number> {
+  return (await registry.getSingleMetric(name)?.get())?.values[0]?.value ?? Number.NaN;
+}
+
+test(`a Cancel (safety write) waits behind at most the writes in flight, not behind ${backlogSize} queued releases of priority 1,000,000`, async () => {
+  const namespace = 'backlog';
+  const pods = await createPods(namespace, backlogSize + 1);
+  const victim = pods.pop() as V1Pod;
+  await grantPodDelete(namespace);
+  const tollgate = cp.kubeConfig('tollgate');
+  const { executor, sends } = recording(createWriteExecutor(tollgate));
+  const concurrency = 2;
+  const dispatcher = new PriorityDispatcher({
+    executor,
+    readBack: createReadBack(tollgate),
+    capacity: backlogSize + 100,
+    safetyReserve: 50,
+    concurrency,
+    qps: 200,
+    burst: 10,
+  });
+  const releases = pods.map((pod) => {
+    const answer = dispatcher.enqueue(writeFor(pod));
+    assert.ok(answer.accepted);
+    return answer.done;
+  });
+  // Let the backlog start draining, then the safety write arrives.
+  await eventually('the first releases are sent', async () => sends.length >= 20);
+  const sentBefore = sends.length;
+  const queuedAt = Date.now();
+  const cancel = dispatcher.enqueue(
+    writeFor(victim, { op: { type: 'delete', reason: 'expired' }, priority: -1_000_000 }),
+  );
+  assert.ok(cancel.accepted);
+  const cancelResult = await cancel.done;
+  const waitedMs = Date.now() - queuedAt;
+  const position = sends.findIndex((s) => s.key === `${namespace}/${victim.metadata?.name}`);
+  const overtaken = position - sentBefore;
+  log(
+    `rollback-class write queued behind ${backlogSize - sentBefore} releases: sent after ${overtaken} other sends (in flight: ${concurrency}), waited ${waitedMs} ms`,
+  );
+  assert.equal(cancelResult.result, 'succeeded', JSON.stringify(cancelResult));
+  assert.ok(
+    overtaken <= concurrency,
+    `at most the ${concurrency} writes already in flight went first, got ${overtaken}`,
+  );
+  const all = await Promise.all(releases);
+  await dispatcher.close();
+  assert.deepEqual(tally(all), { succeeded: backlogSize });
+  await eventually('the victim pod is deleted', async () => {
+    const list = await admin.listNamespacedPod({
+      namespace,
+      fieldSelector: `metadata.name=${victim.metadata?.name}`,
+    });
+    return list.items.length === 0;
+  });
+});
+
+test('deleting pods cancels their queued writes through a watch; nothing is sent to a deleted pod', async () => {
+  const namespace = 'deletes';
+  const pods = await createPods(namespace, 60);
+  const tollgate = cp.kubeConfig('tollgate');
+  const { executor, sends } = recording(createWriteExecutor(tollgate));
+  const dispatcher = new PriorityDispatcher({ executor, concurrency: 1, qps: 5, burst: 1 });
+  // What tollgate's view knows about the pods: a real watch, as the informer sees them.
+  const live = new Map(pods.map((pod) => [pod.metadata?.name ?? '', pod.metadata?.uid ?? '']));
+  let cancelledByWatch = 0;
+  const watching = await new Watch(tollgate).watch(
+    `/api/v1/namespaces/${namespace}/pods`,
+    { resourceVersion: pods.at(-1)?.metadata?.resourceVersion },
+    (type: string, pod: V1Pod) => {
+      if (type !== 'DELETED') return;
+      const name = pod.metadata?.name ?? '';
+      live.delete(name);
+      cancelledByWatch += dispatcher.cancelObject(`${namespace}/${name}`, {
+        uid: pod.metadata?.uid,
+        reason: 'pod deleted',
+      });
+    },
+    () => undefined,
+  );
+  const results = new Map<string, Promise<WriteResult>>();
+  for (const pod of pods) {
+    const answer = dispatcher.enqueue(writeFor(pod, { priority: 0 }));
+    assert.ok(answer.accepted);
+    results.set(pod.metadata?.name ?? '', answer.done);
+  }
+  // At 5 writes per second most are still queued: delete the last 20 pods now.
+  const deleted = pods.slice(-20).map((pod) => pod.metadata?.name ?? '');
+  await Promise.all(
+    deleted.map((name) => admin.deleteNamespacedPod({ namespace, name, gracePeriodSeconds: 0 })),
+  );
+  await eventually('the watch saw every delete', async () =>
+    deleted.every((name) => !live.has(name)),
+  );
+  const byName = new Map<string, WriteResult>();
+  for (const [name, done] of results) byName.set(name, await done);
+  watching.abort();
+  await dispatcher.close();
+  const sentNames = new Set(sends.map((s) => s.target.name));
+  const sentAfterDelete = deleted.filter((name) => sentNames.has(name));
+  log(
+    `${deleted.length} pods deleted with writes queued: ${cancelledByWatch} writes cancelled by the watch, ${sentAfterDelete.length} sent before their delete was seen`,
+  );
+  for (const name of deleted) {
+    const result = byName.get(name);
+    if (sentNames.has(name)) continue; // sent before the delete: its own answer stands
+    assert.deepEqual(result, { result: 'cancelled', message: 'pod deleted' }, `${name} cancelled`);
+  }
+  assert.ok(
+    cancelledByWatch >= 10,
+    `most deleted pods' writes were still queued (${cancelledByWatch})`,
+  );
+  for (const name of pods.slice(0, 40).map((pod) => pod.metadata?.name ?? '')) {
+    assert.equal(byName.get(name)?.result, 'succeeded', `${name}, not deleted, released`);
+  }
+});
+
+test(`a burst of ${burstSize} writes against a stressed API server makes the dispatcher fall back to synchronous writes and return to the queue by itself`, async () => {
+  const namespace = 'burst';
+  await admin.createNamespace({ body: { metadata: { name: namespace } } });
+  const tollgate = cp.kubeConfig('tollgate');
+  const inner = createWriteExecutor(tollgate);
+  let inFlight = 0;
+  let maxInFlightWhileDegraded = 0;
+  const transitions: { to: string; at: number; detail: string }[] = [];
+  const began = Date.now();
+  const dispatcher: PriorityDispatcher = new PriorityDispatcher({
+    executor: async (request, signal) => {
+      inFlight += 1;
+      if (dispatcher.degraded)
+        maxInFlightWhileDegraded = Math.max(maxInFlightWhileDegraded, inFlight);
+      try {
+        return await inner(request, signal);
+      } finally {
+        inFlight -= 1;
+      }
+    },
+    capacity: burstSize + 100,
+    safetyReserve: 10,
+    concurrency: 16,
+    qps: 1000,
+    burst: 1000,
+    retry: { baseMs: 50, maxMs: 1000, maxAttempts: 20, maxElapsedMs: 120_000 },
+    fallback: {
+      enabled: true,
+      windowAttempts: 20,
+      maxFailureRatio: 0.5,
+      minDegradedMs: 3_000,
+      recoverySuccesses: 10,
+    },
+    onFallback: (t) => transitions.push({ to: t.to, at: Date.now() - began, detail: t.detail }),
+  });
+  const results: Promise<WriteResult>[] = [];
+  for (let i = 0; i < burstSize; i++) {
+    const name = `burst-${i}`;
+    const answer = dispatcher.enqueue(eventWrite(namespace, name));
+    assert.ok(answer.accepted);
+    results.push(answer.done);
+  }
+  const all = await Promise.all(results);
+  await eventually('the dispatcher is back on its queue', async () => !dispatcher.degraded, {
+    timeoutMs: 120_000,
+  });
+  assert.equal(await gauge('tollgate_dispatch_degraded'), 0);
+  // After recovery: concurrent writes are accepted again.
+  const again = Array.from({ length: 5 }, (_, i) =>
+    dispatcher.enqueue(eventWrite(namespace, `after-${i}`)),
+  );
+  assert.ok(
+    again.every((answer) => answer.accepted),
+    'five writes queued at once after recovery',
+  );
+  await dispatcher.close();
+  const entry = transitions.find((t) => t.to === 'degraded');
+  const exit = transitions.find((t) => t.to === 'healthy');
+  log(
+    `burst of ${burstSize}: ${JSON.stringify(tally(all))}; fallback entered after ${entry?.at} ms (${entry?.detail}), left ${exit && entry ? exit.at - entry.at : '?'} ms later (${exit?.detail}); at most ${maxInFlightWhileDegraded} write(s) in flight while degraded`,
+  );
+  assert.ok(entry, 'the fallback was entered');
+  assert.ok(exit && exit.at > entry.at, 'and left again by itself');
+  assert.equal(maxInFlightWhileDegraded <= 1, true, 'one write at a time while degraded');
+  const cancelled = all.filter((r) => r.result === 'cancelled');
+  assert.ok(cancelled.length > 0, 'the queued backlog was cancelled on entry');
+  for (const result of cancelled)
+    assert.match((result as { message: string }).message, /fell back to synchronous writes/);
+  assert.equal(tally(all).failed ?? 0, 0, 'no write failed: each ended succeeded or cancelled');
+});
+
+test('an answer lost after the API server applied a gate removal is read back as succeeded, and not sent again', async () => {
+  const namespace = 'read-back';
+  const [pod] = await createPods(namespace, 1);
+  const tollgate = cp.kubeConfig('tollgate');
+  const inner = createWriteExecutor(tollgate);
+  let sends = 0;
+  const dispatcher = new PriorityDispatcher({
+    // The write reaches the API server; its answer is lost on the way back.
+    executor: async (request, signal) => {
+      sends += 1;
+      await inner(request, signal);
+      throw Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
+    },
+    readBack: createReadBack(tollgate),
+  });
+  const answer = dispatcher.enqueue(writeFor(pod as V1Pod));
+  assert.ok(answer.accepted);
+  const result = await answer.done;
+  await dispatcher.close();
+  assert.equal(result.result, 'succeeded');
+  assert.equal((result as { confirmedBy?: string }).confirmedBy, 'read-back');
+  assert.equal(sends, 1, 'not sent again (a second removal would have met a failed test)');
+  const live = await admin.readNamespacedPod({ namespace, name: pod?.metadata?.name ?? '' });
+  assert.deepEqual(live.spec?.schedulingGates ?? [], []);
+  assert.equal(
+    (result as { resourceVersion: string }).resourceVersion,
+    live.metadata?.resourceVersion,
+  );
+});
