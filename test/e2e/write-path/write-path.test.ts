@@ -153,7 +153,8 @@ function eventWrite(namespace: string, name: string): WriteRequest {
           action: 'Burst',
           reason: 'Burst',
           type: 'Normal',
-          regarding: { kind: 'Namespace', name: namespace, apiVersion: 'v1' },
+          // An Event in a namespace must regard an object of that namespace.
+          regarding: { kind: 'Pod', namespace, name: 'burst-target', apiVersion: 'v1' },
           note: 'write-path e2e burst',
         },
       },
@@ -351,7 +352,9 @@ test(`a burst of ${burstSize} writes against a stressed API server makes the dis
   assert.ok(cancelled.length > 0, 'the queued backlog was cancelled on entry');
   for (const result of cancelled)
     assert.match((result as { message: string }).message, /fell back to synchronous writes/);
-  assert.equal(tally(all).failed ?? 0, 0, 'no write failed: each ended succeeded or cancelled');
+  const failed = all.filter((r) => r.result === 'failed');
+  assert.deepEqual(failed.slice(0, 3), [], 'no write failed: each ended succeeded or cancelled');
+  assert.ok((tally(all).succeeded ?? 0) > 0, 'writes succeeded, before and during the fallback');
 });
 
 test('an answer lost after the API server applied a gate removal is read back as succeeded, and not sent again', async () => {
