@@ -24,3 +24,16 @@ export function bandOf(request: Pick<WriteRequest, 'band' | 'op'>): WriteBand {
 export function bandRank(band: WriteBand): number {
   return band === 'safety' ? 0 : band === 'work' ? 1 : 2;
 }
+
+/**
+ * The band of a gate-release loop write: a Cancel (delete), an expiry's Review mark
+ * (annotate) and an expiry-forced release are safety writes; other releases are work.
+ */
+export function releaseWriteBand(write: {
+  readonly op: { readonly type: string };
+  readonly expiryForced: boolean;
+}): WriteBand {
+  return write.op.type === 'delete' || write.op.type === 'annotate' || write.expiryForced
+    ? 'safety'
+    : 'work';
+}

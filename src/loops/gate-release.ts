@@ -31,6 +31,7 @@ import {
   type PlannedWrite,
   type PlanState,
 } from '../decide/release-plan.ts';
+import { releaseWriteBand } from '../dispatch/bands.ts';
 import type { Dispatcher, WriteRequest, WriteResult } from '../dispatch/types.ts';
 import { systemClock, type Clock } from '../lib/clock.ts';
 import { silentLogger, type Logger } from '../observe/log.ts';
@@ -487,6 +488,7 @@ class GateReleaseRunner {
       target: write.target,
       op: write.op,
       priority: write.priority,
+      band: releaseWriteBand(write),
       tenant: write.tenant,
       deadline: this.#clock.now() + this.#deadlineMs,
       decisionId: write.decisionId,

@@ -26,6 +26,7 @@ import type { Decision, Outcome } from '../decide/decision.ts';
 import type { Policy, ResizePolicy } from '../policy/model.ts';
 import {
   decidePodResize,
+  resizePriority,
   type PlannedWrite,
   type PodMemo,
   type PodResizePlan,
@@ -624,6 +625,9 @@ class ResizeRunner {
             target: { namespace: ns, name, uid: pod.metadata?.uid ?? '', resourceVersion },
             op: write.op,
             priority: write.priority,
+            // A rollback or revert restores what ran before: a safety write, ahead of
+            // every release whatever the GatePolicy priorities.
+            band: write.priority >= resizePriority.revert ? 'safety' : 'work',
             tenant,
             deadline: write.deadline,
             decisionId: write.decisionId,
