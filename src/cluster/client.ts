@@ -5,6 +5,8 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import type { Clock } from '../lib/clock.ts';
+import { LiveReader, type StaleGuardPolicy } from './stale-guard.ts';
 
 export type KubeConfigSource =
   | { readonly kind: 'file'; readonly path: string }
@@ -132,5 +134,45 @@ export function podReader(
       if ((error as { code?: number }).code === 404) return undefined;
       throw error;
     }
+  };
+}
+
+/** One live read of a pod; undefined once it is gone. */
+export type PodRead = (namespace: string, name: string) => Promise<V1Pod | undefined>;
+
+/** Thrown when a bounded live read was refused or failed; `retryAfterMs` says when to try again. */
+export class LiveReadRefused extends Error {
+  readonly retryAfterMs: number;
+  constructor(reason: string, retryAfterMs: number) {
+    super(reason);
+    this.name = 'LiveReadRefused';
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/**
+ * The loops' live reads, spent from the policy's budget (StalenessPolicy `liveReads`:
+ * QPS, burst) behind its circuit breaker (LiveReader in stale-guard.ts), so a struggling
+ * API server is not hammered by reads. A refused or failed read rejects with
+ * `LiveReadRefused` naming the reason (budget spent, breaker open, the read's error);
+ * the loop records it on the write it guarded and decides again later. A new policy
+ * with other `liveReads` settings takes effect at once (with a fresh breaker).
+ */
+export function boundedPodReader(
+  read: PodRead,
+  liveReads: () => StaleGuardPolicy['liveReads'],
+  clock?: Clock,
+): PodRead {
+  let settings = liveReads();
+  let reader = new LiveReader<V1Pod>({ read, policy: settings, clock });
+  return async (namespace, name) => {
+    const current = liveReads();
+    if (JSON.stringify(current) !== JSON.stringify(settings)) {
+      settings = current;
+      reader = new LiveReader<V1Pod>({ read, policy: settings, clock });
+    }
+    const outcome = await reader.read(namespace, name);
+    if (outcome.ok) return outcome.object;
+    throw new LiveReadRefused(outcome.reason, outcome.retryAfterMs);
   };
 }

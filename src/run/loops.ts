@@ -6,7 +6,7 @@
  */
 import type { AuditSink } from '../audit/types.ts';
 import type { RunConfig } from '../cli/run-config.ts';
-import { podReader } from '../cluster/client.ts';
+import { boundedPodReader, podReader } from '../cluster/client.ts';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { formatFencingToken, type LeaderElector } from '../cluster/leader.ts';
 import type { LiveClusterView } from '../cluster/view.ts';
@@ -59,7 +59,10 @@ export function superviseLoops(parts: LoopParts): LeaderLoops {
     void running.gate?.pass().catch((error: unknown) => log.warn({ err: error }, what));
   };
   parts.policies.onPolicy(() => passGateRelease('pass on a new policy failed'));
-  const readPod = podReader(parts.kubeConfig);
+  // Live reads are bounded by the policy's budget and breaker (StalenessPolicy liveReads).
+  let liveReads = parts.first.staleness.liveReads;
+  parts.policies.onPolicy((policy) => (liveReads = policy.staleness.liveReads));
+  const readPod = boundedPodReader(podReader(parts.kubeConfig), () => liveReads);
   const supervisor = new WhileLeader(
     parts.elector,
     (term) => startTermLoops({ ...parts, readPod }, term, running),
