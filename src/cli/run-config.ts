@@ -99,6 +99,13 @@ export const runSettings = [
     description: 'audit branch (default: the policy settings, else tollgate/audit)',
   },
   {
+    key: 'auditSigningKeyFile',
+    flag: 'audit-signing-key-file',
+    env: 'TOLLGATE_AUDIT_SIGNING_KEY_FILE',
+    description:
+      'unencrypted SSH ed25519 private key (a mounted Secret) that signs every audit commit; verify with tollgate audit verify --allowed-signers',
+  },
+  {
     key: 'identity',
     flag: 'identity',
     env: 'TOLLGATE_IDENTITY',
@@ -316,7 +323,12 @@ export interface RunConfig {
       | { readonly from: 'file'; readonly path: string };
     readonly cacheDir: string;
   };
-  readonly audit: { readonly repo?: string; readonly branch?: string };
+  readonly audit: {
+    readonly repo?: string;
+    readonly branch?: string;
+    /** Signs audit commits when set (src/audit/sign.ts). */
+    readonly signingKeyFile?: string;
+  };
   readonly identity: string;
   readonly metricsAddress: string;
   readonly lease: {
@@ -413,7 +425,7 @@ export function parseRunConfig(flags: RawRunSettings, context: RunConfigContext)
   const cluster = parseClusterAccess(read, context);
   const policy = parsePolicySource(read, context);
   const git = parseGitAccess(read, context, policy);
-  const audit = parseAuditTarget(read);
+  const audit = parseAuditTarget(read, context);
   const identity = parseIdentity(read, context);
   const metricsAddress = parseMetricsAddress(read);
   const lease = parseLease(read, context);
@@ -544,7 +556,7 @@ function parseGitAccess(
 }
 
 /** The audit repository and branch, when given here rather than in the policy settings. */
-function parseAuditTarget(read: SettingReader): RunConfig['audit'] {
+function parseAuditTarget(read: SettingReader, context: RunConfigContext): RunConfig['audit'] {
   const auditRepo = read.raw('auditRepo');
   if (auditRepo !== undefined) {
     if (!isHttpUrl(auditRepo))
@@ -562,7 +574,14 @@ function parseAuditTarget(read: SettingReader): RunConfig['audit'] {
   ) {
     read.problem('auditBranch', `"${auditBranch}" is not a branch name`);
   }
-  return { repo: auditRepo, branch: auditBranch };
+  const signingKeyFile = read.raw('auditSigningKeyFile');
+  if (signingKeyFile !== undefined && !context.isFile(signingKeyFile))
+    read.problem('auditSigningKeyFile', `"${signingKeyFile}" is not a readable file`);
+  return {
+    repo: auditRepo,
+    branch: auditBranch,
+    ...(signingKeyFile === undefined ? {} : { signingKeyFile }),
+  };
 }
 
 /** This replica's name in the lease and the audit trailers: the flag, else the host name. */

@@ -2,8 +2,10 @@
  * Part 4 of `tollgate run`: the audit trail (a remote that is down only queues commits),
  * and the recovery of outcomes a previous leader left open, run at each term's start.
  */
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { openAuditSource } from '../audit/reader.ts';
+import { sshSigner, type SshSigner } from '../audit/sign.ts';
 import type { AuditSink } from '../audit/types.ts';
 import { GitAuditWriter } from '../audit/writer.ts';
 import type { RunConfig } from '../cli/run-config.ts';
@@ -47,6 +49,7 @@ export async function openAudit(options: {
   log: Logger;
 }): Promise<GitAuditWriter> {
   const { config, first, token, log } = options;
+  const signer = signerFrom(config.audit.signingKeyFile);
   const { writer } = await GitAuditWriter.open({
     url: options.target.url,
     branch: options.target.branch,
@@ -59,8 +62,25 @@ export async function openAudit(options: {
     logger: log,
     // Pushed by the first term's reconcile, before its recovery reads the trail.
     leftoversAtTermStart: true,
+    ...(signer ? { signer } : {}),
   });
+  if (signer) log.info({ publicKey: signer.publicKey }, 'audit commits are signed');
   return writer;
+}
+
+/** The commit signer from --audit-signing-key-file; an unreadable or unsupported key stops the start. */
+function signerFrom(path: string | undefined): SshSigner | undefined {
+  if (path === undefined) return undefined;
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new Error(
+      `--audit-signing-key-file ${path}: ${(error as NodeJS.ErrnoException).code ?? 'unreadable'}`,
+      { cause: error },
+    );
+  }
+  return sshSigner(text, `--audit-signing-key-file ${path}`);
 }
 
 /** A last flush (a failure leaves the commits queued locally), then close. */

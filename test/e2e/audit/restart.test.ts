@@ -6,13 +6,15 @@
  * after the server took it but before the process heard back. Each time tollgate is
  * started again on the same cache folder. When all pods are released, `tollgate audit
  * verify --kubeconfig` must exit 0: every intent has exactly one outcome, after it, and
- * every released pod has its succeeded Release. After the first kill every push is slowed
+ * every released pod has its succeeded Release, and every commit is signed with the key
+ * given by --audit-signing-key-file. After the first kill every push is slowed
  * down (a busy forge), so recovery reading the trail before the leftovers landed shows.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, openSync, readFileSync } from 'node:fs';
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import {
   createServer as createHttpServer,
   request,
@@ -29,6 +31,7 @@ import { SimulatedKubelet } from '../../support/kubelet.ts';
 import { startGitServer, pushTree, type GitServer } from '../../support/git-server.ts';
 import { creatable, eventually } from '../../support/eventually.ts';
 import { aPod } from '../../builders/pod.ts';
+import { sshSigner } from '../../../src/audit/sign.ts';
 
 const root = new URL('../../../', import.meta.url).pathname;
 const cli = join(root, 'src/cli/main.ts');
@@ -185,6 +188,16 @@ describe('restart during audit pushes', () => {
       });
 
     const log = join(work, 'tollgate.log');
+    // Signing enabled from the run configuration: every commit, recovery's included, is
+    // signed, and verify requires it (--allowed-signers).
+    const signingKey = join(work, 'audit-key.pem');
+    const { privateKey } = generateKeyPairSync('ed25519');
+    writeFileSync(signingKey, privateKey.export({ format: 'pem', type: 'pkcs8' }) as string);
+    const allowedSigners = join(work, 'allowed_signers');
+    writeFileSync(
+      allowedSigners,
+      `tollgate@restart ${sshSigner(readFileSync(signingKey, 'utf8')).publicKey}\n`,
+    );
     const start = async (): Promise<{ child: ChildProcess; exited: Promise<number | null> }> => {
       const port = await freePort();
       const child = spawn(
@@ -204,6 +217,8 @@ describe('restart during audit pushes', () => {
           join(work, 'cache'),
           '--audit-repo',
           auditUrl,
+          '--audit-signing-key-file',
+          signingKey,
           '--identity',
           'restart-0',
           '--metrics-address',
@@ -241,7 +256,17 @@ describe('restart during audit pushes', () => {
       new Promise((resolve) =>
         execFile(
           process.execPath,
-          [cli, 'audit', 'verify', '--repo', auditUrl, '--kubeconfig', cp.adminKubeconfig],
+          [
+            cli,
+            'audit',
+            'verify',
+            '--repo',
+            auditUrl,
+            '--kubeconfig',
+            cp.adminKubeconfig,
+            '--allowed-signers',
+            allowedSigners,
+          ],
           { env: cleanEnv({ TOLLGATE_GIT_TOKEN: git.token }) },
           (error, stdout, stderr) =>
             resolve({
@@ -293,6 +318,9 @@ describe('restart during audit pushes', () => {
     assert.equal(await last.exited, 0, readFileSync(log, 'utf8').slice(-3000));
     const final = await verify();
     assert.equal(final.code, 0, final.out);
-    assert.match(final.out, new RegExp(`ok: .*, ${PODS} released pods checked`));
+    assert.match(
+      final.out,
+      new RegExp(`ok: .*, ${PODS} released pods checked, \\d+ signatures checked`),
+    );
   });
 });
