@@ -89,15 +89,25 @@ export function podPresence(view: Pick<ClusterView, 'pod'>): TargetPresence {
   };
 }
 
-/** Queued writes are cancelled; in-flight ones get the shutdown timeout to finish. */
+/**
+ * Queued writes are cancelled; in-flight ones get the shutdown timeout to finish. Those
+ * still in flight then are aborted and their outcome read back (bounded by the attempt
+ * timeout), and only then does this return: the lease is released after it (see
+ * main.ts's shutdown order), so no write of this replica lands under the next leader.
+ */
 export async function closeWithin(
-  dispatcher: Dispatcher,
+  dispatcher: Dispatcher & { fenceClosed?: (reason: string) => void },
   timeoutMs: number,
   log: Logger,
 ): Promise<void> {
-  if ((await within(dispatcher.close({ cancelQueued: true }), timeoutMs)) === 'timeout') {
-    log.warn({ timeoutMs }, 'in-flight writes did not finish within the shutdown timeout');
-  }
+  const closing = dispatcher.close({ cancelQueued: true });
+  if ((await within(closing, timeoutMs)) === 'done') return;
+  log.warn(
+    { timeoutMs },
+    'in-flight writes did not finish within the shutdown timeout; aborting them and reading back their outcome',
+  );
+  dispatcher.fenceClosed?.('shutdown timeout passed with the write in flight');
+  await closing;
 }
 
 /** How the loops report a pod's Event. */

@@ -116,3 +116,31 @@ test('a pod deleted in the view cancels its queued write with the reason', async
   stopped[0]?.();
   await dispatcher.close({ cancelQueued: true });
 });
+
+test('a shutdown that times out aborts the writes still in flight and waits for their outcome, so the lease is released only after they settled', async () => {
+  const { PriorityDispatcher } = await import('../../../src/dispatch/queue.ts');
+  const { closeWithin } = await import('../../../src/run/writes.ts');
+  const { silentLogger } = await import('../../../src/observe/log.ts');
+  let inFlight = 0;
+  const dispatcher = new PriorityDispatcher({
+    attemptTimeoutMs: 60_000,
+    executor: (_request, signal) => {
+      inFlight += 1;
+      return new Promise((_resolve, reject) =>
+        signal.addEventListener('abort', () => {
+          inFlight -= 1;
+          reject(signal.reason);
+        }),
+      );
+    },
+    readBack: async () => ({ state: 'absent' }),
+  });
+  const write = dispatcher.enqueue(requestFor(aPod('a', 'team-a').obj()));
+  assert.ok(write.accepted);
+  await closeWithin(dispatcher, 20, silentLogger);
+  assert.equal(inFlight, 0, 'nothing in flight when closeWithin returns');
+  assert.equal(dispatcher.inFlight, 0);
+  const result = await write.done;
+  assert.equal(result.result, 'cancelled');
+  assert.match((result as { message: string }).message, /shutdown/);
+});
