@@ -219,6 +219,14 @@ export const runSettings = [
     defaultValue: '5s',
   },
   {
+    key: 'writeDeadline',
+    flag: 'write-deadline',
+    env: 'TOLLGATE_WRITE_DEADLINE',
+    description:
+      'a release waiting longer than this in the queue is dropped as expired (its loop decides again)',
+    defaultValue: '60s',
+  },
+  {
     key: 'writeAttemptTimeout',
     flag: 'write-attempt-timeout',
     env: 'TOLLGATE_WRITE_ATTEMPT_TIMEOUT',
@@ -670,6 +678,7 @@ const writeSettingOf: Readonly<Record<string, RunSettingKey>> = {
   capacity: 'writeQueueCapacity',
   safetyReserve: 'writeQueueCapacity',
   agingMs: 'writeAging',
+  writeDeadlineMs: 'writeDeadline',
   attemptTimeoutMs: 'writeAttemptTimeout',
   'retry.baseMs': 'writeRetryBase',
   'retry.maxMs': 'writeRetryMax',
@@ -704,6 +713,7 @@ function parseWrites(
     qps: api.qps,
     burst: api.qps * 2,
     agingMs: read.duration('writeAging'),
+    writeDeadlineMs: read.duration('writeDeadline'),
     attemptTimeoutMs:
       read.raw('writeAttemptTimeout') === undefined && fenceMarginMs > 0
         ? Math.min(read.duration('writeAttemptTimeout'), Math.floor(fenceMarginMs * 0.8))

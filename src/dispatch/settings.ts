@@ -98,7 +98,7 @@ export const defaultDispatchSettings: DispatchSettings = {
   burst: 40,
   agingMs: 5_000,
   retry: defaultRetrySettings,
-  writeDeadlineMs: 120_000,
+  writeDeadlineMs: 60_000,
   attemptTimeoutMs: 4_000,
   fenceMarginMs: 0,
   fallback: defaultFallbackSettings,

@@ -113,6 +113,7 @@ async function startTermLoops(
     cacheLagMs: () => view.cacheLag.lagMs(),
     events: parts.events,
     readPod,
+    writeDeadlineMs: parts.config.writes.writeDeadlineMs,
     log,
   });
   running.resize = startResizeLoopIfConfigured(parts, termDispatcher, readPod);

@@ -64,7 +64,7 @@ describe('tollgate run configuration', () => {
         burst: 100,
         agingMs: 5_000,
         retry: { baseMs: 200, maxMs: 10_000, maxAttempts: 6, maxElapsedMs: 60_000 },
-        writeDeadlineMs: 120_000,
+        writeDeadlineMs: 60_000,
         attemptTimeoutMs: 4_000,
         fenceMarginMs: 5_000,
         fallback: {

@@ -37,6 +37,7 @@ test('the write knobs reach the dispatcher settings, from flags and from variabl
       writeMode: 'sync',
       writeQueueCapacity: '5000',
       writeAging: '2s',
+      writeDeadline: '90s',
       writeAttemptTimeout: '3s',
       writeRetryBase: '100ms',
       writeRetryMax: '5s',
@@ -50,6 +51,7 @@ test('the write knobs reach the dispatcher settings, from flags and from variabl
   assert.equal(settings.capacity, 5000);
   assert.equal(settings.safetyReserve, 64);
   assert.equal(settings.agingMs, 2_000);
+  assert.equal(settings.writeDeadlineMs, 90_000);
   assert.equal(settings.attemptTimeoutMs, 3_000);
   assert.deepEqual(settings.retry, {
     baseMs: 100,
