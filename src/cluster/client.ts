@@ -176,3 +176,14 @@ export function boundedPodReader(
     throw new LiveReadRefused(outcome.reason, outcome.retryAfterMs);
   };
 }
+
+/**
+ * The API server's current revision, from a one-item pod list (a consistent read from
+ * etcd, taken now): what a new leader's view must reach before it trusts its cache for
+ * destructive acts (StaleGuard.beginCatchUp).
+ */
+export async function freshPodRevision(kubeConfig: KubeConfig): Promise<string | undefined> {
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const list = await core.listPodForAllNamespaces({ limit: 1 });
+  return list.metadata?.resourceVersion;
+}

@@ -101,6 +101,46 @@ export class StaleGuard {
     precreateStaleGuardSeries(this.loop);
   }
 
+  /**
+   * A leader term's catch-up barrier: the revision (read from the API server after the
+   * term began) the view must reach before destructive acts trust the cache again;
+   * `target: undefined` while that revision is not known yet. Undefined = no barrier.
+   */
+  #catchUp: { target: bigint | undefined } | undefined;
+  /** The highest pod resourceVersion the view has shown (observeViewRevision). */
+  #viewRevision: bigint | undefined;
+
+  /**
+   * A new leader term begins: this replica's written-version map knows nothing of the
+   * previous leader's last writes, which its cache may not hold yet. Until the view has
+   * shown `revision` (a fresh read's resourceVersion, taken after the term began;
+   * undefined while unknown), destructive acts take a live read.
+   */
+  beginCatchUp(revision: string | undefined): void {
+    this.#catchUp = { target: parseRevision(revision) };
+    this.#clearCatchUpIfReached();
+  }
+
+  /** A resourceVersion the view has shown (a pod event, a bookmark, a relist). */
+  observeViewRevision(resourceVersion: string | undefined): void {
+    const revision = parseRevision(resourceVersion);
+    if (revision === undefined) return;
+    if (this.#viewRevision === undefined || revision > this.#viewRevision)
+      this.#viewRevision = revision;
+    this.#clearCatchUpIfReached();
+  }
+
+  /** True while a term's catch-up barrier holds (for /readyz detail and tests). */
+  get catchingUp(): boolean {
+    return this.#catchUp !== undefined;
+  }
+
+  #clearCatchUpIfReached(): void {
+    const target = this.#catchUp?.target;
+    if (target !== undefined && this.#viewRevision !== undefined && this.#viewRevision >= target)
+      this.#catchUp = undefined;
+  }
+
   /** A new policy snapshot takes effect for the next check. */
   setPolicy(policy: StaleGuardPolicy): void {
     this.#policy = policy;
@@ -218,6 +258,16 @@ export class StaleGuard {
         action: 'hold',
         reason: `${kind} held: the view has not synced since tollgate started, so versions are unknown`,
         retryAfterMs: this.#policy.requeue.baseMs,
+      };
+    }
+    if (this.#catchUp) {
+      const target = this.#catchUp.target;
+      return {
+        action: 'liveRead',
+        reason:
+          target === undefined
+            ? `${kind}: new leader term: the revision to catch up with is not known yet`
+            : `${kind}: new leader term: the view has not reached revision ${target} yet (at ${this.#viewRevision ?? 'none'})`,
       };
     }
     if (cacheLagMs === undefined) {

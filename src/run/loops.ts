@@ -6,7 +6,7 @@
  */
 import type { AuditSink } from '../audit/types.ts';
 import type { RunConfig } from '../cli/run-config.ts';
-import { boundedPodReader, podReader } from '../cluster/client.ts';
+import { boundedPodReader, freshPodRevision, podReader } from '../cluster/client.ts';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { formatFencingToken, type LeaderElector } from '../cluster/leader.ts';
 import type { LiveClusterView } from '../cluster/view.ts';
@@ -73,6 +73,50 @@ export function superviseLoops(parts: LoopParts): LeaderLoops {
 
 type PodRead = ReturnType<typeof podReader>;
 
+/**
+ * The failover catch-up barrier: this replica's written-version map is empty at the start
+ * of a term and its cache may not hold the previous leader's last writes. Destructive
+ * acts take live reads until the view has shown the revision of a fresh read taken now
+ * (StaleGuard.beginCatchUp); the view's revision is fed from pod events and, for a quiet
+ * cluster, from the informer's last resourceVersion (bookmarks) every few seconds.
+ */
+function beginTermCatchUp(
+  parts: Pick<LoopParts, 'guards' | 'view' | 'kubeConfig'>,
+  log: Logger,
+): { stop(): void } {
+  const guards = Object.values(parts.guards);
+  for (const guard of guards) guard.beginCatchUp(undefined);
+  const observe = (resourceVersion: string | undefined): void => {
+    for (const guard of guards) guard.observeViewRevision(resourceVersion);
+  };
+  const unsubscribe = parts.view.onChange((change) => {
+    if (change.resource === 'pods') observe(change.object.metadata?.resourceVersion);
+  });
+  const poll = setInterval(() => observe(parts.view.lastResourceVersion('pods')), 2_000);
+  poll.unref();
+  freshPodRevision(parts.kubeConfig).then(
+    (revision) => {
+      for (const guard of guards) guard.beginCatchUp(revision);
+      observe(parts.view.lastResourceVersion('pods'));
+      log.info(
+        { revision },
+        'new term: destructive acts take live reads until the view reaches this revision',
+      );
+    },
+    (error: unknown) =>
+      log.warn(
+        { err: error },
+        'new term: no fresh revision read; destructive acts keep taking live reads this term',
+      ),
+  );
+  return {
+    stop: () => {
+      clearInterval(poll);
+      unsubscribe();
+    },
+  };
+}
+
 async function startTermLoops(
   parts: LoopParts & { readonly readPod: PodRead },
   leaderTerm: LeaderTermLike,
@@ -93,6 +137,7 @@ async function startTermLoops(
     { fencingToken: term ? formatFencingToken(term.token) : undefined },
     'leading: recovering audit outcomes, then starting loops',
   );
+  const catchUp = beginTermCatchUp(parts, log);
   await recoverOutcomes({
     auditUrl: parts.auditTarget.url,
     branch: parts.auditTarget.branch,
@@ -119,6 +164,7 @@ async function startTermLoops(
   running.resize = startResizeLoopIfConfigured(parts, termDispatcher, readPod);
   return {
     stop: async () => {
+      catchUp.stop();
       stopping.abort(new Error('loops stopping'));
       const loops = [running.gate?.stop(), running.resize?.stop()];
       running.gate = undefined;
