@@ -542,14 +542,29 @@ class ResizeRunner {
     round: number,
   ): LiveCheck<V1Pod> | Promise<LiveCheck<V1Pod>> {
     const kind = plan.decisions.some((d) => d.kind === 'Rollback') ? 'Rollback' : 'Resize';
-    return checkLive<V1Pod>({
+    const readPod = this.#deps.readPod;
+    const check = checkLive<V1Pod>({
       guard: this.#guard,
       key,
       kind,
       cacheLagMs: this.#deps.cacheLagMs?.(),
       decided: current.metadata ?? {},
-      ...(this.#deps.readPod && round === 0 ? { readLive: this.#readLive(current) } : {}),
+      ...(readPod && round === 0
+        ? {
+            readLive: () =>
+              readPod(current.metadata?.namespace ?? '', current.metadata?.name ?? ''),
+          }
+        : {}),
     });
+    // A read that failed or was refused (budget, breaker) says nothing about the pod:
+    // the write holds with that reason and the key is decided again later.
+    return check instanceof Promise
+      ? check.catch((error: unknown): LiveCheck<V1Pod> => ({
+          action: 'hold',
+          reason: `${kind}: live read refused: ${error instanceof Error ? error.message : String(error)}`,
+          retryAfterMs: (error as { retryAfterMs?: number }).retryAfterMs ?? 1_000,
+        }))
+      : check;
   }
 
   /** Held or gone: skipped with the reason; moved: decided again on the live pod. */

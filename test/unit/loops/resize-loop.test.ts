@@ -378,3 +378,29 @@ test('a resize held by the stale-guard sends nothing and says why', async () => 
   assert.equal(h.requests.length, 0);
   assert.equal(summary.skipped.get('team-a/web-0'), 'Resize held: view not synced');
 });
+
+test('a live read refused by its budget or breaker holds the resize with that reason, never as a pod gone', async () => {
+  const one = [pods()[0] as V1Pod];
+  const h = harness(one, () => ({ result: 'succeeded', resourceVersion: '900' }));
+  const loop = startResizeLoop({
+    ...common(h, one),
+    cacheLagMs: () => 9_000,
+    staleGuard: {
+      ...alwaysFresh,
+      requireLive: (_key, kind, lag) => ({
+        action: 'liveRead',
+        reason: `${kind}: cache lag ${lag} ms`,
+      }),
+    },
+    readPod: async () => {
+      throw new Error('live-read breaker open after 5 failures; 30000 ms left');
+    },
+  });
+  const summary = await loop.pass();
+  await loop.stop();
+  assert.equal(h.requests.length, 0);
+  assert.equal(
+    summary.skipped.get('team-a/web-0'),
+    'Resize: live read refused: live-read breaker open after 5 failures; 30000 ms left',
+  );
+});
