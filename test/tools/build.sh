@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Builds the deploy tools the tests use (kustomize, helm) from the Go modules pinned in
+# Builds the deploy tools the tests use (kustomize, helm, kubectl) from the Go modules pinned in
 # test/tools/<tool>/go.mod and go.sum, the way test/cluster/build.sh builds the control
 # plane: into a git-ignored cache folder keyed by version and by the pins' checksum, so
-# repeat runs cost nothing. Usage: build.sh kustomize|helm. Prints the binary's path on
-# stdout's last line. kubectl comes from test/cluster's module (the control plane's
-# Kubernetes version), so the install guide's commands run with a matching client.
+# repeat runs cost nothing. Usage: build.sh kustomize|helm|kubectl. Prints the binary's
+# path on stdout's last line. kubectl's module pins the control plane's Kubernetes
+# version (the same replace lines as test/cluster/go.mod), so docs/install.md's commands
+# run with a matching client.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tool=${1:?usage: build.sh kustomize|helm|kubectl}
@@ -12,7 +13,7 @@ dir="$here/$tool"
 case "$tool" in
   kustomize) pkg=sigs.k8s.io/kustomize/kustomize/v5; module=$pkg ;;
   helm) pkg=helm.sh/helm/v3/cmd/helm; module=helm.sh/helm/v3 ;;
-  kubectl) pkg=k8s.io/kubernetes/cmd/kubectl; module=k8s.io/kubernetes; dir="$here/../cluster" ;;
+  kubectl) pkg=k8s.io/kubernetes/cmd/kubectl; module=k8s.io/kubernetes ;;
   *) echo "build.sh: unknown tool $tool (kustomize, helm or kubectl)" >&2; exit 2 ;;
 esac
 if ! command -v go >/dev/null 2>&1; then

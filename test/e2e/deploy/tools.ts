@@ -21,7 +21,7 @@ export type Manifest = KubernetesObject & Record<string, unknown>;
 const built = new Map<string, string>();
 
 /** Path of a tool binary: the environment override, else the cached build. */
-export function toolPath(tool: 'kustomize' | 'helm'): string {
+export function toolPath(tool: 'kustomize' | 'helm' | 'kubectl'): string {
   const fromEnv = process.env[`TOLLGATE_${tool.toUpperCase()}`];
   if (fromEnv) return fromEnv;
   let path = built.get(tool);
