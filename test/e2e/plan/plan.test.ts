@@ -26,7 +26,6 @@ import { startPrometheus, waitForSeries, type TestPrometheus } from '../../suppo
 const run = promisify(execFile);
 const fixtures = 'test/fixtures/plan';
 const namespace = 'plan-e2e';
-const now = '2026-11-29T09:00:00Z';
 
 const resizeNamespace = 'plan-rz';
 
@@ -38,7 +37,7 @@ let prom: TestPrometheus | undefined;
 async function plan(
   args: string[],
   env: NodeJS.ProcessEnv = {},
-  at = now,
+  at = new Date().toISOString(), // the moment the plan runs, after the pods exist
 ): Promise<{ code: number; out: string; err: string }> {
   try {
     const r = await run(
