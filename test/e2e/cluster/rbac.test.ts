@@ -7,10 +7,12 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   CoordinationV1Api,
+  EventsV1Api,
   CoreV1Api,
   KubeConfig,
   PatchStrategy,
   setHeaderOptions,
+  V1MicroTime,
 } from '@kubernetes/client-node';
 import { sharedControlPlane, type ControlPlane } from '../../support/control-plane.ts';
 import { creatable, removeNamespace, runNamespace } from '../../support/eventually.ts';
@@ -54,18 +56,31 @@ describe('RBAC of the tollgate identity', () => {
     kc: KubeConfig,
     who: string,
     cases: Array<
-      [string, number, (core: CoreV1Api, leases: CoordinationV1Api) => Promise<unknown>]
+      [
+        string,
+        number,
+        (core: CoreV1Api, leases: CoordinationV1Api, events: EventsV1Api) => Promise<unknown>,
+      ]
     >,
   ) {
     const core = kc.makeApiClient(CoreV1Api);
     const leases = kc.makeApiClient(CoordinationV1Api);
+    const events = kc.makeApiClient(EventsV1Api);
     for (const [sentence, expected, call] of cases) {
-      assert.equal(await statusOf(() => call(core, leases)), expected, `${who}: ${sentence}`);
+      assert.equal(
+        await statusOf(() => call(core, leases, events)),
+        expected,
+        `${who}: ${sentence}`,
+      );
     }
   }
 
   const tollgateCases: Array<
-    [string, number, (core: CoreV1Api, leases: CoordinationV1Api) => Promise<unknown>]
+    [
+      string,
+      number,
+      (core: CoreV1Api, leases: CoordinationV1Api, events: EventsV1Api) => Promise<unknown>,
+    ]
   > = [
     ['may list pods in every namespace', 200, (core) => core.listPodForAllNamespaces()],
     ['may read nodes', 200, (core) => core.listNode()],
@@ -89,8 +104,27 @@ describe('RBAC of the tollgate identity', () => {
       (core) => core.listNamespacedConfigMap({ namespace }),
     ],
     [
-      'may create events',
+      'may create events through events.k8s.io/v1, the API tollgate writes',
       200,
+      (_core, _leases, events) =>
+        events.createNamespacedEvent({
+          namespace,
+          body: {
+            metadata: { name: `rbac-${Math.random().toString(36).slice(2)}` },
+            eventTime: new V1MicroTime(Date.now()),
+            reportingController: 'tollgate.io/rbac-test',
+            reportingInstance: 'rbac-test',
+            action: 'Test',
+            regarding: { apiVersion: 'v1', kind: 'Pod', name: 'target', namespace },
+            reason: 'Test',
+            note: 'rbac test',
+            type: 'Normal',
+          },
+        }),
+    ],
+    [
+      'may not create core v1 events (tollgate does not use that API)',
+      403,
       (core) =>
         core.createNamespacedEvent({
           namespace,
