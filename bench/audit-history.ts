@@ -54,11 +54,8 @@ async function termStart(url: string): Promise<void> {
     leftoversAtTermStart: true,
   });
   const source = await writer.reconcile();
-  const { intentsWithoutOutcome } = await import('../src/audit/recover.ts');
-  const { readAuditHistory } = await import('../src/audit/reader.ts');
-  const open = source
-    ? intentsWithoutOutcome(await readAuditHistory(source, { pathPrefix: 'audit/bench/' }), 'bench')
-    : [];
+  const { openIntents } = await import('../src/audit/recover.ts');
+  const open = source ? await openIntents(source, 'bench') : [];
   const ms = performance.now() - started;
   clearInterval(sample);
   peak = Math.max(peak, process.memoryUsage().heapUsed);

@@ -6,6 +6,7 @@
  * a fixed order, nested objects (condition values are arbitrary JSON) with sorted keys.
  * A reader that meets a newer `v` refuses the line instead of guessing.
  */
+import { createHash } from 'node:crypto';
 import {
   decisionKinds,
   loops,
@@ -17,6 +18,14 @@ import {
 } from '../decide/decision.ts';
 
 export const recordSchemaVersion = 1;
+
+/**
+ * A 16-byte digest of a decision id or record line, for sets that must remember every
+ * id of a long history (verify, recovery) in a bounded fraction of the ids' size.
+ */
+export function shortDigest(text: string): string {
+  return createHash('sha256').update(text).digest('base64').slice(0, 22);
+}
 
 /** Which batch a decision belongs to: an intent before its write, an outcome after, or a record of a decision without a write. */
 export const phases = ['intent', 'outcome', 'record'] as const;

@@ -13,8 +13,8 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Decision } from '../decide/decision.ts';
 import type { Clock } from '../lib/clock.ts';
-import type { AuditRecord } from './record.ts';
-import { readAuditHistory, type AuditCommit, type AuditSource } from './reader.ts';
+import { shortDigest, type AuditRecord } from './record.ts';
+import { walkAuditHistory, type AuditCommit, type AuditSource } from './reader.ts';
 import type { AuditSink } from './types.ts';
 
 export type IntentState =
@@ -41,6 +41,35 @@ export function intentsWithoutOutcome(
     }
   }
   return [...intents.values()].filter((intent) => !finished.has(intent.id));
+}
+
+/**
+ * The same answer as `intentsWithoutOutcome`, streamed from the tip back: memory holds
+ * the open intents and a digest per outcome id met, never the history's records, so a
+ * term start over a long trail does not need a heap the size of the trail.
+ */
+export async function openIntents(
+  source: AuditSource,
+  cluster: string,
+  options: { readonly since?: number } = {},
+): Promise<AuditRecord[]> {
+  const prefix = `audit/${cluster}/`;
+  const closed = new Set<string>();
+  const seen = new Set<string>();
+  const open: AuditRecord[] = [];
+  for await (const commit of walkAuditHistory(source, { pathPrefix: prefix, ...options })) {
+    for (let index = commit.records.length - 1; index >= 0; index -= 1) {
+      const record = commit.records[index] as AuditCommit['records'][number];
+      if (!record.file.startsWith(prefix)) continue;
+      const key = shortDigest(record.id);
+      if (record.phase === 'outcome') closed.add(key);
+      else if (record.phase === 'intent' && !closed.has(key) && !seen.has(key)) {
+        seen.add(key);
+        open.push(record);
+      }
+    }
+  }
+  return open.reverse();
 }
 
 export function recoveredOutcome(intent: AuditRecord, state: IntentState, now: number): Decision {
@@ -145,11 +174,11 @@ export interface RecoverOptions {
 
 /** Records outcomes for intents left without one and pushes them; returns what was recorded. */
 export async function recover(options: RecoverOptions): Promise<Decision[]> {
-  const history = await readAuditHistory(options.source, {
-    pathPrefix: `audit/${options.cluster}/`,
-    ...(options.since === undefined ? {} : { since: options.since }),
-  });
-  const open = intentsWithoutOutcome(history, options.cluster);
+  const open = await openIntents(
+    options.source,
+    options.cluster,
+    options.since === undefined ? {} : { since: options.since },
+  );
   if (open.length === 0) return [];
   const outcomes: Decision[] = [];
   for (const intent of open)

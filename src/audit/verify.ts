@@ -22,9 +22,8 @@
  * in flight), plus a 16-byte digest per intent id and per no-write record seen, which
  * is what detecting a repeat anywhere in the history costs (about 100 bytes each).
  */
-import { createHash } from 'node:crypto';
 import type { AuditCommit } from './reader.ts';
-import { phaseOf, serializeRecord, type AuditRecord } from './record.ts';
+import { phaseOf, serializeRecord, shortDigest, type AuditRecord } from './record.ts';
 import { verifySshSignature, type AllowedSigner } from './sign.ts';
 
 export type VerifyCheck =
@@ -77,8 +76,7 @@ type Located = AuditRecord & { readonly file: string; readonly line?: number };
 const short = (oid: string): string => oid.slice(0, 12);
 const where = (record: Located): string =>
   record.line === undefined ? record.file : `${record.file}:${record.line}`;
-const digest = (text: string): string =>
-  createHash('sha256').update(text).digest('base64').slice(0, 22);
+const digest = shortDigest;
 
 const outcomeResults: ReadonlySet<string> = new Set([
   'succeeded',

@@ -9,8 +9,7 @@
  * It only completes the record. A failure is logged and the loop starts anyway.
  */
 import type { AuditSource } from '../audit/reader.ts';
-import { readAuditHistory } from '../audit/reader.ts';
-import { intentsWithoutOutcome, podStateLookup, recoveredOutcome } from '../audit/recover.ts';
+import { openIntents, podStateLookup, recoveredOutcome } from '../audit/recover.ts';
 import type { AuditSink } from '../audit/types.ts';
 import type { ClusterView } from '../cluster/types.ts';
 import type { Decision } from '../decide/decision.ts';
@@ -43,9 +42,8 @@ export async function recoverGateReleaseIntents(
       ),
   );
   try {
-    const history = await readAuditHistory(deps.source, { pathPrefix: `audit/${deps.cluster}/` });
     // Only this loop's intents: other loops complete their own records.
-    const open = intentsWithoutOutcome(history, deps.cluster).filter(
+    const open = (await openIntents(deps.source, deps.cluster)).filter(
       (i) => i.loop === 'gate-release',
     );
     const recovered: Decision[] = [];

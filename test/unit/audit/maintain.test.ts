@@ -1,5 +1,5 @@
 /**
- * Maintenance of the writer's clone: loose objects packed, unreachable ones pruned, the
+ * The writer's clone on disk. Maintenance: loose objects packed, unreachable ones pruned, the
  * history still readable and verifiable, and the clone still writable afterwards.
  * A real bare repository on disk (no remote is needed for local commits).
  */
@@ -13,6 +13,8 @@ import git from 'isomorphic-git';
 import { AuditRepo } from '../../../src/audit/repo.ts';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
 import { serializeBatch } from '../../../src/audit/record.ts';
+import { intentsWithoutOutcome, openIntents } from '../../../src/audit/recover.ts';
+import type { Decision } from '../../../src/decide/decision.ts';
 import { verifyTrail } from '../../../src/audit/verify.ts';
 import { ManualClock } from '../../../src/lib/clock.ts';
 import { aDecision, outcomeOf } from '../../builders/decision.ts';
@@ -74,4 +76,41 @@ test('maintenance packs what the clone wrote, prunes what no branch reaches, and
   assert.equal(history.length, 50);
   const report = verifyTrail(history);
   assert.deepEqual([report.ok, report.intents, report.outcomes], [true, 25, 25]);
+});
+
+test('recovery streams the open intents of its cluster from a real clone: the same answer as reading the whole history', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-open-intents-'));
+  const clock = new ManualClock(Date.UTC(2026, 10, 29, 7));
+  const repo = new AuditRepo({
+    dir,
+    url: 'http://127.0.0.1:9/audit.git',
+    branch: 'tollgate/audit',
+    author: { name: 't', email: 't@t' },
+    clock,
+  });
+  await repo.open();
+  const [done, open, elsewhere, later] = ['done', 'open', 'elsewhere', 'later'].map((name) =>
+    aDecision('Release', name).obj(),
+  ) as [Decision, Decision, Decision, Decision];
+  const files: [string, Decision[]][] = [
+    ['audit/other/0.jsonl', [elsewhere]],
+    ['audit/prod/1.jsonl', [done, open]],
+    ['audit/other/2.jsonl', [outcomeOf(open)]],
+    ['audit/prod/3.jsonl', [outcomeOf(done)]],
+    ['audit/prod/4.jsonl', [later]],
+  ];
+  for (const [path, decisions] of files) {
+    clock.advance(1_000);
+    await repo.commitFile(path, serializeBatch(decisions), `${path}\n`);
+  }
+  const source = await openAuditSource(dir, 'tollgate/audit');
+  const streamed = await openIntents(source, 'prod');
+  assert.deepEqual(
+    streamed.map((intent) => intent.target.name),
+    ['open', 'later'],
+  );
+  assert.deepEqual(
+    streamed.map((intent) => intent.id),
+    intentsWithoutOutcome(await readAuditHistory(source), 'prod').map((intent) => intent.id),
+  );
 });
