@@ -51,12 +51,16 @@ import {
 } from './resize-resources.ts';
 import {
   type Direction,
+  type SignalRead,
   type SignalVerdict,
   type WindowSample,
+  bothResources,
   combineVerdicts,
   judgeSlo,
   judgeWindow,
+  unreadable,
 } from './resize-signals.ts';
+import { podBudgetProblems } from './resize-budget.ts';
 import {
   type PausedState,
   type ResizeState,
@@ -117,6 +121,11 @@ export interface PodResizePlan {
   readonly paused: boolean;
   /** Pending condition seen on the pod, for the pending gauge. */
   readonly pending?: 'Deferred' | 'Infeasible';
+  /**
+   * Set on a Hold (a step-down held because a signal or the SLO cannot be read): what
+   * it was held on, without error texts, so the loop records it once per change.
+   */
+  readonly holdKey?: string;
 }
 
 export const resizePriority = {
@@ -559,6 +568,45 @@ function handleWaiting(
   };
 }
 
+/** The SLO as read for this decision, when the policy has one. */
+function sloInputs(ctx: Context): ConditionInput[] {
+  const slo = sloRead(ctx);
+  if (!slo) return [];
+  return [
+    {
+      condition: 'SLO',
+      met: slo.read === 'ok',
+      value: {
+        read: slo.read,
+        samples: slo.samples,
+        ...(slo.error === undefined ? {} : { error: slo.error }),
+      },
+    },
+  ];
+}
+
+/**
+ * A step-down held because a signal or the SLO cannot be read: recorded (no write),
+ * with a key the loop uses to record it once per change of what it was held on.
+ */
+function holdStepDown(
+  ctx: Context,
+  stepped: SteppedTarget,
+  inputs: ConditionInput[],
+): PodResizePlan {
+  const d = decision(
+    ctx,
+    'Hold',
+    `step-down of ${stepped.heldDown.join(', ')} held: ${describeUnreadable(stepped.unreadable)} (an unreadable signal never lets a pod shrink)`,
+    [...inputs, resourcesInput('current', ctx.desired), resourcesInput('actual', ctx.actual)],
+    false,
+  );
+  const holdKey = `${stepped.heldDown.join(',')}|${stepped.unreadable
+    .map((u) => `${u.name}:${u.read}`)
+    .join(',')}`;
+  return { decisions: [d], writes: [], paused: false, holdKey };
+}
+
 function verdictsFor(ctx: Context): SignalVerdict[] {
   const { policy, now, stepMs, readings } = ctx.input;
   const window = {
@@ -577,8 +625,11 @@ function verdictsFor(ctx: Context): SignalVerdict[] {
         ...(reading.container === undefined ? {} : { container: reading.container }),
         direction: 'hold',
         covered: false,
+        read: reading.error === undefined ? 'no-samples' : 'error',
+        ...(reading.error === undefined ? {} : { error: reading.error }),
+        resources: signal.resources ?? bothResources,
         samples: 0,
-        reason: `query failed: ${reading.error ?? 'no data'}`,
+        reason: reading.error === undefined ? 'no samples' : `query failed: ${reading.error}`,
       });
       continue;
     }
@@ -594,6 +645,9 @@ function verdictInput(v: SignalVerdict): ConditionInput {
     met: v.direction !== 'hold',
     value: {
       direction: v.direction,
+      read: v.read,
+      ...(v.error === undefined ? {} : { error: v.error }),
+      resources: [...v.resources],
       covered: v.covered,
       samples: v.samples,
       ...(v.min === undefined ? {} : { min: v.min, max: v.max, last: v.last }),
@@ -678,35 +732,144 @@ function revertResource(
   return pod ? { containers, pod } : { containers };
 }
 
-/** Steps every bounded resource of every unit in its unit's direction; notes why any did not move. */
-function stepTarget(
+/** A signal or the SLO that cannot be read: it holds every step-down of the pod. */
+interface UnreadableInput {
+  readonly name: string;
+  readonly read: SignalRead;
+  readonly error?: string;
+}
+
+/** How the SLO was read over its `for` window; undefined without an SLO. */
+function sloRead(ctx: Context): { read: SignalRead; error?: string; samples: number } | undefined {
+  const { policy, slo, now } = ctx.input;
+  if (!policy.slo) return undefined;
+  if (slo?.error !== undefined) return { read: 'error', error: slo.error, samples: 0 };
+  const from = now - policy.slo.forMs;
+  const samples = (slo?.samples ?? []).filter(
+    (x) => x.at >= from && x.at <= now && Number.isFinite(x.value),
+  ).length;
+  return { read: samples === 0 ? 'no-samples' : 'ok', samples };
+}
+
+function unreadableInputs(ctx: Context, verdicts: readonly SignalVerdict[]): UnreadableInput[] {
+  const out: UnreadableInput[] = verdicts
+    .filter((v) => unreadable(v.read))
+    .map((v) => ({
+      name: v.container === undefined ? v.signal : `${v.signal}/${v.container}`,
+      read: v.read,
+      ...(v.error === undefined ? {} : { error: v.error }),
+    }));
+  const slo = sloRead(ctx);
+  if (slo && unreadable(slo.read))
+    out.push({
+      name: 'SLO',
+      read: slo.read,
+      ...(slo.error === undefined ? {} : { error: slo.error }),
+    });
+  return out;
+}
+
+function describeUnreadable(list: readonly UnreadableInput[]): string {
+  return list
+    .map(
+      (u) =>
+        `${u.name} ${u.read === 'error' ? `failed (${u.error ?? 'no message'})` : 'has no samples'}`,
+    )
+    .join(', ');
+}
+
+/**
+ * A container of `unit` (every container, for the pod-level unit) OOMKilled inside the
+ * window and after tollgate's last request: a signal for more memory. (An OOM kill
+ * after tollgate lowered memory is a rollback instead, decided earlier.)
+ */
+function oomKilledRecently(ctx: Context, unit: string | undefined): string | undefined {
+  const { pod, policy, now } = ctx.input;
+  const since = Math.max(now - policy.windowMs, ctx.stored.state.requestedAt ?? -Infinity);
+  for (const s of pod.status?.containerStatuses ?? []) {
+    if (unit !== undefined && s.name !== unit) continue;
+    const terminated = s.state?.terminated ?? s.lastState?.terminated;
+    if (terminated?.reason !== 'OOMKilled') continue;
+    const finishedAt = timestampMs(terminated.finishedAt);
+    if (finishedAt !== undefined && finishedAt > since && finishedAt <= now) return s.name;
+  }
+  return undefined;
+}
+
+/** The direction of one resource of one unit, from the signals that speak for it (and OOM kills). */
+function resourceDirection(
   ctx: Context,
   verdicts: readonly SignalVerdict[],
-): { target: PodResources; notes: string[]; directions: Record<string, Direction> } {
-  const { policy, pod } = ctx.input;
+  unit: string | undefined,
+  r: ResizableResource,
+): { direction: Direction; cause?: string } {
+  const relevant = verdicts.filter(
+    (v) => (v.container === undefined || v.container === unit) && v.resources.includes(r),
+  );
+  const direction = combineVerdicts(relevant);
+  if (r === 'memory' && direction !== 'up') {
+    const oom = oomKilledRecently(ctx, unit);
+    if (oom) return { direction: 'up', cause: `container ${oom} was OOMKilled` };
+  }
+  return { direction };
+}
+
+/** Why a restart-requiring change of `r` on `unit` may not be made; undefined when it may. */
+function restartBlocked(
+  ctx: Context,
+  unit: string | undefined,
+  r: ResizableResource,
+): string | undefined {
+  if (ctx.input.policy.allowRestart) return undefined;
+  const containers = ctx.input.pod.spec?.containers ?? [];
+  const affected = unit === undefined ? containers : containers.filter((c) => c.name === unit);
+  const restarting = affected.find((c) => restartPolicyOf(c, r) === 'RestartContainer');
+  if (!restarting) return undefined;
+  return `resizePolicy of container ${restarting.name} is RestartContainer for ${r} and the policy does not allow restarts`;
+}
+
+interface SteppedTarget {
+  readonly target: PodResources;
+  /** Why a resource did not move (or moved less). */
+  readonly notes: string[];
+  /** Per unit and resource (`app cpu`, `(pod) memory`). */
+  readonly directions: Record<string, Direction>;
+  /** Resources whose step-down was held because a signal or the SLO cannot be read. */
+  readonly heldDown: string[];
+  readonly unreadable: readonly UnreadableInput[];
+}
+
+/** Steps every bounded resource of every unit in its own direction; notes why any did not move. */
+function stepTarget(ctx: Context, verdicts: readonly SignalVerdict[]): SteppedTarget {
+  const { policy } = ctx.input;
   const notes: string[] = [];
   const directions: Record<string, Direction> = {};
+  const heldDown: string[] = [];
+  const blocking = unreadableInputs(ctx, verdicts);
   let target = ctx.desired;
-  const containersByName = new Map((pod.spec?.containers ?? []).map((c) => [c.name, c]));
-  const podSignals = verdicts.filter((v) => v.container === undefined);
   const units: (string | undefined)[] = Object.keys(policy.containers).filter(
     (n) => ctx.desired.containers[n],
   );
   if (policy.pod && ctx.desired.pod) units.push(undefined);
   for (const unit of units) {
     const label = unit ?? '(pod)';
-    const own = unit === undefined ? [] : verdicts.filter((v) => v.container === unit);
-    const direction = combineVerdicts([...podSignals, ...own]);
-    directions[label] = direction;
-    if (direction === 'hold') continue;
     const bounds = boundsFor(policy, unit);
     const current = unit === undefined ? ctx.desired.pod : ctx.desired.containers[unit];
     if (!bounds || !current) continue;
     let req = current;
     for (const r of resizableResources) {
       const b = bounds[r];
-      const now = current.requests[r];
       if (!b) continue;
+      const wanted = resourceDirection(ctx, verdicts, unit, r);
+      let direction = wanted.direction;
+      if (direction === 'down' && blocking.length > 0) {
+        heldDown.push(`${label} ${r}`);
+        direction = 'hold';
+      }
+      directions[`${label} ${r}`] = direction;
+      if (direction === 'hold') continue;
+      if (wanted.cause) notes.push(`${label} ${r}: ${wanted.cause}`);
+      const now = current.requests[r];
       if (now === undefined) {
         notes.push(
           `${label} ${r}: no request set, so none is added (that would change the QoS class)`,
@@ -719,14 +882,9 @@ function stepTarget(
         );
         continue;
       }
-      if (
-        unit !== undefined &&
-        restartPolicyOf(containersByName.get(unit), r) === 'RestartContainer' &&
-        !policy.allowRestart
-      ) {
-        notes.push(
-          `${label} ${r}: resizePolicy RestartContainer and the policy does not allow restarts`,
-        );
+      const blocked = restartBlocked(ctx, unit, r);
+      if (blocked) {
+        notes.push(`${label} ${r}: ${blocked}`);
         continue;
       }
       const next = stepWithin(now, direction, b);
@@ -735,6 +893,13 @@ function stepTarget(
       req = moveRequest(req, r, next);
     }
     target = withUnit(target, unit, req);
+  }
+  if (heldDown.length > 0)
+    notes.push(`step-down of ${heldDown.join(', ')} held: ${describeUnreadable(blocking)}`);
+  // The pod-level budget: a target the API server would refuse is never sent.
+  for (const { resource, problem } of podBudgetProblems(target)) {
+    notes.push(`${problem} (pod-level budget)`);
+    target = revertResource(target, ctx.desired, resource);
   }
   // The node: a pod asking for more than the node can ever give is Infeasible by
   // construction, so such a step is not taken.
@@ -761,7 +926,7 @@ function stepTarget(
       target = revertResource(target, ctx.desired, room.resource);
     }
   }
-  return { target, notes, directions };
+  return { target, notes, directions, heldDown, unreadable: blocking };
 }
 
 /** The resize plan for one pod. */
@@ -971,12 +1136,15 @@ function stepWithinBounds(ctx: Context): PodResizePlan {
       met: true,
       value: { containers: policy.containers, pod: policy.pod ?? null },
     },
+    ...sloInputs(ctx),
     { condition: 'directions', met: true, value: stepped.directions },
   ];
+  const unchanged = sameResources(stepped.target, desired);
+  if (unchanged && stepped.heldDown.length > 0) return holdStepDown(ctx, stepped, inputs);
   if (Object.values(stepped.directions).every((d) => d === 'hold')) {
     return nothing('signals hold: no signal past a threshold for the whole window');
   }
-  if (sameResources(stepped.target, desired)) {
+  if (unchanged) {
     return nothing(`no change possible: ${stepped.notes.join('; ') || 'at bounds'}`);
   }
   if (qosClass(stepped.target) !== qosClass(desired)) {

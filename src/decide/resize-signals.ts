@@ -13,6 +13,23 @@ export interface WindowSample {
 
 export type Direction = 'up' | 'down' | 'hold';
 
+/**
+ * How a signal was read, explicit in every decision's inputs: `ok`, `gaps` (samples do
+ * not cover the window), `no-samples` (the query answered with nothing for this pod) or
+ * `error` (the query failed: HTTP error, timeout, query limits). `error` and
+ * `no-samples` mean the signal cannot be read, which holds every step-down of the pod.
+ */
+export type SignalRead = 'ok' | 'gaps' | 'no-samples' | 'error';
+
+/** The resources a signal may speak for. */
+export type SignalResource = 'cpu' | 'memory';
+export const bothResources: readonly SignalResource[] = ['cpu', 'memory'];
+
+/** True when a reading cannot be trusted to justify a step-down. */
+export function unreadable(read: SignalRead): boolean {
+  return read === 'error' || read === 'no-samples';
+}
+
 export interface SignalVerdict {
   readonly signal: string;
   /** Set when the signal is per container (its query uses `$container`). */
@@ -20,6 +37,11 @@ export interface SignalVerdict {
   readonly direction: Direction;
   /** True when data covers the window; false means the verdict is `hold` for lack of data. */
   readonly covered: boolean;
+  readonly read: SignalRead;
+  /** The query's error, when `read` is `error`. */
+  readonly error?: string;
+  /** The resources this signal speaks for. */
+  readonly resources: readonly SignalResource[];
   readonly min?: number;
   readonly max?: number;
   readonly last?: number;
@@ -57,6 +79,7 @@ export function judgeWindow(
     signal: signal.name,
     ...(container === undefined ? {} : { container }),
     samples: inWindow.length,
+    resources: signal.resources ?? bothResources,
     ...(upThreshold === undefined ? {} : { upThreshold }),
     ...(downThreshold === undefined ? {} : { downThreshold }),
   };
@@ -64,7 +87,13 @@ export function judgeWindow(
   const first = inWindow[0];
   const last = inWindow.at(-1);
   if (!first || !last) {
-    return { ...base, direction: 'hold', covered: false, reason: 'no samples in the window' };
+    return {
+      ...base,
+      direction: 'hold',
+      covered: false,
+      read: 'no-samples',
+      reason: 'no samples in the window',
+    };
   }
   const values = inWindow.map((s) => s.value);
   const stats = { min: Math.min(...values), max: Math.max(...values), last: last.value };
@@ -79,6 +108,7 @@ export function judgeWindow(
       ...stats,
       direction: 'hold',
       covered: false,
+      read: 'gaps',
       reason: `samples do not cover the window (gap of ${gap} ms > ${tolerance} ms)`,
     };
   }
@@ -88,6 +118,7 @@ export function judgeWindow(
       ...stats,
       direction: 'up',
       covered: true,
+      read: 'ok',
       reason: `above ${upThreshold} for the whole window (min ${stats.min})`,
     };
   }
@@ -97,6 +128,7 @@ export function judgeWindow(
       ...stats,
       direction: 'down',
       covered: true,
+      read: 'ok',
       reason: `below ${downThreshold} for the whole window (max ${stats.max})`,
     };
   }
@@ -105,6 +137,7 @@ export function judgeWindow(
     ...stats,
     direction: 'hold',
     covered: true,
+    read: 'ok',
     reason: 'not past a threshold for the whole window',
   };
 }

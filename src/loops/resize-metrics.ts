@@ -85,3 +85,28 @@ for (const result of resizeResults) resizesTotal.inc({ result }, 0);
 for (const reason of rollbackReasons) resizeRollbacksTotal.inc({ reason }, 0);
 for (const reason of pendingReasons) resizePending.set({ reason }, 0);
 resizePausedWorkloads.set(0);
+
+/** How a signal could not be read: the query failed, or it answered with nothing for the pod. */
+export const unreadableReads = ['error', 'no-samples'] as const;
+
+export const resizeSignalUnreadable = getOrCreate(
+  'tollgate_resize_signal_unreadable',
+  () =>
+    new Gauge({
+      name: 'tollgate_resize_signal_unreadable',
+      help: 'Pods whose signal (or SLO, signal="(slo)") could not be read in the last pass, per ResizePolicy; each holds every step-down of its pod. Alert when above 0 for long.',
+      labelNames: ['policy', 'signal', 'read'],
+      registers: [registry],
+    }),
+);
+
+export const resizeStepDownsHeldTotal = getOrCreate(
+  'tollgate_resize_step_downs_held_total',
+  () =>
+    new Counter({
+      name: 'tollgate_resize_step_downs_held_total',
+      help: 'Step-downs held because a signal or the SLO could not be read, per ResizePolicy (counted once per change of what they were held on).',
+      labelNames: ['policy'],
+      registers: [registry],
+    }),
+);

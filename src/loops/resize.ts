@@ -46,9 +46,13 @@ import {
   resizePausedWorkloads,
   resizePending,
   resizeRollbacksTotal,
+  resizeSignalUnreadable,
+  resizeStepDownsHeldTotal,
   resizesTotal,
+  unreadableReads,
   type ResizeResult,
 } from './resize-metrics.ts';
+import type { ResizeReadings } from './resize-readings.ts';
 
 /**
  * The stale-guard as the resize loop uses it. `isFresh` is false while the view has not
@@ -185,6 +189,7 @@ const eventOf: Partial<Record<Decision['kind'], { type: 'Normal' | 'Warning'; re
   Resume: { type: 'Normal', reason: 'TollgateResizeResumed' },
   Defer: { type: 'Normal', reason: 'TollgateResizeDeferred' },
   Infeasible: { type: 'Warning', reason: 'TollgateResizeInfeasible' },
+  Hold: { type: 'Warning', reason: 'TollgateResizeHeld' },
 };
 
 export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
@@ -230,6 +235,8 @@ class ResizeRunner {
   readonly #pending = new Map<ObjectKey, 'Deferred' | 'Infeasible'>();
   /** Pods whose last resize the API server refused (403/422): the next decision handles it as Infeasible. */
   readonly #refused = new Map<ObjectKey, { code?: number; message: string }>();
+  /** The last Hold recorded per pod (its `holdKey`): a Hold is recorded once per change. */
+  readonly #holds = new Map<ObjectKey, string>();
   readonly #quotaHolds: QuotaHolds;
   readonly #abort = new AbortController();
   readonly #unsubscribe: () => void;
@@ -264,6 +271,7 @@ class ResizeRunner {
       this.#pending.delete(change.key);
       this.#memos.delete(change.key);
       this.#refused.delete(change.key);
+      this.#holds.delete(change.key);
       return;
     }
     const startedAt = this.#actuating.get(change.key);
@@ -318,7 +326,9 @@ class ResizeRunner {
       const candidates = pods.filter((p) => !this.#busy.has(keyOf(p)));
       count += candidates.length;
       if (candidates.length === 0) continue;
-      const { readings, slo } = await this.#readingsFor(rp, candidates, now);
+      const read = await this.#readingsFor(rp, candidates, now);
+      meterUnreadable(rp, read);
+      const { readings, slo } = read;
       for (const pod of candidates) {
         const key = keyOf(pod);
         this.#busy.add(key);
@@ -445,9 +455,11 @@ class ResizeRunner {
   ): Promise<V1Pod | undefined> {
     const { key, pass } = turn;
     if (plan.decisions.length === 0) {
+      this.#holds.delete(key);
       this.#nothingToDo(key, plan, turn);
       return undefined;
     }
+    if (this.#alreadyHeld(key, plan, turn)) return undefined;
     for (const d of plan.decisions) {
       if (d.kind === 'Defer' && d.outcome.result === 'recorded')
         resizesTotal.inc({ result: 'deferred' });
@@ -496,6 +508,25 @@ class ResizeRunner {
     if (fresh)
       this.#log.info({ pod: key }, 'resize write conflicted; decided again from a fresh read');
     return fresh;
+  }
+
+  /**
+   * A Hold on the same signals as the last one recorded for this pod is not recorded
+   * again (one record per change of reason, not one per pass); any other plan ends the
+   * episode.
+   */
+  #alreadyHeld(key: ObjectKey, plan: PodResizePlan, turn: PodTurn): boolean {
+    if (plan.holdKey === undefined) {
+      this.#holds.delete(key);
+      return false;
+    }
+    if (this.#holds.get(key) === plan.holdKey) {
+      turn.pass.skipped.set(key, `held (recorded before): ${plan.decisions[0]?.reason ?? ''}`);
+      return true;
+    }
+    this.#holds.set(key, plan.holdKey);
+    resizeStepDownsHeldTotal.inc({ policy: turn.rp.name });
+    return false;
   }
 
   #nothingToDo(key: ObjectKey, plan: PodResizePlan, turn: PodTurn): void {
@@ -741,6 +772,29 @@ interface ChainResult {
   readonly failed: WriteResult | undefined;
   /** The resourceVersion the last successful write returned. */
   readonly resourceVersion: string;
+}
+
+/** Per signal (and the SLO), how many pods of this pass could not read it, by how. */
+function meterUnreadable(rp: ResizePolicy, read: ResizeReadings): void {
+  const counts = new Map<string, number>();
+  const count = (signal: string, slot: { samples?: readonly unknown[]; error?: string }) => {
+    const how =
+      slot.error !== undefined
+        ? 'error'
+        : (slot.samples?.length ?? 0) === 0
+          ? 'no-samples'
+          : undefined;
+    if (how) counts.set(`${signal}\n${how}`, (counts.get(`${signal}\n${how}`) ?? 0) + 1);
+  };
+  for (const list of read.readings.values()) for (const r of list) count(r.signal, r);
+  for (const slot of read.slo.values()) count('(slo)', slot);
+  const signals = [...rp.signals.map((s) => s.name), ...(rp.slo ? ['(slo)'] : [])];
+  for (const signal of signals)
+    for (const how of unreadableReads)
+      resizeSignalUnreadable.set(
+        { policy: rp.name, signal, read: how },
+        counts.get(`${signal}\n${how}`) ?? 0,
+      );
 }
 
 function keyOf(pod: V1Pod): ObjectKey {

@@ -537,6 +537,7 @@ function compileResizePolicy(
       query: s.query,
       ...(s.scaleUpAbove !== undefined ? { scaleUpAbove: s.scaleUpAbove } : {}),
       ...(s.scaleDownBelow !== undefined ? { scaleDownBelow: s.scaleDownBelow } : {}),
+      ...(s.resources !== undefined ? { resources: s.resources } : {}),
     };
   });
   if (spec.slo && tenant) {

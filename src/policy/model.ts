@@ -122,6 +122,8 @@ export interface Signal {
   readonly scaleUpAbove?: number;
   /** Scale down when the value is below this for the whole window. */
   readonly scaleDownBelow?: number;
+  /** The resources this signal speaks for; absent = cpu and memory. */
+  readonly resources?: readonly ('cpu' | 'memory')[];
 }
 
 export interface ResizePolicy {

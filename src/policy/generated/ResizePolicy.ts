@@ -174,6 +174,12 @@ export interface ResizePolicy {
          * Scale down when the value stays below this for the whole window.
          */
         scaleDownBelow?: number;
+        /**
+         * The resources this signal speaks for: cpu and memory are each decided on their own signals only. Default both (a signal that says nothing about a resource should name the other one). Whatever it speaks for, a signal that cannot be read (query error or no samples) holds every step-down of the pod.
+         *
+         * @minItems 1
+         */
+        resources?: ['cpu' | 'memory', ...('cpu' | 'memory')[]];
       },
       ...{
         /**
@@ -192,6 +198,12 @@ export interface ResizePolicy {
          * Scale down when the value stays below this for the whole window.
          */
         scaleDownBelow?: number;
+        /**
+         * The resources this signal speaks for: cpu and memory are each decided on their own signals only. Default both (a signal that says nothing about a resource should name the other one). Whatever it speaks for, a signal that cannot be read (query error or no samples) holds every step-down of the pod.
+         *
+         * @minItems 1
+         */
+        resources?: ['cpu' | 'memory', ...('cpu' | 'memory')[]];
       }[],
     ];
     /**

@@ -11,6 +11,8 @@ export interface TestPrometheus {
   readonly url: string;
   /** Sets a gauge the exporter serves, e.g. set('tollgate_test_queue_length', { namespace, pod }, 120). */
   set(metric: string, labels: Record<string, string>, value: number): void;
+  /** Removes one series from the exporter (stale in Prometheus after the next scrape). */
+  delete(metric: string, labels: Record<string, string>): void;
   stop(): Promise<void>;
 }
 
@@ -20,6 +22,7 @@ export async function startPrometheusForTest(): Promise<TestPrometheus> {
   return {
     url: prom.url,
     set: (metric, labels, value) => prom.exporter.set(metric, labels, value),
+    delete: (metric, labels) => prom.exporter.delete(metric, labels),
     stop: () => prom.stop(),
   };
 }

@@ -92,6 +92,8 @@ test('combining verdicts: any up wins, down needs every voter', () => {
     signal: 's',
     direction,
     covered: true,
+    read: 'ok' as const,
+    resources: ['cpu', 'memory'] as const,
     samples: 5,
     reason: '',
     ...(downThreshold === undefined ? {} : { downThreshold }),
