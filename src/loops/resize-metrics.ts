@@ -110,3 +110,14 @@ export const resizeStepDownsHeldTotal = getOrCreate(
       registers: [registry],
     }),
 );
+
+export const resizeWakeupsTotal = getOrCreate(
+  'tollgate_resize_wakeups_total',
+  () =>
+    new Counter({
+      name: 'tollgate_resize_wakeups_total',
+      help: 'Pods reconciled at once on a change (new pod, restart, terminated container, resize condition, running resources) rather than at the next timer pass.',
+      labelNames: ['cause'],
+      registers: [registry],
+    }),
+);

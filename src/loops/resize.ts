@@ -48,11 +48,13 @@ import {
   resizeRollbacksTotal,
   resizeSignalUnreadable,
   resizeStepDownsHeldTotal,
+  resizeWakeupsTotal,
   resizesTotal,
   unreadableReads,
   type ResizeResult,
 } from './resize-metrics.ts';
 import type { ResizeReadings } from './resize-readings.ts';
+import { fingerprintOf, wakeCause, wakeCauses } from './resize-wake.ts';
 
 /**
  * The stale-guard as the resize loop uses it. `isFresh` is false while the view has not
@@ -192,6 +194,8 @@ const eventOf: Partial<Record<Decision['kind'], { type: 'Normal' | 'Warning'; re
   Hold: { type: 'Warning', reason: 'TollgateResizeHeld' },
 };
 
+for (const cause of wakeCauses) resizeWakeupsTotal.inc({ cause }, 0);
+
 export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
   const loop = new ResizeRunner(deps);
   return { pass: () => loop.pass(), stop: () => loop.stop() };
@@ -235,6 +239,11 @@ class ResizeRunner {
   readonly #pending = new Map<ObjectKey, 'Deferred' | 'Infeasible'>();
   /** Pods whose last resize the API server refused (403/422): the next decision handles it as Infeasible. */
   readonly #refused = new Map<ObjectKey, { code?: number; message: string }>();
+  /** What the loop last saw of each pod's status, to wake on changes that matter. */
+  readonly #seen = new Map<ObjectKey, ReturnType<typeof fingerprintOf>>();
+  /** Pods woken by a change, reconciled together by the next wake-up pass. */
+  readonly #woken = new Set<ObjectKey>();
+  #wakeScheduled = false;
   /** The last Hold recorded per pod (its `holdKey`): a Hold is recorded once per change. */
   readonly #holds = new Map<ObjectKey, string>();
   readonly #quotaHolds: QuotaHolds;
@@ -272,11 +281,13 @@ class ResizeRunner {
       this.#memos.delete(change.key);
       this.#refused.delete(change.key);
       this.#holds.delete(change.key);
+      this.#seen.delete(change.key);
       return;
     }
+    const pod = change.object as V1Pod;
+    this.#wakeOnChange(change.key, pod);
     const startedAt = this.#actuating.get(change.key);
     if (startedAt === undefined) return;
-    const pod = change.object as V1Pod;
     const actual = actualResources(pod);
     if (actual && sameResources(desiredResources(pod), actual)) {
       this.#actuating.delete(change.key);
@@ -285,14 +296,41 @@ class ResizeRunner {
   }
 
   pass(): Promise<PassSummary> {
-    // One pass at a time: a pass asked for while one runs waits for it and runs after.
+    return this.#chain(() => this.#runPass());
+  }
+
+  /** One pass at a time: a pass asked for while one runs waits for it and runs after. */
+  #chain(run: () => Promise<PassSummary>): Promise<PassSummary> {
     const previous = this.#running ?? Promise.resolve(undefined);
-    const next = previous.then(
-      () => this.#runPass(),
-      () => this.#runPass(),
-    );
+    const next = previous.then(run, run);
     this.#running = next;
     return next;
+  }
+
+  /**
+   * Event-driven reconcile: a pod change that a decision depends on (`wakeCause`)
+   * queues the pod for a pass of its own, run as soon as the pass in progress (if any)
+   * ends; pods woken meanwhile share it. The timer stays as the backstop.
+   */
+  #wakeOnChange(key: ObjectKey, pod: V1Pod): void {
+    const fingerprint = fingerprintOf(pod);
+    const cause = wakeCause(this.#seen.get(key), fingerprint);
+    this.#seen.set(key, fingerprint);
+    if (!cause || this.#stopped || !this.#deps.view.synced) return;
+    resizeWakeupsTotal.inc({ cause });
+    this.#woken.add(key);
+    if (this.#wakeScheduled) return;
+    this.#wakeScheduled = true;
+    setImmediate(() => {
+      this.#chain(() => {
+        this.#wakeScheduled = false;
+        const keys = new Set(this.#woken);
+        this.#woken.clear();
+        return this.#runPass(keys);
+      }).catch((error: unknown) =>
+        this.#log.error({ err: errorText(error) }, 'resize wake-up pass failed'),
+      );
+    });
   }
 
   async stop(): Promise<void> {
@@ -314,7 +352,7 @@ class ResizeRunner {
   }
 
   /** Observe: per policy, its pods not busy from an earlier pass and their signals; then each pod. */
-  async #runPass(): Promise<PassSummary> {
+  async #runPass(only?: ReadonlySet<ObjectKey>): Promise<PassSummary> {
     const policy = this.#deps.policy();
     const pass: PassCollector = { all: [], skipped: new Map() };
     if (!policy || !this.#deps.view.synced)
@@ -323,7 +361,9 @@ class ResizeRunner {
     let count = 0;
     const work: Promise<void>[] = [];
     for (const [rp, pods] of this.#podsByPolicy(policy)) {
-      const candidates = pods.filter((p) => !this.#busy.has(keyOf(p)));
+      const candidates = pods.filter(
+        (p) => !this.#busy.has(keyOf(p)) && (only === undefined || only.has(keyOf(p))),
+      );
       count += candidates.length;
       if (candidates.length === 0) continue;
       const read = await this.#readingsFor(rp, candidates, now);
