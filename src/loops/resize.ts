@@ -244,6 +244,8 @@ class ResizeRunner {
   /** Pods woken by a change, reconciled together by the next wake-up pass. */
   readonly #woken = new Set<ObjectKey>();
   #wakeScheduled = false;
+  /** Observe-only: what was last recorded per pod, so the same would-be decision is recorded once. */
+  readonly #observed = new Map<ObjectKey, string>();
   /** The last Hold recorded per pod (its `holdKey`): a Hold is recorded once per change. */
   readonly #holds = new Map<ObjectKey, string>();
   readonly #quotaHolds: QuotaHolds;
@@ -496,10 +498,15 @@ class ResizeRunner {
     const { key, pass } = turn;
     if (plan.decisions.length === 0) {
       this.#holds.delete(key);
+      this.#observed.delete(key);
       this.#nothingToDo(key, plan, turn);
       return undefined;
     }
     if (this.#alreadyHeld(key, plan, turn)) return undefined;
+    if (turn.rp.mode === 'Observe') {
+      this.#observeOnly(key, plan, turn);
+      return undefined;
+    }
     for (const d of plan.decisions) {
       if (d.kind === 'Defer' && d.outcome.result === 'recorded')
         resizesTotal.inc({ result: 'deferred' });
@@ -567,6 +574,31 @@ class ResizeRunner {
     this.#holds.set(key, plan.holdKey);
     resizeStepDownsHeldTotal.inc({ policy: turn.rp.name });
     return false;
+  }
+
+  /**
+   * An observe-only policy: the plan's decisions are recorded as what tollgate would
+   * do (outcome `recorded`, the mode an input), once per change of decision; no write,
+   * no Event, no intent.
+   */
+  #observeOnly(key: ObjectKey, plan: PodResizePlan, turn: PodTurn): void {
+    const records = plan.decisions.map((d): Decision => ({
+      ...d,
+      id: d.outcome.result === 'pending' ? `${d.id}:observe:${turn.now}` : d.id,
+      reason: `observe-only: would ${d.kind === 'Hold' ? 'hold' : 'carry out'} ${d.kind}: ${d.reason}`,
+      inputs: [...d.inputs, { condition: 'mode', met: true, value: 'Observe' }],
+      outcome: { result: 'recorded' },
+    }));
+    const change = JSON.stringify(
+      plan.decisions.map((d) => [d.kind, d.inputs.find((i) => i.condition === 'target')?.value]),
+    );
+    if (this.#observed.get(key) === change) {
+      turn.pass.skipped.set(key, 'observe-only: the same decision is already recorded');
+      return;
+    }
+    this.#observed.set(key, change);
+    turn.pass.all.push(...records);
+    this.#deps.audit.record(records);
   }
 
   #nothingToDo(key: ObjectKey, plan: PodResizePlan, turn: PodTurn): void {

@@ -573,6 +573,7 @@ function compileResizePolicy(
       pauseForReview: spec.rollback?.pauseForReview ?? true,
     },
     allowRestart: spec.allowRestart ?? false,
+    ...(spec.mode === 'Observe' ? { mode: 'Observe' as const } : {}),
   };
 }
 

@@ -147,6 +147,8 @@ export interface ResizePolicy {
   readonly rollback: { readonly onOOMKilled: boolean; readonly pauseForReview: boolean };
   /** Whether a resize that restarts a container (its resizePolicy says RestartContainer) is allowed. */
   readonly allowRestart: boolean;
+  /** `Observe`: decide and record what would be done, write nothing. Absent = `Act`. */
+  readonly mode?: 'Act' | 'Observe';
 }
 
 export type DecisionKindName = 'Release' | 'Cancel' | 'ExpireRelease' | 'Rollback' | 'Resize';

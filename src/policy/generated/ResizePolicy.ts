@@ -260,5 +260,9 @@ export interface ResizePolicy {
      * Whether a resize that restarts a container (its resizePolicy says RestartContainer) is allowed.
      */
     allowRestart?: boolean;
+    /**
+     * `Act` carries decisions out. `Observe` decides exactly as `Act` would and records each decision in the audit trail (reason starting `observe-only: would`, once per change), but writes nothing to the cluster: the way to roll resize out on a service before trusting it.
+     */
+    mode?: 'Act' | 'Observe';
   };
 }

@@ -404,3 +404,31 @@ test('a live read refused by its budget or breaker holds the resize with that re
     'Resize: live read refused: live-read breaker open after 5 failures; 30000 ms left',
   );
 });
+
+test('an observe-only policy decides and records what it would do, writes nothing, and records it once per change', async () => {
+  const one = [pods()[0] as V1Pod];
+  const h = harness(one, () => ({ result: 'succeeded', resourceVersion: '1' }));
+  const observing = (): Policy => ({
+    ...policyWith(),
+    resizePolicies: [aResizePolicy({ mode: 'Observe' })],
+  });
+  const loop = startResizeLoop({ ...common(h, one), policy: observing });
+  const first = await loop.pass();
+  const second = await loop.pass();
+  await loop.stop();
+  assert.equal(h.requests.length, 0, 'no write of any kind');
+  assert.deepEqual(
+    first.decisions.map((d) => [d.kind, d.outcome.result]),
+    [['Resize', 'recorded']],
+  );
+  assert.match(first.decisions[0]?.reason ?? '', /^observe-only: would /);
+  assert.ok(
+    first.decisions[0]?.inputs.some((i) => i.condition === 'mode' && i.value === 'Observe'),
+    'the mode is an input',
+  );
+  assert.deepEqual(second.decisions, [], 'the same decision is not recorded again');
+  assert.deepEqual(
+    h.recorded.map((d) => d.kind),
+    ['Resize'],
+  );
+});
