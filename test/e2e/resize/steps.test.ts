@@ -65,7 +65,7 @@ after(async () => {
 
 test('a rising queue length resizes the app container up in steps to its max, a falling one back to its min, each step a cooldown apart; the sidecar is never touched', async () => {
   setQueue('worker-0', 50);
-  await world.runPod({
+  const started = await world.runPod({
     metadata: { name: 'worker-0', labels: { app: 'worker' } },
     spec: {
       nodeName: 'rz-steps-node',
@@ -143,6 +143,12 @@ test('a rising queue length resizes the app container up in steps to its max, a 
       'the sidecar outside the policy is untouched',
     );
     assert.equal(pod.status?.qosClass, 'Burstable');
+    assert.equal(pod.metadata?.uid, started.metadata?.uid, 'resized in place: the same pod');
+    assert.deepEqual(
+      pod.status?.containerStatuses?.map((s) => s.restartCount),
+      [0, 0],
+      'six resizes restarted no container',
+    );
 
     const desired = seen.map((s) => s.cpu).filter((cpu, i, all) => i === 0 || all[i - 1] !== cpu);
     assert.deepEqual(
@@ -232,7 +238,7 @@ test('an oscillating signal never resizes the pod', async () => {
 
 test('a pod-level budget (spec.resources) is resized in place through pods/resize', async () => {
   setQueue('plevel-0', 50);
-  await world.runPod({
+  const started = await world.runPod({
     metadata: { name: 'plevel-0', labels: { app: 'plevel' } },
     spec: {
       nodeName: 'rz-steps-node',
@@ -259,9 +265,107 @@ test('a pod-level budget (spec.resources) is resized in place through pods/resiz
   );
   assert.equal(pod.spec?.resources?.requests?.memory, '768Mi');
   assert.equal(pod.status?.qosClass, 'Guaranteed');
+  assert.equal(pod.metadata?.uid, started.metadata?.uid, 'resized in place: the same pod');
+  assert.equal(pod.status?.containerStatuses?.[0]?.restartCount, 0, 'no restart');
   assert.equal(
     pod.spec?.containers[0]?.resources?.requests,
     undefined,
     'containers keep no own resources',
+  );
+});
+
+test("pod-level budget: a container's RestartContainer keeps pod-level memory where it is, and a container target over the pod-level request is never sent", async () => {
+  // A loop of its own with an hour-long timer: each pass here is one the test asked for.
+  const own = world.loop(
+    () =>
+      policyFor(world.namespace, [
+        policyNamed('podrestart', {
+          containers: {},
+          pod: {
+            cpu: { min: 500, max: 2000, step: 500 },
+            memory: { min: 256 * 2 ** 20, max: 2 ** 30, step: 256 * 2 ** 20 },
+          },
+        }),
+        policyNamed('overbudget', {
+          containers: { app: { cpu: { min: 100, max: 2000, step: 500 } } },
+        }),
+      ]),
+    { intervalMs: 3_600_000 },
+  );
+  setQueue('podrestart-0', 500);
+  setQueue('overbudget-0', 500);
+  const restartStarted = await world.runPod({
+    metadata: { name: 'podrestart-0', labels: { app: 'podrestart' } },
+    spec: {
+      nodeName: 'rz-steps-node',
+      resources: { requests: { cpu: '1', memory: '512Mi' }, limits: { cpu: '1', memory: '512Mi' } },
+      containers: [
+        {
+          name: 'app',
+          image: 'registry.example/worker:1',
+          resizePolicy: [
+            { resourceName: 'cpu', restartPolicy: 'NotRequired' },
+            { resourceName: 'memory', restartPolicy: 'RestartContainer' },
+          ],
+        },
+      ],
+    },
+  });
+  const budgetStarted = await world.runPod({
+    metadata: { name: 'overbudget-0', labels: { app: 'overbudget' } },
+    spec: {
+      nodeName: 'rz-steps-node',
+      resources: { requests: { cpu: '1', memory: '512Mi' } },
+      containers: [
+        {
+          name: 'app',
+          image: 'registry.example/worker:1',
+          resources: { requests: { cpu: '900m', memory: '256Mi' } },
+        },
+      ],
+    },
+  });
+  const refusedBefore = await registry.getSingleMetricAsString('tollgate_resizes_total');
+  const pass = await eventually(
+    'a pass that steps podrestart-0 up',
+    async () => {
+      const p = await own.pass();
+      return p.decisions.some((d) => d.target.name === 'podrestart-0' && d.kind === 'Resize')
+        ? p
+        : undefined;
+    },
+    { timeoutMs: 30_000 },
+  );
+  assert.match(
+    pass.skipped.get(`${world.namespace}/overbudget-0`) ?? '',
+    /container requests 1400m above the pod-level request 1 \(pod-level budget\)/,
+    'the over-budget step is not taken, and the reason names the budget',
+  );
+  const restarted = await eventually(
+    'pod-level cpu one step up and actuated',
+    async () => {
+      const pod = await world.pod('podrestart-0');
+      return pod.status?.resources?.requests?.cpu === '1500m' ? pod : undefined;
+    },
+    { timeoutMs: 30_000 },
+  );
+  assert.deepEqual(
+    restarted.spec?.resources?.requests,
+    { cpu: '1500m', memory: '512Mi' },
+    'memory stays: the container would restart and the policy does not allow restarts',
+  );
+  assert.equal(restarted.metadata?.uid, restartStarted.metadata?.uid);
+  assert.equal(restarted.status?.containerStatuses?.[0]?.restartCount, 0, 'no restart');
+
+  await own.pass();
+  const budget = await world.pod('overbudget-0');
+  assert.equal(budget.metadata?.generation, 1, 'no resize was ever sent for the over-budget pod');
+  assert.equal(budget.metadata?.uid, budgetStarted.metadata?.uid);
+  assert.equal(
+    await registry
+      .getSingleMetricAsString('tollgate_resizes_total')
+      .then((m) => /result="failed"\} (\d+)/.exec(m)?.[1]),
+    /result="failed"\} (\d+)/.exec(refusedBefore)?.[1],
+    'the API server refused nothing',
   );
 });
