@@ -126,6 +126,8 @@ export interface PodResizePlan {
    * it was held on, without error texts, so the loop records it once per change.
    */
   readonly holdKey?: string;
+  /** What a Hold is on: an unreadable signal or SLO, or a ResourceQuota without room. */
+  readonly holdCause?: 'unreadable' | 'quota';
 }
 
 export const resizePriority = {
@@ -604,7 +606,32 @@ function holdStepDown(
   const holdKey = `${stepped.heldDown.join(',')}|${stepped.unreadable
     .map((u) => `${u.name}:${u.read}`)
     .join(',')}`;
-  return { decisions: [d], writes: [], paused: false, holdKey };
+  return { decisions: [d], writes: [], paused: false, holdKey, holdCause: 'unreadable' };
+}
+
+/**
+ * A step the namespace ResourceQuota has no room for: recorded (no write) with the
+ * quota named, once per change of which quota holds which resource; tried every pass.
+ */
+function holdForQuota(
+  ctx: Context,
+  stepped: SteppedTarget,
+  inputs: ConditionInput[],
+): PodResizePlan {
+  const d = decision(
+    ctx,
+    'Hold',
+    `step held by quota: ${stepped.notes.join('; ')}`,
+    [...inputs, resourcesInput('current', ctx.desired), resourcesInput('actual', ctx.actual)],
+    false,
+  );
+  return {
+    decisions: [d],
+    writes: [],
+    paused: false,
+    holdKey: `quota|${stepped.quotaHeld.join(',')}`,
+    holdCause: 'quota',
+  };
 }
 
 function verdictsFor(ctx: Context): SignalVerdict[] {
@@ -837,6 +864,8 @@ interface SteppedTarget {
   /** Resources whose step-down was held because a signal or the SLO cannot be read. */
   readonly heldDown: string[];
   readonly unreadable: readonly UnreadableInput[];
+  /** Steps not taken for lack of quota room: `cpu requests.cpu team-quota`. */
+  readonly quotaHeld: string[];
 }
 
 /** Steps every bounded resource of every unit in its own direction; notes why any did not move. */
@@ -845,6 +874,7 @@ function stepTarget(ctx: Context, verdicts: readonly SignalVerdict[]): SteppedTa
   const notes: string[] = [];
   const directions: Record<string, Direction> = {};
   const heldDown: string[] = [];
+  const quotaHeld: string[] = [];
   const blocking = unreadableInputs(ctx, verdicts);
   let target = ctx.desired;
   const units: (string | undefined)[] = Object.keys(policy.containers).filter(
@@ -923,10 +953,11 @@ function stepTarget(ctx: Context, verdicts: readonly SignalVerdict[]): SteppedTa
       notes.push(
         `${room.resource}: increase ${delta} exceeds ResourceQuota ${room.quota} ${room.key} room ${room.room}`,
       );
+      quotaHeld.push(`${room.resource} ${room.key} ${room.quota}`);
       target = revertResource(target, ctx.desired, room.resource);
     }
   }
-  return { target, notes, directions, heldDown, unreadable: blocking };
+  return { target, notes, directions, heldDown, unreadable: blocking, quotaHeld };
 }
 
 /** The resize plan for one pod. */
@@ -1141,6 +1172,7 @@ function stepWithinBounds(ctx: Context): PodResizePlan {
   ];
   const unchanged = sameResources(stepped.target, desired);
   if (unchanged && stepped.heldDown.length > 0) return holdStepDown(ctx, stepped, inputs);
+  if (unchanged && stepped.quotaHeld.length > 0) return holdForQuota(ctx, stepped, inputs);
   if (Object.values(stepped.directions).every((d) => d === 'hold')) {
     return nothing('signals hold: no signal past a threshold for the whole window');
   }

@@ -567,12 +567,14 @@ class ResizeRunner {
       this.#holds.delete(key);
       return false;
     }
+    const reason = plan.decisions[0]?.reason ?? '';
     if (this.#holds.get(key) === plan.holdKey) {
-      turn.pass.skipped.set(key, `held (recorded before): ${plan.decisions[0]?.reason ?? ''}`);
+      turn.pass.skipped.set(key, `held (recorded before): ${reason}`);
       return true;
     }
+    turn.pass.skipped.set(key, `held: ${reason}`);
     this.#holds.set(key, plan.holdKey);
-    resizeStepDownsHeldTotal.inc({ policy: turn.rp.name });
+    if (plan.holdCause === 'unreadable') resizeStepDownsHeldTotal.inc({ policy: turn.rp.name });
     return false;
   }
 

@@ -297,3 +297,25 @@ test('a target above the pod-level budget is never sent', () => {
     assert.match(p.skip ?? '', /pod-level/, `${c.name}: the reason names the pod-level budget`);
   }
 });
+
+test('a step the namespace quota has no room for is recorded as a Hold naming the quota, keyed for once per change', () => {
+  const full = [
+    {
+      metadata: { name: 'team-quota' },
+      status: {
+        hard: { 'requests.cpu': '4', 'requests.memory': '1Gi' },
+        used: { 'requests.cpu': '3900m', 'requests.memory': '1000Mi' },
+      },
+    },
+  ];
+  const p = plan({ pod: web().obj(), readings: [cpuHigh, memoryQuiet], quotas: full });
+  assert.equal(resizeOf(p), undefined, 'nothing sent');
+  assert.deepEqual(
+    p.decisions.map((d) => [d.kind, d.outcome.result]),
+    [['Hold', 'recorded']],
+  );
+  assert.match(p.decisions[0]?.reason ?? '', /ResourceQuota team-quota/);
+  const again = plan({ pod: web().obj(), readings: [cpuHigh, memoryQuiet], quotas: full });
+  assert.equal(again.holdKey, p.holdKey, 'the same hold has the same key');
+  assert.ok(p.holdKey?.includes('team-quota'));
+});

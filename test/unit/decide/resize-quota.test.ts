@@ -146,7 +146,15 @@ test('two pods of one namespace with room for one step: the second, decided agai
   assert.deepEqual(charge, { requests: { cpu: 250 }, limits: {} });
   const second = decide('web-1', chargeQuotas(quotas, [charge as QuotaCharge]));
   assert.equal(second.writes.length, 0, 'no write for the second pod');
-  assert.match(second.skip ?? '', /exceeds ResourceQuota compute requests\.cpu room 0/);
+  assert.deepEqual(
+    second.decisions.map((d) => [d.kind, d.outcome.result]),
+    [['Hold', 'recorded']],
+    'the held step is recorded',
+  );
+  assert.match(
+    second.decisions[0]?.reason ?? '',
+    /exceeds ResourceQuota compute requests\.cpu room 0/,
+  );
   const unchargedSecond = decide('web-1', quotas);
   assert.ok(
     unchargedSecond.writes.some((w) => w.op.type === 'resize'),
