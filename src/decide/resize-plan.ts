@@ -588,50 +588,37 @@ function sloInputs(ctx: Context): ConditionInput[] {
 }
 
 /**
- * A step-down held because a signal or the SLO cannot be read: recorded (no write),
- * with a key the loop uses to record it once per change of what it was held on.
+ * A step not taken, recorded (no write) with the pass's inputs, and a key the loop
+ * uses to record it once per change of what it is held on.
  */
-function holdStepDown(
+function hold(
   ctx: Context,
-  stepped: SteppedTarget,
+  reason: string,
   inputs: ConditionInput[],
+  holdKey: string,
+  holdCause: 'unreadable' | 'quota',
 ): PodResizePlan {
   const d = decision(
     ctx,
     'Hold',
-    `step-down of ${stepped.heldDown.join(', ')} held: ${describeUnreadable(stepped.unreadable)} (an unreadable signal never lets a pod shrink)`,
+    reason,
     [...inputs, resourcesInput('current', ctx.desired), resourcesInput('actual', ctx.actual)],
     false,
   );
-  const holdKey = `${stepped.heldDown.join(',')}|${stepped.unreadable
-    .map((u) => `${u.name}:${u.read}`)
-    .join(',')}`;
-  return { decisions: [d], writes: [], paused: false, holdKey, holdCause: 'unreadable' };
+  return { decisions: [d], writes: [], paused: false, holdKey, holdCause };
 }
 
-/**
- * A step the namespace ResourceQuota has no room for: recorded (no write) with the
- * quota named, once per change of which quota holds which resource; tried every pass.
- */
-function holdForQuota(
-  ctx: Context,
-  stepped: SteppedTarget,
-  inputs: ConditionInput[],
-): PodResizePlan {
-  const d = decision(
-    ctx,
-    'Hold',
-    `step held by quota: ${stepped.notes.join('; ')}`,
-    [...inputs, resourcesInput('current', ctx.desired), resourcesInput('actual', ctx.actual)],
-    false,
-  );
-  return {
-    decisions: [d],
-    writes: [],
-    paused: false,
-    holdKey: `quota|${stepped.quotaHeld.join(',')}`,
-    holdCause: 'quota',
-  };
+/** A step-down held because a signal or the SLO cannot be read. */
+function holdStepDown(ctx: Context, stepped: SteppedTarget, inputs: ConditionInput[]) {
+  const reason = `step-down of ${stepped.heldDown.join(', ')} held: ${describeUnreadable(stepped.unreadable)} (an unreadable signal never lets a pod shrink)`;
+  const on = stepped.unreadable.map((u) => `${u.name}:${u.read}`).join(',');
+  return hold(ctx, reason, inputs, `${stepped.heldDown.join(',')}|${on}`, 'unreadable');
+}
+
+/** A step the namespace ResourceQuota has no room for (tried again every pass). */
+function holdForQuota(ctx: Context, stepped: SteppedTarget, inputs: ConditionInput[]) {
+  const reason = `step held by quota: ${stepped.notes.join('; ')}`;
+  return hold(ctx, reason, inputs, `quota|${stepped.quotaHeld.join(',')}`, 'quota');
 }
 
 function verdictsFor(ctx: Context): SignalVerdict[] {
