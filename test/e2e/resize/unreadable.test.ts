@@ -6,6 +6,9 @@
  * pass. Once the memory query reads again, the same pod steps down: the hold was the
  * unreadable signal, not something else.
  *
+ * The same world shows an observe-only policy: it records what it would do, once,
+ * and writes nothing to the API.
+ *
  * Passes are driven by the test (the loop's timer is an hour), so "nothing shrinks over
  * three passes" is a count, not a wait.
  */
@@ -193,4 +196,65 @@ test('a failed memory query with a low cpu signal shrinks nothing; it is recorde
   assert.deepEqual(requests(after), { cpu: 750, memory: 384 * 2 ** 20 });
   assert.equal(await gauge({ policy: 'unreadable', signal: 'memory', read: 'error' }), 0);
   assert.deepEqual(identity(after).uid, identity(started).uid, 'resized in place');
+});
+
+test('an observe-only policy records what it would do and writes nothing to the API', async () => {
+  const observing = {
+    ...policy,
+    name: 'observing',
+    source: { file: 'resize/observing.yaml', document: 0 },
+    selector: { matchLabels: { app: 'observing' }, matchExpressions: [] },
+    signals: [policy.signals[0]!],
+    mode: 'Observe' as const,
+  };
+  const observer = world.loop(() => policyFor(world.namespace, [observing]), {
+    intervalMs: 3_600_000,
+  });
+  world.prom.set(cpuMetric, { namespace: world.namespace, pod: 'observing-0' }, 0.05);
+  const started = await world.runPod({
+    metadata: { name: 'observing-0', labels: { app: 'observing' } },
+    spec: {
+      nodeName: 'rz-unreadable-node',
+      containers: [
+        {
+          name: 'app',
+          image: 'registry.example/app:1',
+          resources: { requests: { cpu: '1', memory: '512Mi' } },
+        },
+      ],
+    },
+  });
+  const decided = await eventually(
+    'a pass that would step the pod down',
+    async () => {
+      const pass = await observer.pass();
+      return pass.decisions.find((d) => d.target.name === 'observing-0');
+    },
+    { timeoutMs: 30_000 },
+  );
+  assert.equal(decided.kind, 'Resize');
+  assert.equal(decided.outcome.result, 'recorded');
+  assert.match(decided.reason, /^observe-only: would carry out Resize/);
+  const second = await observer.pass();
+  assert.deepEqual(
+    second.decisions.filter((d) => d.target.name === 'observing-0'),
+    [],
+    'recorded once, not once per pass',
+  );
+  const pod = await world.pod('observing-0');
+  assert.equal(pod.metadata?.generation, 1, 'no resize written');
+  assert.deepEqual(
+    Object.keys(pod.metadata?.annotations ?? {}).filter((k) => k.startsWith('tollgate.io/')),
+    [],
+    'no annotation written',
+  );
+  assert.deepEqual(requests(pod), requests(started));
+  const records = (await world.auditRecords()).filter(
+    (r) => (r.target as { name: string }).name === 'observing-0',
+  );
+  assert.deepEqual(
+    records.map((r) => [r.kind, (r.outcome as { result: string }).result]),
+    [['Resize', 'recorded']],
+    'the would-be decision is in Git, once',
+  );
 });
