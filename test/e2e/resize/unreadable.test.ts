@@ -139,14 +139,22 @@ test('a failed memory query with a low cpu signal shrinks nothing; it is recorde
     { timeoutMs: 30_000 },
   );
 
+  // Three passes (the pod's own changes may have woken the loop before: any decision
+  // is counted in Git below, whoever made it).
   const passes = [];
   for (let i = 0; i < 3; i += 1) passes.push(await loop.pass());
   assert.deepEqual(
-    passes.map((p) => p.decisions.map((d) => d.kind)),
-    [['Hold'], [], []],
-    'one Hold, then the same hold is not recorded again',
+    passes.flatMap((p) => p.decisions.filter((d) => d.kind !== 'Hold')),
+    [],
+    'nothing but a Hold is decided',
   );
-  assert.match(passes[1]?.skipped.get(`${world.namespace}/unreadable-0`) ?? '', /held/);
+  for (const p of passes)
+    assert.match(p.skipped.get(`${world.namespace}/unreadable-0`) ?? '', /^held/);
+  assert.match(
+    passes[2]?.skipped.get(`${world.namespace}/unreadable-0`) ?? '',
+    /^held \(recorded before\)/,
+    'the same hold is not recorded again',
+  );
   const now = await world.pod('unreadable-0');
   assert.deepEqual(requests(now), before, 'nothing shrank: not cpu, not memory');
   assert.deepEqual(identity(now), identity(started), 'same pod, no restart');
@@ -156,8 +164,13 @@ test('a failed memory query with a low cpu signal shrinks nothing; it is recorde
     'the unreadable memory signal is metered per policy and signal',
   );
 
-  const holds = (await world.auditRecords()).filter((r) => r.kind === 'Hold');
-  assert.equal(holds.length, 1, 'the Hold is in Git once');
+  const failedHold = (r: Record<string, unknown>) =>
+    r.kind === 'Hold' &&
+    (r.inputs as { condition: string; value: { read?: string } }[]).some(
+      (i) => i.condition === 'signal:memory' && i.value.read === 'error',
+    );
+  const holds = (await world.auditRecords()).filter(failedHold);
+  assert.equal(holds.length, 1, 'the Hold on the failed memory query is in Git once');
   const inputs = holds[0]?.inputs as { condition: string; value: Record<string, unknown> }[];
   const memory = inputs.find((i) => i.condition === 'signal:memory')?.value;
   assert.equal(memory?.read, 'error');
@@ -176,22 +189,14 @@ test('a failed memory query with a low cpu signal shrinks nothing; it is recorde
     },
     { timeoutMs: 30_000 },
   );
-  const shrunk = await eventually(
+  const after = await eventually(
     'a step down once the memory signal reads',
     async () => {
-      const pass = await loop.pass();
-      return pass.decisions.some((d) => d.kind === 'Resize') ? pass : undefined;
-    },
-    { timeoutMs: 30_000 },
-  );
-  assert.ok(shrunk);
-  const after = await eventually(
-    'the step down in the pod spec',
-    async () => {
+      await loop.pass();
       const pod = await world.pod('unreadable-0');
       return requests(pod).cpu < before.cpu ? pod : undefined;
     },
-    { timeoutMs: 15_000 },
+    { timeoutMs: 30_000 },
   );
   assert.deepEqual(requests(after), { cpu: 750, memory: 384 * 2 ** 20 });
   assert.equal(await gauge({ policy: 'unreadable', signal: 'memory', read: 'error' }), 0);
@@ -224,17 +229,18 @@ test('an observe-only policy records what it would do and writes nothing to the 
       ],
     },
   });
-  const decided = await eventually(
-    'a pass that would step the pod down',
+  const key = `${world.namespace}/observing-0`;
+  await eventually(
+    'a pass that would step the pod down (or found it already recorded by a wake-up)',
     async () => {
       const pass = await observer.pass();
-      return pass.decisions.find((d) => d.target.name === 'observing-0');
+      return (
+        pass.decisions.some((d) => d.target.name === 'observing-0') ||
+        /^observe-only/.test(pass.skipped.get(key) ?? '')
+      );
     },
     { timeoutMs: 30_000 },
   );
-  assert.equal(decided.kind, 'Resize');
-  assert.equal(decided.outcome.result, 'recorded');
-  assert.match(decided.reason, /^observe-only: would carry out Resize/);
   const second = await observer.pass();
   assert.deepEqual(
     second.decisions.filter((d) => d.target.name === 'observing-0'),
@@ -257,4 +263,5 @@ test('an observe-only policy records what it would do and writes nothing to the 
     [['Resize', 'recorded']],
     'the would-be decision is in Git, once',
   );
+  assert.match(String(records[0]?.reason), /^observe-only: would carry out Resize/);
 });
