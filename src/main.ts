@@ -21,7 +21,8 @@ import type { RunConfig } from './cli/run-config.ts';
 import { TermWrites } from './loops/leadership.ts';
 import { createLogger, redactUrl, type Logger } from './observe/log.ts';
 import { collectProcessMetrics } from './observe/metrics.ts';
-import { auditTarget, closeAudit, openAudit } from './run/audit.ts';
+import { auditTarget, closeAudit, ignoredAuditSettings, openAudit } from './run/audit.ts';
+import { watchStartupSettings } from './policy/settings-watch.ts';
 import { superviseLoops } from './run/loops.ts';
 import { startObservability, type StartedParts } from './run/observe.ts';
 import { openPolicySource, readToken } from './run/policy.ts';
@@ -148,7 +149,16 @@ async function start(
 
   // 4. The audit trail.
   const target = auditTarget(config, first);
-  const audit = await openAudit({ config, first, target, token, log });
+  const ignored = ignoredAuditSettings(first, target);
+  if (ignored.length > 0)
+    log.warn(
+      { ignored, auditRepo: redactUrl(target.url), auditBranch: target.branch },
+      'the policy sets the audit location, which only the operator decides (--audit-repo, --audit-branch); ignored',
+    );
+  watchStartupSettings(policies, first, log);
+  // The audit's write credential: its own when configured, else the Git token.
+  const auditToken = readToken(config, undefined, 'auditToken') ?? token;
+  const audit = await openAudit({ config, first, target, token: auditToken, log });
   started('audit', () => closeAudit(audit, log));
 
   // 5. Leader election; the dispatcher refuses every write outside an open term.
@@ -178,7 +188,7 @@ async function start(
     guards,
     audit,
     auditTarget: target,
-    token,
+    token: auditToken,
     elector,
     dispatcher,
     termWrites,

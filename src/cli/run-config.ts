@@ -15,6 +15,7 @@ import { parseDuration } from '../lib/clock.ts';
 import { leaderTimingProblems, type LeaderTimings } from '../cluster/leader-timing.ts';
 import { parseListenAddress } from '../observe/http.ts';
 import { dispatchSettings, type DispatchSettings } from '../dispatch/settings.ts';
+import { plainHttpProblem } from '../policy/credentials.ts';
 
 export interface RunSetting {
   /** camelCase key, also commander's option key. */
@@ -79,6 +80,27 @@ export const runSettings = [
     description: 'file holding the Git token (a mounted Secret)',
   },
   {
+    key: 'auditTokenEnv',
+    flag: 'audit-token-env',
+    env: 'TOLLGATE_AUDIT_TOKEN_ENV',
+    description:
+      'name of the environment variable holding the audit (write) token (default: the Git token)',
+  },
+  {
+    key: 'auditTokenFile',
+    flag: 'audit-token-file',
+    env: 'TOLLGATE_AUDIT_TOKEN_FILE',
+    description: 'file holding the audit (write) token, a mounted Secret (default: the Git token)',
+  },
+  {
+    key: 'allowInsecureHttp',
+    flag: 'allow-insecure-http',
+    env: 'TOLLGATE_ALLOW_INSECURE_HTTP',
+    description:
+      'true: send Git tokens over plain http to non-loopback hosts too (never in production)',
+    defaultValue: 'false',
+  },
+  {
     key: 'gitCacheDir',
     flag: 'git-cache-dir',
     env: 'TOLLGATE_GIT_CACHE_DIR',
@@ -90,13 +112,13 @@ export const runSettings = [
     flag: 'audit-repo',
     env: 'TOLLGATE_AUDIT_REPO',
     description:
-      'audit Git repository URL (default: the policy settings, else the policy repository)',
+      'audit Git repository URL (default: the policy repository; the policy settings never choose it)',
   },
   {
     key: 'auditBranch',
     flag: 'audit-branch',
     env: 'TOLLGATE_AUDIT_BRANCH',
-    description: 'audit branch (default: the policy settings, else tollgate/audit)',
+    description: 'audit branch (default: tollgate/audit; the policy settings never choose it)',
   },
   {
     key: 'auditSigningKeyFile',
@@ -318,6 +340,10 @@ export const runSettings = [
 export type RunSettingKey = (typeof runSettings)[number]['key'];
 export type RawRunSettings = Partial<Record<RunSettingKey, string | undefined>>;
 
+export type TokenLocation =
+  | { readonly from: 'env'; readonly name: string }
+  | { readonly from: 'file'; readonly path: string };
+
 export interface RunConfig {
   readonly cluster:
     | { readonly mode: 'kubeconfig'; readonly path: string; readonly context?: string }
@@ -326,9 +352,12 @@ export interface RunConfig {
     | { readonly source: 'git'; readonly url: string; readonly ref: string; readonly path: string }
     | { readonly source: 'dir'; readonly dir: string; readonly path: string };
   readonly git: {
-    readonly token?:
-      | { readonly from: 'env'; readonly name: string }
-      | { readonly from: 'file'; readonly path: string };
+    /** The read credential of the policy repository (and the audit's, without `auditToken`). */
+    readonly token?: TokenLocation;
+    /** The write credential of the audit repository, when separate. */
+    readonly auditToken?: TokenLocation;
+    /** Tokens may travel over plain http to non-loopback hosts (tests, trusted networks). */
+    readonly allowInsecureHttp?: boolean;
     readonly cacheDir: string;
   };
   readonly audit: {
@@ -434,6 +463,7 @@ export function parseRunConfig(flags: RawRunSettings, context: RunConfigContext)
   const policy = parsePolicySource(read, context);
   const git = parseGitAccess(read, context, policy);
   const audit = parseAuditTarget(read, context);
+  checkCredentialTransport(read, policy, git, audit);
   const identity = parseIdentity(read, context);
   const metricsAddress = parseMetricsAddress(read);
   const lease = parseLease(read, context);
@@ -532,35 +562,77 @@ function parsePolicySource(
   return undefined;
 }
 
-/** The Git token (a variable or a file, not both) and the clone cache folder. */
+/** The Git tokens (each a variable or a file, not both) and the clone cache folder. */
 function parseGitAccess(
   read: SettingReader,
   context: RunConfigContext,
   policy: RunConfig['policy'] | undefined,
 ): RunConfig['git'] {
-  const tokenEnv = read.raw('gitTokenEnv');
-  const tokenFile = read.raw('gitTokenFile');
-  let token: RunConfig['git']['token'];
-  if (tokenEnv !== undefined && tokenFile !== undefined) {
-    read.problems.push(
-      `${read.label('gitTokenEnv')} and ${read.label('gitTokenFile')}: give one token source, not both`,
-    );
-  } else if (tokenEnv !== undefined) {
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(tokenEnv))
-      read.problem('gitTokenEnv', `"${tokenEnv}" is not an environment variable name`);
-    else if (!context.env[tokenEnv])
-      read.problem('gitTokenEnv', `the variable ${tokenEnv} is not set or empty`);
-    token = { from: 'env', name: tokenEnv };
-  } else if (tokenFile !== undefined) {
-    if (!context.isFile(tokenFile))
-      read.problem('gitTokenFile', `"${tokenFile}" is not a readable file`);
-    token = { from: 'file', path: tokenFile };
-  }
+  const token = parseTokenLocation(read, context, 'gitTokenEnv', 'gitTokenFile');
+  const auditToken = parseTokenLocation(read, context, 'auditTokenEnv', 'auditTokenFile');
+  const insecure = read.value('allowInsecureHttp');
+  if (insecure !== 'true' && insecure !== 'false')
+    read.problem('allowInsecureHttp', `"${insecure}" is not true or false`);
   const usesGit = policy?.source === 'git' || read.raw('auditRepo') !== undefined;
   const cacheDir = read.value('gitCacheDir');
   if (usesGit && !cacheDir.startsWith('/'))
     read.problem('gitCacheDir', `"${cacheDir}" must be an absolute path`);
-  return { token, cacheDir };
+  return {
+    ...(token ? { token } : {}),
+    ...(auditToken ? { auditToken } : {}),
+    allowInsecureHttp: insecure === 'true',
+    cacheDir,
+  };
+}
+
+function parseTokenLocation(
+  read: SettingReader,
+  context: RunConfigContext,
+  envKey: 'gitTokenEnv' | 'auditTokenEnv',
+  fileKey: 'gitTokenFile' | 'auditTokenFile',
+): TokenLocation | undefined {
+  const tokenEnv = read.raw(envKey);
+  const tokenFile = read.raw(fileKey);
+  if (tokenEnv !== undefined && tokenFile !== undefined) {
+    read.problems.push(
+      `${read.label(envKey)} and ${read.label(fileKey)}: give one token source, not both`,
+    );
+    return undefined;
+  }
+  if (tokenEnv !== undefined) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(tokenEnv))
+      read.problem(envKey, `"${tokenEnv}" is not an environment variable name`);
+    else if (!context.env[tokenEnv])
+      read.problem(envKey, `the variable ${tokenEnv} is not set or empty`);
+    return { from: 'env', name: tokenEnv };
+  }
+  if (tokenFile !== undefined) {
+    if (!context.isFile(tokenFile)) read.problem(fileKey, `"${tokenFile}" is not a readable file`);
+    return { from: 'file', path: tokenFile };
+  }
+  return undefined;
+}
+
+/**
+ * Credentials never travel over plain http to a host off this machine unless the
+ * operator says so: the policy repository with the Git token, the audit repository
+ * with the audit token (or the Git token when there is no separate one).
+ */
+function checkCredentialTransport(
+  read: SettingReader,
+  policy: RunConfig['policy'] | undefined,
+  git: RunConfig['git'],
+  audit: RunConfig['audit'],
+): void {
+  if (policy?.source === 'git' && git.token) {
+    const problem = plainHttpProblem(policy.url, git.allowInsecureHttp === true);
+    if (problem) read.problem('policyRepo', problem);
+  }
+  const auditUrl = audit.repo ?? (policy?.source === 'git' ? policy.url : undefined);
+  if (auditUrl !== undefined && (git.auditToken ?? git.token) && audit.repo !== undefined) {
+    const problem = plainHttpProblem(auditUrl, git.allowInsecureHttp === true);
+    if (problem) read.problem('auditRepo', problem);
+  }
 }
 
 /** The audit repository and branch, when given here rather than in the policy settings. */
@@ -572,7 +644,7 @@ function parseAuditTarget(read: SettingReader, context: RunConfigContext): RunCo
     else if (hasCredentials(auditRepo))
       read.problem(
         'auditRepo',
-        'must not carry credentials in the URL; use --git-token-env or --git-token-file',
+        'must not carry credentials in the URL; use --audit-token-env or --audit-token-file',
       );
   }
   const auditBranch = read.raw('auditBranch');

@@ -13,6 +13,7 @@ import { mkdirSync } from 'node:fs';
 import git, { Errors, type AuthCallback, type HttpClient } from 'isomorphic-git';
 import http from 'isomorphic-git/http/node';
 import { redactUrl } from '../observe/log.ts';
+import { currentToken, plainHttpProblem, type TokenSource } from './credentials.ts';
 import type { PolicyError } from './errors.ts';
 import { isPolicyFile, type PolicyFile } from './load.ts';
 import { limits } from './parse.ts';
@@ -36,7 +37,8 @@ export interface GitLocation {
   readonly ref?: string;
   /** Sub-folder holding the policy ("" = the repository root). */
   readonly path?: string;
-  readonly token?: string;
+  /** The token, or a function reading the current one (a token file, re-read per fetch). */
+  readonly token?: TokenSource;
   /** Basic-auth user sent with the token (forges accept any; default "x-access-token"). */
   readonly username?: string;
 }
@@ -101,19 +103,29 @@ export class GitPolicyReader {
   readonly ref: string;
   readonly path: string;
   readonly #gitdir: string;
-  readonly #token: string | undefined;
+  readonly #tokenSource: TokenSource | undefined;
+  /** The token of the fetch in progress, read once per fetch from `#tokenSource`. */
+  #token: string | undefined;
+  /** Every token used so far, scrubbed from messages (a rotated one included). */
+  readonly #seenTokens = new Set<string>();
+  readonly #allowInsecureHttp: boolean;
   readonly #username: string;
   readonly #cache = {};
 
   readonly #maxFetchBytes: number;
 
-  constructor(location: GitLocation, cacheDir: string, options: { maxFetchBytes?: number } = {}) {
+  constructor(
+    location: GitLocation,
+    cacheDir: string,
+    options: { maxFetchBytes?: number; allowInsecureHttp?: boolean } = {},
+  ) {
     this.#maxFetchBytes = options.maxFetchBytes ?? limits.maxFetchBytes;
+    this.#allowInsecureHttp = options.allowInsecureHttp ?? false;
     const split = splitCredentials(location.url);
     this.url = split.url;
     this.ref = location.ref ?? 'main';
     this.path = (location.path ?? '').replace(/^\/+|\/+$/g, '');
-    this.#token = location.token ?? split.token;
+    this.#tokenSource = location.token ?? split.token;
     this.#username = location.username ?? split.username ?? 'x-access-token';
     this.#gitdir = cacheDir;
   }
@@ -125,7 +137,7 @@ export class GitPolicyReader {
   /** A message safe to print: no token, no user info. */
   #scrub(text: string): string {
     let out = text.split(this.url).join(redactUrl(this.url));
-    if (this.#token) out = out.split(this.#token).join('[redacted]');
+    for (const token of this.#seenTokens) out = out.split(token).join('[redacted]');
     return out.replace(/\/\/[^@/\s]*@/g, '//');
   }
 
@@ -167,8 +179,25 @@ export class GitPolicyReader {
     await git.addRemote({ fs, gitdir: this.#gitdir, remote: 'origin', url: this.url, force: true });
   }
 
+  /**
+   * Reads the current token (a rotated file is picked up here) and refuses to go on
+   * when it would travel over plain http to a host that is not loopback.
+   */
+  #prepareCredentials(): void {
+    try {
+      this.#token = currentToken(this.#tokenSource);
+    } catch (error) {
+      throw new PolicyFetchError('auth', error instanceof Error ? error.message : String(error));
+    }
+    if (this.#token === undefined) return;
+    this.#seenTokens.add(this.#token);
+    const problem = plainHttpProblem(this.url, this.#allowInsecureHttp);
+    if (problem) throw new PolicyFetchError('auth', problem);
+  }
+
   /** The commit the ref names on the server right now (one cheap ref advertisement). */
   async remoteCommit(): Promise<{ commit: string; tag: boolean }> {
+    this.#prepareCredentials();
     let refs;
     try {
       refs = await git.listServerRefs({

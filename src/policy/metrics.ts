@@ -35,6 +35,12 @@ export const policyHeadInvalid = new Gauge({
   registers: [registry],
 });
 
+export const policyRestartRequired = new Gauge({
+  name: 'tollgate_policy_restart_required',
+  help: 'Whether the policy in force changes settings that take effect only at restart (cluster name, audit mode and batch): 1 until a restart or a revert.',
+  registers: [registry],
+});
+
 export const policyLastLoadTimestamp = new Gauge({
   name: 'tollgate_policy_last_load_timestamp_seconds',
   help: 'When the policy source last fetched and evaluated its location, successful or not.',

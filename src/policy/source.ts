@@ -28,6 +28,7 @@ import type { Clock } from '../lib/clock.ts';
 import { systemTimers, type Timers } from '../lib/timers.ts';
 import { systemClock } from '../lib/clock.ts';
 import { redactUrl, silentLogger, type Logger } from '../observe/log.ts';
+import { tokenFromFile, type TokenSource } from './credentials.ts';
 import { formatPolicyError, type PolicyError } from './errors.ts';
 import { GitPolicyReader, isGitUrl, PolicyFetchError } from './git.ts';
 import {
@@ -65,6 +66,8 @@ export interface PolicySourceOptions {
   readonly cacheDir?: string;
   /** Poll interval (default 30 s). */
   readonly intervalMs?: number;
+  /** Send the token over plain http to a non-loopback host (default false). */
+  readonly allowInsecureHttp?: boolean;
   /** Commits walked back from an invalid HEAD at start-up (default 50). */
   readonly historyDepth?: number;
   /** Deadline of one off-thread parse (default 20 s, see parse-off-thread.ts). */
@@ -82,6 +85,21 @@ export type PollOutcome =
 
 export type PolicyListener = (policy: Policy) => void;
 export type RejectedListener = (commit: string, errors: readonly PolicyError[]) => void;
+
+/**
+ * The token source for a Git location: a token file becomes a function that reads the
+ * file again at every fetch (Secret rotation without restart), checked once here so a
+ * missing file is a start-up error; a variable or a given token is read once.
+ */
+export function tokenSourceOf(
+  options: Pick<PolicySourceOptions, 'token' | 'tokenEnv' | 'tokenFile'>,
+): TokenSource | undefined {
+  if (options.token === undefined && options.tokenEnv === undefined && options.tokenFile) {
+    resolveToken(options);
+    return tokenFromFile(options.tokenFile);
+  }
+  return resolveToken(options);
+}
 
 /** Reads the token from the configured place; a missing variable or unreadable file is a usage error. */
 export function resolveToken(
@@ -138,7 +156,7 @@ export class PolicySource {
     this.#parseTimeoutMs = options.parseTimeoutMs;
     this.#historyDepth = options.historyDepth ?? 50;
     if (isGitUrl(options.location)) {
-      const token = resolveToken(options);
+      const token = tokenSourceOf(options);
       const cacheDir =
         options.cacheDir ??
         join(
@@ -155,6 +173,7 @@ export class PolicySource {
           ...(options.username ? { username: options.username } : {}),
         },
         cacheDir,
+        { allowInsecureHttp: options.allowInsecureHttp ?? false },
       );
       this.location = `${this.#reader.url}@${this.#reader.ref}${this.#reader.path ? `:${this.#reader.path}` : ''}`;
     } else {

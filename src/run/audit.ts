@@ -22,23 +22,37 @@ export interface AuditTarget {
 }
 
 /**
- * The flag, else the policy settings, else the policy repository itself; the branch the
- * same way. A policy folder has no remote to fall back on: no repository is an error.
+ * The operator's choice alone: the flag, else the policy repository itself; the branch
+ * the flag's, else `tollgate/audit`. The policy's `settings.audit.repo` and `branch`
+ * are not used: the audit push carries a write credential, and a policy author (anyone
+ * whose pull request merges) must not choose where it goes (see docs/security.md).
+ * A policy folder has no remote to fall back on: no repository is an error.
  */
 export function auditTarget(
   config: Pick<RunConfig, 'audit' | 'policy'>,
-  first: Policy,
+  _first: Policy,
 ): AuditTarget {
-  const url =
-    config.audit.repo ??
-    first.settings.audit.repo ??
-    (config.policy.source === 'git' ? config.policy.url : undefined);
+  const url = config.audit.repo ?? (config.policy.source === 'git' ? config.policy.url : undefined);
   if (url === undefined) {
     throw new Error(
-      'no audit repository: set --audit-repo / TOLLGATE_AUDIT_REPO or settings.audit.repo in the policy (a policy folder has no remote to write to)',
+      'no audit repository: set --audit-repo / TOLLGATE_AUDIT_REPO (a policy folder has no remote to write to)',
     );
   }
-  return { url, branch: config.audit.branch ?? first.settings.audit.branch };
+  return { url, branch: config.audit.branch ?? defaultAuditBranch };
+}
+
+export const defaultAuditBranch = 'tollgate/audit';
+
+/**
+ * The policy's audit location settings that differ from the target in use: logged as a
+ * warning at start so an author who set them learns they have no effect.
+ */
+export function ignoredAuditSettings(first: Policy, target: AuditTarget): string[] {
+  const ignored: string[] = [];
+  const { repo, branch } = first.settings.audit;
+  if (repo !== undefined && repo !== target.url) ignored.push(`settings.audit.repo (${repo})`);
+  if (branch !== target.branch) ignored.push(`settings.audit.branch (${branch})`);
+  return ignored;
 }
 
 export async function openAudit(options: {

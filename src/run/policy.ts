@@ -31,8 +31,9 @@ export function readToken(
     env: process.env,
     file: (path) => readFileSync(path, 'utf8'),
   },
+  which: 'token' | 'auditToken' = 'token',
 ): string | undefined {
-  const source = config.git.token;
+  const source = config.git[which];
   if (!source) return undefined;
   const value = source.from === 'env' ? read.env[source.name] : read.file(source.path);
   const token = value?.trim();
@@ -56,11 +57,15 @@ export async function openPolicySource(
   token: string | undefined,
   log: Logger,
 ): Promise<PolicyFeed> {
+  // A token file is handed over as a file: the source reads it again at every fetch,
+  // so a rotated Secret is used without a restart.
+  const tokenFile = config.git.token?.from === 'file' ? config.git.token.path : undefined;
   const source = new PolicySource({
     location: config.policy.source === 'git' ? config.policy.url : config.policy.dir,
     ...(config.policy.source === 'git' ? { ref: config.policy.ref } : {}),
     ...(config.policy.path ? { path: config.policy.path } : {}),
-    ...(token === undefined ? {} : { token }),
+    ...(tokenFile !== undefined ? { tokenFile } : token === undefined ? {} : { token }),
+    allowInsecureHttp: config.git.allowInsecureHttp === true,
     cacheDir: join(config.git.cacheDir, 'policy'),
     logger: log,
   });

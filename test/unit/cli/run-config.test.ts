@@ -40,7 +40,7 @@ describe('tollgate run configuration', () => {
         ref: 'main',
         path: '',
       },
-      git: { token: undefined, cacheDir: '/var/cache/tollgate' },
+      git: { allowInsecureHttp: false, cacheDir: '/var/cache/tollgate' },
       audit: { repo: undefined, branch: undefined },
       identity: 'tollgate-7d9f-abcde',
       metricsAddress: ':9090',

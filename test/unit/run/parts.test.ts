@@ -176,7 +176,7 @@ describe('tollgate run, part by part', () => {
 
   describe('audit: where the trail is written', () => {
     const first = aPolicy().obj();
-    it('the flag wins over the policy settings, which win over the policy repository', () => {
+    it('the flag wins; else the policy repository; the policy settings never choose (they carry no credential)', () => {
       const configured = withAuditSettings(first, { repo: 'https://git.example/audit.git' });
       assert.deepEqual(
         auditTarget(
@@ -186,7 +186,7 @@ describe('tollgate run, part by part', () => {
         { url: 'https://flag.example/a.git', branch: 'b' },
       );
       assert.deepEqual(auditTarget({ audit: {}, policy: gitPolicy }, configured), {
-        url: 'https://git.example/audit.git',
+        url: 'https://git.example/policy.git',
         branch: 'tollgate/audit',
       });
       assert.deepEqual(auditTarget({ audit: {}, policy: gitPolicy }, first), {
@@ -197,7 +197,7 @@ describe('tollgate run, part by part', () => {
     it('a policy folder with no audit repository anywhere is an error that says where to set one', () => {
       assert.throws(
         () => auditTarget({ audit: {}, policy: dirPolicy }, first),
-        /no audit repository: set --audit-repo \/ TOLLGATE_AUDIT_REPO or settings\.audit\.repo/,
+        /no audit repository: set --audit-repo \/ TOLLGATE_AUDIT_REPO \(a policy folder/,
       );
     });
   });
