@@ -15,10 +15,15 @@
  * 2 usage or I/O error (including an invalid base), 3 differences found.
  */
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Command } from 'commander';
-import { CoreV1Api, KubernetesObjectApi, type KubernetesObject } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  KubernetesObjectApi,
+  type KubeConfig,
+  type KubernetesObject,
+} from '@kubernetes/client-node';
 import { loadKubeConfig } from '../cluster/client.ts';
 import {
   diffPlans,
@@ -44,6 +49,7 @@ export interface PlanOptions {
   readonly base?: string;
   readonly path?: string;
   readonly kubeconfig?: string;
+  readonly context?: string;
   readonly output: string;
   readonly now?: string;
   readonly gitTokenEnv: string;
@@ -126,6 +132,41 @@ function referencedObjects(policies: readonly Policy[]): ObjectRefLike[] {
 }
 
 /** The innermost cause's code and message: `fetch failed` alone does not say why. */
+/**
+ * The cluster to compare with, chosen like kubectl: --kubeconfig, else $KUBECONFIG, else
+ * ~/.kube/config, else the pod's service account; --context picks a context. plan reads
+ * live pods, so no cluster at all is a usage error saying how to give one (the client
+ * library would otherwise try http://localhost:8080 and fail with a TLS message).
+ */
+function clusterConfig(
+  options: { kubeconfig?: string; context?: string },
+  env: NodeJS.ProcessEnv,
+): KubeConfig {
+  const defaultFile = join(env.HOME ?? homedir(), '.kube', 'config');
+  const inCluster = !!env.KUBERNETES_SERVICE_HOST;
+  if (!options.kubeconfig && !env.KUBECONFIG && !existsSync(defaultFile) && !inCluster)
+    throw new UsageError(
+      'no cluster to compare with: give --kubeconfig, set KUBECONFIG, or create ~/.kube/config (tollgate plan reads the live pods a policy change would affect)',
+    );
+  let kc: KubeConfig;
+  try {
+    kc = loadKubeConfig(
+      options.kubeconfig ? { kind: 'file', path: options.kubeconfig } : { kind: 'default' },
+    );
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  if (options.context !== undefined) {
+    const names = kc.getContexts().map((c) => c.name);
+    if (!names.includes(options.context))
+      throw new UsageError(
+        `context "${options.context}" is not in ${options.kubeconfig ?? env.KUBECONFIG ?? defaultFile} (contexts: ${names.join(', ')})`,
+      );
+    kc.setCurrentContext(options.context);
+  }
+  return kc;
+}
+
 function rootCause(error: unknown): string {
   const parts: string[] = [];
   let e: unknown = error;
@@ -232,9 +273,7 @@ export async function runPlan(options: PlanOptions, io: PlanIo): Promise<number>
       );
     }
 
-    const kc = loadKubeConfig(
-      options.kubeconfig ? { kind: 'file', path: options.kubeconfig } : { kind: 'default' },
-    );
+    const kc = clusterConfig(options, io.env);
     const core = kc.makeApiClient(CoreV1Api);
     const objectsApi = KubernetesObjectApi.makeApiClient(kc);
     let pods: PodLike[];
@@ -243,7 +282,9 @@ export async function runPlan(options: PlanOptions, io: PlanIo): Promise<number>
       pods = (await core.listPodForAllNamespaces()).items as PodLike[];
       nodes = (await core.listNode()).items;
     } catch (error) {
-      throw new UsageError(`cannot list pods and nodes: ${(error as Error).message}`);
+      throw new UsageError(
+        `cannot reach the cluster of context "${kc.getCurrentContext()}" at ${kc.getCurrentCluster()?.server}: ${rootCause(error)}`,
+      );
     }
     const objects: (ObjectRefLike & { object: unknown })[] = [];
     // Kinds the API server does not serve: their objects cannot be judged, so pods whose
@@ -326,7 +367,8 @@ export function registerPlan(program: Command): void {
     )
     .option('--path <path>', 'sub-folder that holds the policy')
     .option('--kubeconfig <path>', 'kubeconfig (default: KUBECONFIG or ~/.kube/config)')
-    .option('--output <format>', 'text, json or markdown', 'text')
+    .option('--context <name>', 'kubeconfig context (default: its current context)')
+    .option('-o, --output <format>', 'text, json or markdown', 'text')
     .option('--now <iso>', 'judge expiries at this instant instead of the current time')
     .option(
       '--prometheus-url <url>',
