@@ -55,6 +55,42 @@ export const breakerState = getOrCreate(
     }),
 );
 
+/** What each loop's guard reports at scrape time (the newest guard of a loop name wins). */
+export interface GuardReport {
+  longestWaitMs(): number;
+  readonly catchingUp: boolean;
+}
+export const guardReports = new Map<string, GuardReport>();
+
+export const staleLongestWaitSeconds = getOrCreate(
+  'tollgate_stale_longest_wait_seconds',
+  () =>
+    new Gauge({
+      name: 'tollgate_stale_longest_wait_seconds',
+      help: "The longest any key has waited, by loop, for the cache to catch up with tollgate's own write (from its first stale skip); 0 when none waits.",
+      labelNames: ['loop'],
+      registers: [registry],
+      collect() {
+        for (const [loop, report] of guardReports)
+          this.set({ loop }, report.longestWaitMs() / 1000);
+      },
+    }),
+);
+
+export const staleGuardCatchingUp = getOrCreate(
+  'tollgate_stale_guard_catching_up',
+  () =>
+    new Gauge({
+      name: 'tollgate_stale_guard_catching_up',
+      help: 'By loop: 1 while a new leader term waits for the view to reach a revision read after the term began (destructive acts take live reads meanwhile), else 0.',
+      labelNames: ['loop'],
+      registers: [registry],
+      collect() {
+        for (const [loop, report] of guardReports) this.set({ loop }, report.catchingUp ? 1 : 0);
+      },
+    }),
+);
+
 const loops = new Set<string>();
 let precreated = false;
 export function precreateStaleGuardSeries(loop?: string): void {

@@ -26,6 +26,7 @@ import { TokenBucket } from '../lib/token-bucket.ts';
 import type { ObjectKey, V1Pod } from './types.ts';
 import {
   breakerState,
+  guardReports,
   liveReadsTotal,
   precreateStaleGuardSeries,
   staleSkipsTotal,
@@ -58,6 +59,8 @@ interface Entry {
   resourceVersion: string;
   /** Consecutive stale checks: the exponent of this key's backoff. */
   misses: number;
+  /** When the key was first skipped as stale (the longest-wait gauge). */
+  since?: number;
 }
 
 /** Parses an etcd revision; undefined when the string is not a plain decimal number. */
@@ -99,6 +102,17 @@ export class StaleGuard {
     this.#clock = options.clock ?? systemClock;
     this.#lagValidForMs = options.cacheLagValidForMs ?? 60_000;
     precreateStaleGuardSeries(this.loop);
+    guardReports.set(this.loop, this);
+  }
+
+  /** The longest a key still behind has waited since its first stale skip (0: none). */
+  longestWaitMs(): number {
+    const now = this.#clock.now();
+    let longest = 0;
+    for (const entry of this.#entries.values()) {
+      if (entry.since !== undefined) longest = Math.max(longest, now - entry.since);
+    }
+    return longest;
   }
 
   /**
@@ -190,6 +204,7 @@ export class StaleGuard {
   ): Freshness {
     const retryAfterMs = this.#backoff(entry);
     if (entry) entry.misses += 1;
+    if (entry && entry.since === undefined) entry.since = this.#clock.now();
     staleSkipsTotal.inc({ loop: this.loop });
     if (reason === 'unknown') this.#unknown.add(key);
     return { fresh: false, reason, detail, retryAfterMs };
