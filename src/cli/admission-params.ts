@@ -16,6 +16,7 @@ import { stringify } from 'yaml';
 import { formatPolicyError } from '../policy/errors.ts';
 import { loadPolicyFromDirectory } from '../policy/load.ts';
 import type { Policy } from '../policy/model.ts';
+import { optInAdmission, type AdmissionObject } from '../policy/opt-in-admission.ts';
 
 export const gatePrefixesAnnotation = 'admission.tollgate.io/gate-prefixes';
 export const defaultGovernedDomains = ['tollgate.io'];
@@ -96,6 +97,8 @@ const header = (dir: string): string =>
 interface CliOptions {
   readonly governedDomain: string[];
   readonly output: string;
+  /** Also render the opt-in admission policies (src/policy/opt-in-admission.ts). */
+  readonly optIn?: boolean;
 }
 
 /** Runs the command and returns its exit code. */
@@ -114,11 +117,12 @@ export async function runAdmissionParams(
     io.stderr(`tollgate admission-params: ${dir}: invalid policy, nothing rendered\n`);
     return 1;
   }
-  let namespaces: NamespaceAnnotation[];
+  let namespaces: (NamespaceAnnotation | AdmissionObject)[];
   try {
     namespaces = admissionParams(loaded.policy, {
       governedDomains: options.governedDomain.length > 0 ? options.governedDomain : undefined,
     });
+    if (options.optIn) namespaces = [...namespaces, ...optInAdmission(loaded.policy)];
   } catch (error) {
     io.stderr(`tollgate admission-params: ${(error as Error).message}\n`);
     return 1;
@@ -147,6 +151,10 @@ export function registerAdmissionParams(program: Command): void {
       [],
     )
     .option('-o, --output <format>', 'yaml or json', 'yaml')
+    .option(
+      '--opt-in',
+      'also render the admission policies that gate pods labelled tollgate.io/gate-policy=<GatePolicy> (docs/opt-in.md)',
+    )
     .action(async (dir: string, options: CliOptions) => {
       process.exitCode = await runAdmissionParams(dir, options, {
         stdout: (text) => process.stdout.write(text),
