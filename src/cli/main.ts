@@ -12,6 +12,8 @@ import { registerDemo } from './demo.ts';
 import { registerAdmissionParams } from './admission-params.ts';
 import { registerVersion } from './version.ts';
 import { registerCompletion } from './completion.ts';
+import { registerExplain } from './explain.ts';
+import { registerQueue } from './queue.ts';
 import { buildInfo } from '../observe/build-info.ts';
 
 const program = new Command()
@@ -30,6 +32,8 @@ const registrations: ((program: Command) => void)[] = [
   registerAdmissionParams,
   registerVersion,
   registerCompletion,
+  registerExplain,
+  registerQueue,
 ];
 
 for (const register of registrations) register(program);

@@ -1,0 +1,158 @@
+/**
+ * `tollgate explain <namespace>/<pod>`: why a pod waits and when it would go, judged by
+ * the gate-release phases (src/decide/explain.ts) on the live cluster with the policy in
+ * a folder (a checkout of the policy repo). Needs only read access: list/watch of pods,
+ * nodes and the objects ObjectConditions name (the same informers `tollgate run` uses).
+ * Exit codes: 0 explained, 1 the pod is not gated by tollgate (or the policy is invalid),
+ * 2 usage or I/O.
+ */
+import type { Command } from 'commander';
+import { loadKubeConfig } from '../cluster/client.ts';
+import { createClusterView } from '../cluster/view.ts';
+import { explainPods, type Explanation } from '../decide/explain.ts';
+import type { ClusterSnapshot } from '../decide/objects.ts';
+import { formatPolicyError } from '../policy/errors.ts';
+import { loadPolicyFromDirectory } from '../policy/load.ts';
+import type { Policy } from '../policy/model.ts';
+import { managedNamespaces, referencedObjects } from '../run/view.ts';
+
+export interface ExplainIo {
+  readonly stdout: (text: string) => void;
+  readonly stderr: (text: string) => void;
+  readonly now: () => number;
+}
+
+export interface ClusterReadOptions {
+  readonly policyDir: string;
+  readonly kubeconfig?: string;
+  readonly output: string;
+  /** How long to wait for the cluster view and referenced objects. */
+  readonly syncTimeoutMs?: number;
+}
+
+export class UsageError extends Error {}
+
+/** Loads the policy, lists the cluster read-only and explains every governed gated pod. */
+export async function explainCluster(
+  options: ClusterReadOptions,
+  io: ExplainIo,
+): Promise<{ policy: Policy; explanations: Explanation[] }> {
+  if (options.output !== 'text' && options.output !== 'json')
+    throw new UsageError(`-o must be text or json, got "${options.output}"`);
+  const loaded = await loadPolicyFromDirectory(options.policyDir);
+  if (!loaded.ok) {
+    for (const error of loaded.errors) io.stderr(`${formatPolicyError(error)}\n`);
+    throw new UsageError(`${options.policyDir}: invalid policy`);
+  }
+  const policy = loaded.policy;
+  const view = createClusterView({
+    kubeConfig: loadKubeConfig(
+      options.kubeconfig ? { kind: 'file', path: options.kubeconfig } : { kind: 'default' },
+    ),
+    namespaces: managedNamespaces(policy),
+  });
+  const references = referencedObjects(policy);
+  view.watchObjects(references);
+  view.start();
+  try {
+    await view.whenSynced(AbortSignal.timeout(options.syncTimeoutMs ?? 30_000));
+    await objectsListed(view, references, options.syncTimeoutMs ?? 30_000);
+    return { policy, explanations: explainPods(policy, view, io.now()) };
+  } catch (error) {
+    if ((error as Error).name === 'TimeoutError' || (error as Error).name === 'AbortError')
+      throw new UsageError('the cluster could not be listed in time (check --kubeconfig and RBAC)');
+    throw error;
+  } finally {
+    await view.stop();
+  }
+}
+
+/** Until every referenced object is listed or readably refused (its problem is then shown as the Hold reason). */
+async function objectsListed(
+  view: ClusterSnapshot,
+  references: ReturnType<typeof referencedObjects>,
+  timeoutMs: number,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (references.some((r) => /not (listed|watched) yet/.test(view.objectProblem?.(r) ?? ''))) {
+    if (Date.now() > deadline) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+const value = (v: unknown): string => (typeof v === 'string' ? v : JSON.stringify(v));
+
+/** The text form of one explanation; stable, so it can be checked byte for byte. */
+export function formatExplanation(e: Explanation): string {
+  const lines = [
+    `Pod:        ${e.pod}`,
+    `Tenant:     ${e.tenant}`,
+    `Policy:     ${e.policy ?? '(none selects it)'}`,
+    `Gate:       ${e.gate}`,
+    `Gated:      since ${e.gatedSince ?? 'unknown'}`,
+    `Waiting:    ${e.waiting}: ${e.reason}`,
+    `Order:      ${e.position} of ${e.queueLength} in tenant ${e.tenant}'s release order`,
+    'Conditions:',
+    ...(e.conditions.length === 0
+      ? ['  (none judged)']
+      : e.conditions.map(
+          (c) => `  ${c.met ? 'met    ' : 'not met'} ${c.condition}: ${value(c.value)}`,
+        )),
+    `Budget:     pods ${e.budget.pods.used}/${e.budget.pods.limit ?? 'unlimited'}${Object.entries(
+      e.budget.resources,
+    )
+      .map(([name, r]) => `, ${name} ${r.used}/${r.limit}`)
+      .join('')}`,
+    `Pacing:     ${
+      e.pacing
+        ? `${e.pacing.releasesPerSecond}/s, batch ${e.pacing.batchSize}, max in flight ${e.pacing.maxInFlight}`
+        : '-'
+    }`,
+    `Expiry:     ${e.expiry ? `${e.expiry.deadline}, then ${e.expiry.action}` : 'none'}`,
+    `Estimate:   ${e.estimate.releaseAt ?? 'unknown'} (${e.estimate.basis})`,
+  ];
+  return `${lines.join('\n')}\n`;
+}
+
+export async function runExplain(
+  target: string,
+  options: ClusterReadOptions,
+  io: ExplainIo,
+): Promise<number> {
+  try {
+    if (!/^[^/]+\/[^/]+$/.test(target))
+      throw new UsageError(`expected <namespace>/<pod>, got "${target}"`);
+    const { explanations } = await explainCluster(options, io);
+    const found = explanations.find((e) => e.pod === target);
+    if (!found) {
+      io.stderr(
+        `tollgate explain: ${target} is not a pod held by a tollgate gate (not found, released, or in no tenant's namespace)\n`,
+      );
+      return 1;
+    }
+    io.stdout(
+      options.output === 'json' ? `${JSON.stringify(found, null, 2)}\n` : formatExplanation(found),
+    );
+    return 0;
+  } catch (error) {
+    io.stderr(`tollgate explain: ${(error as Error).message}\n`);
+    return 2;
+  }
+}
+
+export function registerExplain(program: Command): void {
+  program
+    .command('explain')
+    .description('Why a gated pod waits and when it would be released (read-only)')
+    .argument('<namespace/pod>', 'the pod')
+    .option('--policy-dir <dir>', 'a checkout of the policy repository', '.')
+    .option('--kubeconfig <path>', 'kubeconfig (default: KUBECONFIG or ~/.kube/config)')
+    .option('-o, --output <format>', 'text or json', 'text')
+    .action(async (target: string, options: ClusterReadOptions) => {
+      process.exitCode = await runExplain(target, options, {
+        stdout: (text) => process.stdout.write(text),
+        stderr: (text) => process.stderr.write(text),
+        now: () => Date.now(),
+      });
+    });
+}
