@@ -65,8 +65,11 @@ const policy: PolicyState = {
 };
 
 /** Writes the policy as files and renders the admission objects the way an operator does. */
+let policyDir = '';
+
 function renderOptIn(work: string): KubernetesObject[] {
   const dir = join(work, 'policy-dir');
+  policyDir = dir;
   for (const [file, text] of Object.entries(policyFiles(policy))) {
     if (text === null) continue;
     mkdirSync(dirname(join(dir, file)), { recursive: true });
@@ -171,6 +174,43 @@ describe('workloads opt in with a label; the API server adds the gate', () => {
     assert.deepEqual(
       stillGated.spec?.schedulingGates?.map((g) => g.name),
       [gate],
+    );
+
+    // Anyone with read access sees why it waits: `tollgate explain` and `tollgate queue`.
+    const cli = (...args: string[]) =>
+      execFileSync(
+        process.execPath,
+        [
+          join(repoRoot, 'src/cli/main.ts'),
+          ...args,
+          '--policy-dir',
+          policyDir,
+          '--kubeconfig',
+          world.cp.tollgateKubeconfig,
+          '-o',
+          'json',
+        ],
+        { encoding: 'utf8', cwd: repoRoot },
+      );
+    const explained = JSON.parse(cli('explain', `${namespace}/${pod.metadata!.name!}`)) as {
+      policy: string;
+      waiting: string;
+      position: number;
+      conditions: { condition: string; met: boolean }[];
+      estimate: { releaseAt: string | null };
+    };
+    assert.equal(explained.policy, 'nightly');
+    assert.equal(explained.waiting, 'conditions');
+    assert.equal(explained.position, 1);
+    assert.deepEqual(
+      explained.conditions.map((c) => [c.condition, c.met]),
+      [['ObjectCondition', false]],
+    );
+    assert.equal(explained.estimate.releaseAt, null, 'no pace-based time while a condition fails');
+    const queued = JSON.parse(cli('queue', '--tenant', 'batch')) as { items: { pod: string }[] };
+    assert.deepEqual(
+      queued.items.map((e) => e.pod),
+      [`${namespace}/${pod.metadata!.name!}`],
     );
 
     await world.core.createNamespacedConfigMap({
