@@ -5,7 +5,7 @@
  * charged usage, the pods in flight, and the pass summary.
  */
 import { addUsage, emptyUsage, type Usage } from './conditions.ts';
-import { inReview } from './expiry.ts';
+import { gateSetAt, inReview } from './expiry.ts';
 import { ownedGate, tenantOfNamespace } from './gates.ts';
 import { chargesBudget, classifyPod, isInFlight, podStates, type PodState } from './lifecycle.ts';
 import type { PodLike } from './objects.ts';
@@ -47,6 +47,7 @@ export function classifyPods(
   const inFlightPods: PodLike[] = [];
   const states: Record<string, Record<PodState, number>> = {};
   const gatedCounts = new Map<string, { tenant: string; gate: string; count: number }>();
+  const oldestGatedAt: Record<string, number> = {};
   for (const t of policy.tenants.values()) {
     usage.set(t.name, emptyUsage());
     inFlight.set(t.name, 0);
@@ -70,6 +71,9 @@ export function classifyPods(
       const entry = gatedCounts.get(key) ?? { tenant: tenant.name, gate, count: 0 };
       entry.count += 1;
       gatedCounts.set(key, entry);
+      const setAt = gateSetAt(pod);
+      if (setAt !== undefined && !(setAt >= (oldestGatedAt[tenant.name] ?? Infinity)))
+        oldestGatedAt[tenant.name] = setAt;
     }
     if (chargesBudget(podState))
       addUsage(usage.get(tenant.name) as Usage, { pods: 1, resources: podRequests(pod) });
@@ -87,7 +91,7 @@ export function classifyPods(
     inFlight,
     globalInFlight,
     inFlightPods,
-    summary: { gated: [...gatedCounts.values()], states },
+    summary: { gated: [...gatedCounts.values()], states, oldestGatedAt },
   };
 }
 

@@ -83,6 +83,8 @@ export interface PassSummary {
   readonly gated: readonly { tenant: string; gate: string; count: number }[];
   /** Pods of each tenant by lifecycle state. */
   readonly states: Readonly<Record<string, Readonly<Record<PodState, number>>>>;
+  /** Per tenant with gated pods: when its oldest gated pod got its gate (epoch ms). */
+  readonly oldestGatedAt: Readonly<Record<string, number>>;
 }
 
 export interface Plan {

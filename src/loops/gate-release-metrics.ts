@@ -38,6 +38,17 @@ export const gatedPods = getOrCreate(
     }),
 );
 
+export const oldestGatedPodTimestamp = getOrCreate(
+  'tollgate_oldest_gated_pod_timestamp_seconds',
+  () =>
+    new Gauge({
+      name: 'tollgate_oldest_gated_pod_timestamp_seconds',
+      help: "When the tenant's oldest gated pod got its gate (Unix seconds; no series while the tenant has none). Its age is time() minus this, so it grows while nothing is released.",
+      labelNames: ['tenant'],
+      registers: [registry],
+    }),
+);
+
 export const podsByState = getOrCreate(
   'tollgate_pods',
   () =>
@@ -103,6 +114,9 @@ export function publishSummary(policy: Policy, summary: PassSummary): void {
   gatedPods.reset();
   for (const gp of policy.gatePolicies) gatedPods.set({ tenant: gp.tenant, gate: gp.gate }, 0);
   for (const g of summary.gated) gatedPods.set({ tenant: g.tenant, gate: g.gate }, g.count);
+  oldestGatedPodTimestamp.reset();
+  for (const [tenant, at] of Object.entries(summary.oldestGatedAt))
+    oldestGatedPodTimestamp.set({ tenant }, at / 1000);
   for (const [tenant, states] of Object.entries(summary.states)) {
     for (const state of podStates) podsByState.set({ tenant, state }, states[state]);
   }
