@@ -7,6 +7,7 @@
  * 2 usage or I/O.
  */
 import type { Command } from 'commander';
+import { openAuditSource, walkAuditHistory } from '../audit/reader.ts';
 import { loadKubeConfig } from '../cluster/client.ts';
 import { createClusterView } from '../cluster/view.ts';
 import { explainPods, type Explanation } from '../decide/explain.ts';
@@ -24,6 +25,11 @@ export interface ExplainIo {
 
 export interface ClusterReadOptions {
   readonly policyDir: string;
+  /** The audit branch's repository (folder or URL) to take the pod's last decisions from. */
+  readonly audit?: string;
+  readonly auditBranch?: string;
+  /** Audit commits walked back from the tip. */
+  readonly auditCommits?: string;
   readonly kubeconfig?: string;
   readonly output: string;
   /** How long to wait for the cluster view and referenced objects. */
@@ -80,6 +86,65 @@ async function objectsListed(
   }
 }
 
+function auditCommitCount(text: string | undefined): number {
+  const n = Number(text ?? 500);
+  if (!Number.isInteger(n) || n < 1)
+    throw new UsageError(`--audit-commits must be a whole number above 0, got "${text}"`);
+  return n;
+}
+
+/** One decision about the pod, as the audit branch holds it. */
+export interface AuditedDecision {
+  readonly at: string;
+  readonly kind: string;
+  readonly phase: string;
+  readonly reason: string;
+  readonly outcome: string;
+}
+
+/**
+ * The pod's last `keep` decisions (newest first) within the newest `commits` audit
+ * commits, matched by uid. Reads the audit branch only; a token comes from
+ * TOLLGATE_GIT_TOKEN for an http(s) location.
+ */
+export async function lastDecisions(
+  location: string,
+  branch: string,
+  uid: string,
+  commits: number,
+  keep = 5,
+): Promise<AuditedDecision[]> {
+  const token = process.env.TOLLGATE_GIT_TOKEN?.trim() || undefined;
+  const source = await openAuditSource(location, branch, token ? { token } : {});
+  const found: AuditedDecision[] = [];
+  try {
+    for await (const commit of walkAuditHistory(source, { limit: commits })) {
+      const mine = commit.records.filter((r) => r.target.uid === uid);
+      for (const record of mine.reverse()) {
+        found.push({
+          at: new Date(record.at).toISOString(),
+          kind: record.kind,
+          phase: record.phase,
+          reason: record.reason,
+          outcome: record.outcome.result,
+        });
+        if (found.length >= keep) return found;
+      }
+    }
+    return found;
+  } finally {
+    source.close();
+  }
+}
+
+export function formatDecisions(decisions: readonly AuditedDecision[]): string {
+  const lines = ['Decisions:  (newest first, from the audit branch)'];
+  if (decisions.length === 0) lines.push('  (none recorded in the commits read)');
+  for (const d of decisions)
+    lines.push(`  ${d.at} ${d.kind} (${d.phase}, ${d.outcome}): ${d.reason}`);
+  return `${lines.join('\n')}\n`;
+}
+
 const value = (v: unknown): string => (typeof v === 'string' ? v : JSON.stringify(v));
 
 /** The text form of one explanation; stable, so it can be checked byte for byte. */
@@ -124,6 +189,20 @@ export async function runExplain(
       throw new UsageError(`expected <namespace>/<pod>, got "${target}"`);
     const { explanations } = await explainCluster(options, io);
     const found = explanations.find((e) => e.pod === target);
+    if (found && options.audit !== undefined) {
+      const decisions = await lastDecisions(
+        options.audit,
+        options.auditBranch ?? 'tollgate/audit',
+        found.uid,
+        auditCommitCount(options.auditCommits),
+      );
+      io.stdout(
+        options.output === 'json'
+          ? `${JSON.stringify({ ...found, decisions }, null, 2)}\n`
+          : `${formatExplanation(found)}${formatDecisions(decisions)}`,
+      );
+      return 0;
+    }
     if (!found) {
       io.stderr(
         `tollgate explain: ${target} is not a pod held by a tollgate gate (not found, released, or in no tenant's namespace)\n`,
@@ -147,6 +226,12 @@ export function registerExplain(program: Command): void {
     .argument('<namespace/pod>', 'the pod')
     .option('--policy-dir <dir>', 'a checkout of the policy repository', '.')
     .option('--kubeconfig <path>', 'kubeconfig (default: KUBECONFIG or ~/.kube/config)')
+    .option(
+      '--audit <location>',
+      "the audit repository (folder or URL; token in TOLLGATE_GIT_TOKEN): show the pod's last decisions",
+    )
+    .option('--audit-branch <branch>', 'the audit branch', 'tollgate/audit')
+    .option('--audit-commits <n>', 'audit commits to read back from the tip', '500')
     .option('-o, --output <format>', 'text or json', 'text')
     .action(async (target: string, options: ClusterReadOptions) => {
       process.exitCode = await runExplain(target, options, {

@@ -207,6 +207,35 @@ describe('workloads opt in with a label; the API server adds the gate', () => {
       [['ObjectCondition', false]],
     );
     assert.equal(explained.estimate.releaseAt, null, 'no pace-based time while a condition fails');
+    // The Hold is in the audit branch (strict mode: pushed in its batch); explain reads it.
+    await eventually('explain shows the Hold from the audit branch', async () => {
+      const withAudit = JSON.parse(
+        execFileSync(
+          process.execPath,
+          [
+            join(repoRoot, 'src/cli/main.ts'),
+            'explain',
+            `${namespace}/${pod.metadata!.name!}`,
+            '--policy-dir',
+            policyDir,
+            '--kubeconfig',
+            world.cp.tollgateKubeconfig,
+            '--audit',
+            world.auditUrl,
+            '-o',
+            'json',
+          ],
+          {
+            encoding: 'utf8',
+            cwd: repoRoot,
+            env: { ...process.env, TOLLGATE_GIT_TOKEN: world.git.token },
+          },
+        ),
+      ) as { decisions: { kind: string; reason: string }[] };
+      return withAudit.decisions.find(
+        (d) => d.kind === 'Hold' && d.reason === 'waiting for ObjectCondition',
+      );
+    });
     const queued = JSON.parse(cli('queue', '--tenant', 'batch')) as { items: { pod: string }[] };
     assert.deepEqual(
       queued.items.map((e) => e.pod),
