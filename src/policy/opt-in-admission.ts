@@ -80,6 +80,21 @@ export function describeSelector(selector: LabelSelector): string {
   return parts.length > 0 ? parts.join(',') : '(every pod)';
 }
 
+/** A policy and its binding share one name; a validating one denies. */
+function admissionObject(
+  kind: string,
+  name: string,
+  spec: Record<string, unknown>,
+): AdmissionObject {
+  return { apiVersion: group, kind, metadata: { name, labels: managedBy }, spec };
+}
+
+const denyBinding = (name: string): AdmissionObject =>
+  admissionObject('ValidatingAdmissionPolicyBinding', name, {
+    policyName: name,
+    validationActions: ['Deny'],
+  });
+
 const policyName = (gatePolicy: GatePolicy): string => `${namePrefix}-${gatePolicy.name}`;
 
 function mutatingPolicy(gatePolicy: GatePolicy, namespaces: readonly string[]): AdmissionObject[] {
@@ -144,12 +159,7 @@ function gateRequired(gatePolicy: GatePolicy, namespaces: readonly string[]): Ad
         ],
       },
     },
-    {
-      apiVersion: group,
-      kind: 'ValidatingAdmissionPolicyBinding',
-      metadata: { name, labels: managedBy },
-      spec: { policyName: name, validationActions: ['Deny'] },
-    },
+    denyBinding(name),
   ];
 }
 
@@ -204,12 +214,7 @@ function knownPolicies(policy: Policy): AdmissionObject[] {
         ],
       },
     },
-    {
-      apiVersion: group,
-      kind: 'ValidatingAdmissionPolicyBinding',
-      metadata: { name, labels: managedBy },
-      spec: { policyName: name, validationActions: ['Deny'] },
-    },
+    denyBinding(name),
   ];
 }
 
