@@ -16,7 +16,8 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
+import { promisify } from 'node:util';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -32,6 +33,7 @@ import { eventually } from '../../support/eventually.ts';
 import { policyFiles, startWorld, type PolicyState, type World } from '../isolation/world.ts';
 import type { GateReleaseStack } from '../../support/gate-release-stack.ts';
 
+const execFileAsync = promisify(execFile);
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 const namespace = 'optin-batch';
 const outside = 'optin-outside';
@@ -177,22 +179,26 @@ describe('workloads opt in with a label; the API server adds the gate', () => {
     );
 
     // Anyone with read access sees why it waits: `tollgate explain` and `tollgate queue`.
-    const cli = (...args: string[]) =>
-      execFileSync(
-        process.execPath,
-        [
-          join(repoRoot, 'src/cli/main.ts'),
-          ...args,
-          '--policy-dir',
-          policyDir,
-          '--kubeconfig',
-          world.cp.tollgateKubeconfig,
-          '-o',
-          'json',
-        ],
-        { encoding: 'utf8', cwd: repoRoot },
-      );
-    const explained = JSON.parse(cli('explain', `${namespace}/${pod.metadata!.name!}`)) as {
+    // Run asynchronously: the Git server serving the audit branch lives in this process.
+    const cli = async (args: string[], env: NodeJS.ProcessEnv = process.env): Promise<string> =>
+      (
+        await execFileAsync(
+          process.execPath,
+          [
+            join(repoRoot, 'src/cli/main.ts'),
+            ...args,
+            '--policy-dir',
+            policyDir,
+            '--kubeconfig',
+            world.cp.tollgateKubeconfig,
+            '-o',
+            'json',
+          ],
+          { encoding: 'utf8', cwd: repoRoot, env },
+        )
+      ).stdout;
+    const podRef = `${namespace}/${pod.metadata!.name!}`;
+    const explained = JSON.parse(await cli(['explain', podRef])) as {
       policy: string;
       waiting: string;
       position: number;
@@ -210,33 +216,18 @@ describe('workloads opt in with a label; the API server adds the gate', () => {
     // The Hold is in the audit branch (strict mode: pushed in its batch); explain reads it.
     await eventually('explain shows the Hold from the audit branch', async () => {
       const withAudit = JSON.parse(
-        execFileSync(
-          process.execPath,
-          [
-            join(repoRoot, 'src/cli/main.ts'),
-            'explain',
-            `${namespace}/${pod.metadata!.name!}`,
-            '--policy-dir',
-            policyDir,
-            '--kubeconfig',
-            world.cp.tollgateKubeconfig,
-            '--audit',
-            world.auditUrl,
-            '-o',
-            'json',
-          ],
-          {
-            encoding: 'utf8',
-            cwd: repoRoot,
-            env: { ...process.env, TOLLGATE_GIT_TOKEN: world.git.token },
-          },
-        ),
+        await cli(['explain', podRef, '--audit', world.auditUrl], {
+          ...process.env,
+          TOLLGATE_GIT_TOKEN: world.git.token,
+        }),
       ) as { decisions: { kind: string; reason: string }[] };
       return withAudit.decisions.find(
         (d) => d.kind === 'Hold' && d.reason === 'waiting for ObjectCondition',
       );
     });
-    const queued = JSON.parse(cli('queue', '--tenant', 'batch')) as { items: { pod: string }[] };
+    const queued = JSON.parse(await cli(['queue', '--tenant', 'batch'])) as {
+      items: { pod: string }[];
+    };
     assert.deepEqual(
       queued.items.map((e) => e.pod),
       [`${namespace}/${pod.metadata!.name!}`],
@@ -261,7 +252,13 @@ describe('workloads opt in with a label; the API server adds the gate', () => {
       await world.core.createNamespacedPod({ namespace: body.metadata!.namespace!, body });
       return 'created';
     } catch (error) {
-      return String((error as { body?: unknown }).body ?? error);
+      // The API server's Status message: what a user sees from kubectl.
+      const body = (error as { body?: unknown }).body;
+      try {
+        return (JSON.parse(String(body)) as { message: string }).message;
+      } catch {
+        return String(body ?? error);
+      }
     }
   };
 
