@@ -26,15 +26,13 @@
  */
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { KubeConfig, V1MicroTime, type EventsV1Event } from '@kubernetes/client-node';
+import { V1MicroTime, type EventsV1Event } from '@kubernetes/client-node';
 import { Counter } from 'prom-client';
 import { systemClock, type Clock } from '../lib/clock.ts';
 import { TokenBucket } from '../lib/token-bucket.ts';
 import { registry } from '../observe/metrics.ts';
 import { silentLogger, type Logger } from '../observe/log.ts';
-import { createDispatcher } from '../dispatch/queue.ts';
 import type { Dispatcher, EventWrite, WriteResult } from '../dispatch/types.ts';
-import { createWriteExecutor } from './writer.ts';
 
 export const reportingController = 'tollgate.io/tollgate';
 
@@ -175,19 +173,13 @@ class EventNotWritten extends Error {
 }
 
 /**
- * `writes` is the process's dispatcher (`tollgate run`), or the one a test stack hands
- * in (test/support/event-writes.ts). The KubeConfig form is deprecated and kept only
- * until its last caller hands a dispatcher in: it builds that same small dispatcher here
- * (one write at a time).
+ * `dispatcher` is the process's write dispatcher (`tollgate run`), or the one a test stack
+ * hands in (test/support/event-writes.ts): Events are its lowest-priority writes.
  */
 export function createEventRecorder(
-  writes: Dispatcher | KubeConfig,
+  dispatcher: Dispatcher,
   options: EventRecorderOptions = {},
 ): EventRecorder {
-  const dispatcher =
-    writes instanceof KubeConfig
-      ? createDispatcher({ executor: createWriteExecutor(writes), concurrency: 1, capacity: 16 })
-      : writes;
   return new DispatchedEventRecorder(dispatcher, options);
 }
 

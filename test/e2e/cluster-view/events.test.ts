@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { CoreV1Api, EventsV1Api, type V1Pod } from '@kubernetes/client-node';
 import { sharedControlPlane, type ControlPlane } from '../../support/control-plane.ts';
 import { createEventRecorder, reportingController } from '../../../src/cluster/events.ts';
+import { eventDispatcher } from '../../support/event-writes.ts';
 import { createLogger } from '../../../src/observe/log.ts';
 
 const namespace = 'events-e2e';
@@ -41,7 +42,7 @@ test('repeated decisions on a pod become one Event with a series count; a mass o
     );
   }
   const rate = { ratePerSecond: 2, burst: 1 };
-  const recorder = createEventRecorder(cp.kubeConfig('tollgate'), {
+  const recorder = createEventRecorder(eventDispatcher(cp.kubeConfig('tollgate')), {
     ...rate,
     logger: createLogger({ level: 'warn' }),
   });
