@@ -22,7 +22,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import { AuditRepo } from '../src/audit/repo.ts';
-import { GitAuditWriter, type AuditStore } from '../src/audit/writer.ts';
+import { GitAuditWriter } from '../src/audit/writer.ts';
+import { timedStore } from './audit-lib.ts';
 import type { Decision } from '../src/decide/decision.ts';
 import { parseDuration, ManualClock } from '../src/lib/clock.ts';
 import { startGitServer } from '../test/support/git-server.ts';
@@ -96,26 +97,7 @@ const repo = new AuditRepo({
 });
 await repo.open();
 await repo.fetch();
-const store: AuditStore = {
-  commitFile: async (path, content, message) => {
-    const start = performance.now();
-    try {
-      return await repo.commitFile(path, content, message);
-    } finally {
-      commitMs.push(performance.now() - start);
-    }
-  },
-  push: async () => {
-    const start = performance.now();
-    try {
-      return await repo.push();
-    } finally {
-      pushMs.push(performance.now() - start);
-    }
-  },
-  unpushed: () => repo.unpushed(),
-  maintain: () => repo.maintain(),
-};
+const store = timedStore(repo, { commitMs, pushMs });
 const writer = new GitAuditWriter({
   store,
   cluster: 'bench',

@@ -15,7 +15,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import { AuditRepo } from '../src/audit/repo.ts';
-import { GitAuditWriter, type AuditStore } from '../src/audit/writer.ts';
+import { GitAuditWriter } from '../src/audit/writer.ts';
+import { timedStore } from './audit-lib.ts';
 import type { Decision } from '../src/decide/decision.ts';
 import { startGitServer } from '../test/support/git-server.ts';
 import { percentile } from './lib.ts';
@@ -43,29 +44,6 @@ const emptyKiB = await duKiB(bare);
 const commitMs: number[] = [];
 const pushMs: number[] = [];
 const intentMs: number[] = [];
-
-function timed(repo: AuditRepo): AuditStore {
-  return {
-    commitFile: async (path, content, message) => {
-      const start = performance.now();
-      try {
-        return await repo.commitFile(path, content, message);
-      } finally {
-        commitMs.push(performance.now() - start);
-      }
-    },
-    push: async () => {
-      const start = performance.now();
-      try {
-        return await repo.push();
-      } finally {
-        pushMs.push(performance.now() - start);
-      }
-    },
-    unpushed: () => repo.unpushed(),
-    redact: (text) => repo.redact(text),
-  };
-}
 
 function intent(writer: number, index: number): Decision {
   const name = `w${writer}-p${index}`;
@@ -107,7 +85,7 @@ async function drive(writerIndex: number, decisions: number): Promise<void> {
   await repo.open();
   await repo.fetch();
   const writer = new GitAuditWriter({
-    store: timed(repo),
+    store: timedStore(repo, { commitMs, pushMs }),
     cluster: 'bench',
     controller: `bench-${writerIndex}`,
     batch: { maxDecisions: 500, maxDelayMs: 200 },

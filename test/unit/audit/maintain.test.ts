@@ -24,8 +24,9 @@ const looseCount = (gitdir: string): number =>
     .filter((name) => /^[0-9a-f]{2}$/.test(name))
     .reduce((sum, name) => sum + readdirSync(join(gitdir, 'objects', name)).length, 0);
 
-test('maintenance packs what the clone wrote, prunes what no branch reaches, and the trail stays readable and writable', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'tollgate-maintain-'));
+/** A bare clone on disk with a manual clock; its remote is never contacted. */
+async function localClone(): Promise<{ dir: string; clock: ManualClock; repo: AuditRepo }> {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-clone-'));
   const clock = new ManualClock(Date.UTC(2026, 10, 29, 7));
   const repo = new AuditRepo({
     dir,
@@ -35,6 +36,11 @@ test('maintenance packs what the clone wrote, prunes what no branch reaches, and
     clock,
   });
   await repo.open();
+  return { dir, clock, repo };
+}
+
+test('maintenance packs what the clone wrote, prunes what no branch reaches, and the trail stays readable and writable', async () => {
+  const { dir, clock, repo } = await localClone();
   const write = async (index: number): Promise<void> => {
     const intent = aDecision('Release', `p${index}`).obj();
     clock.advance(10_000);
@@ -79,16 +85,7 @@ test('maintenance packs what the clone wrote, prunes what no branch reaches, and
 });
 
 test('recovery streams the open intents of its cluster from a real clone: the same answer as reading the whole history', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'tollgate-open-intents-'));
-  const clock = new ManualClock(Date.UTC(2026, 10, 29, 7));
-  const repo = new AuditRepo({
-    dir,
-    url: 'http://127.0.0.1:9/audit.git',
-    branch: 'tollgate/audit',
-    author: { name: 't', email: 't@t' },
-    clock,
-  });
-  await repo.open();
+  const { dir, clock, repo } = await localClone();
   const [done, open, elsewhere, later] = ['done', 'open', 'elsewhere', 'later'].map((name) =>
     aDecision('Release', name).obj(),
   ) as [Decision, Decision, Decision, Decision];

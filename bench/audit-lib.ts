@@ -1,0 +1,25 @@
+/** Shared by the audit benches: an AuditStore over a real AuditRepo that times every commit and push. */
+import type { AuditRepo } from '../src/audit/repo.ts';
+import type { AuditStore } from '../src/audit/writer.ts';
+
+export function timedStore(
+  repo: AuditRepo,
+  times: { readonly commitMs: number[]; readonly pushMs: number[] },
+): AuditStore {
+  const timed = async <T>(into: number[], work: () => Promise<T>): Promise<T> => {
+    const start = performance.now();
+    try {
+      return await work();
+    } finally {
+      into.push(performance.now() - start);
+    }
+  };
+  return {
+    commitFile: (path, content, message) =>
+      timed(times.commitMs, () => repo.commitFile(path, content, message)),
+    push: () => timed(times.pushMs, () => repo.push()),
+    unpushed: () => repo.unpushed(),
+    redact: (text) => repo.redact(text),
+    maintain: () => repo.maintain(),
+  };
+}
