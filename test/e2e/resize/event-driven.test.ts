@@ -37,12 +37,28 @@ const policy = aResizePolicy({
   rollback: { onOOMKilled: true, pauseForReview: true },
 });
 
+/** cpu and memory bounds, a neutral signal: only an OOM kill asks for anything. */
+const oomPolicy = aResizePolicy({
+  ...policy,
+  name: 'oomup',
+  source: { file: 'resize/oomup.yaml', document: 0 },
+  selector: { matchLabels: { app: 'oomup' }, matchExpressions: [] },
+  containers: {
+    app: {
+      cpu: { min: 100, max: 2000, step: 100 },
+      memory: { min: 128 * Mi, max: 2 ** 30, step: 128 * Mi },
+    },
+  },
+});
+
 let world: ResizeWorld;
 let loop: ResizeLoop;
 
 before(async () => {
   world = await startResizeWorld('wake', { 'rz-wake-node': { cpu: '4', memory: '8Gi' } });
-  loop = world.loop(() => policyFor(world.namespace, [policy]), { intervalMs: 3_600_000 });
+  loop = world.loop(() => policyFor(world.namespace, [policy, oomPolicy]), {
+    intervalMs: 3_600_000,
+  });
 });
 
 after(async () => {
@@ -121,4 +137,43 @@ test('an OOM kill after a decrease is rolled back on the pod change, with no tim
     (r) => r.kind === 'Rollback' && (r.outcome as { result: string }).result === 'succeeded',
   );
   assert.ok(rollback, 'the rollback and its outcome are on the audit branch');
+});
+
+test('an OOM kill tollgate did not cause raises memory one step, on the pod change alone; cpu stays', async () => {
+  world.prom.set(queueMetric, { namespace: world.namespace, pod: 'oomup-0' }, 50);
+  const started = await world.runPod({
+    metadata: { name: 'oomup-0', labels: { app: 'oomup' } },
+    spec: {
+      nodeName: 'rz-wake-node',
+      containers: [
+        {
+          name: 'app',
+          image: 'registry.example/worker:1',
+          resources: { requests: { cpu: '200m', memory: '256Mi' } },
+        },
+      ],
+    },
+  });
+  // No pass is asked for in this test; the timer is an hour away.
+  await world.kubelet.oomKill(world.namespace, 'oomup-0', 'app');
+  const raised = await eventually(
+    'memory one step up (384Mi) and actuated',
+    async () => {
+      const pod = await world.pod('oomup-0');
+      const m = memory(pod);
+      return m.desired === 384 * Mi && m.actual === 384 * Mi ? pod : undefined;
+    },
+    { timeoutMs: 30_000 },
+  );
+  assert.equal(
+    raised.spec?.containers[0]?.resources?.requests?.cpu,
+    '200m',
+    'cpu is decided on its own signals: unchanged',
+  );
+  assert.equal(raised.metadata?.uid, started.metadata?.uid, 'the same pod');
+  assert.equal(raised.status?.containerStatuses?.[0]?.restartCount, 1, 'the OOM kill only');
+  const resize = (await world.auditRecords()).find(
+    (r) => r.kind === 'Resize' && (r.target as { name: string }).name === 'oomup-0',
+  );
+  assert.match(String(resize?.reason), /OOMKilled/, 'the record says why');
 });
