@@ -43,6 +43,8 @@ const oomPolicy = aResizePolicy({
   name: 'oomup',
   source: { file: 'resize/oomup.yaml', document: 0 },
   selector: { matchLabels: { app: 'oomup' }, matchExpressions: [] },
+  // An OOM kill counts while it is inside the window: wide enough for a loaded machine.
+  windowMs: 30_000,
   containers: {
     app: {
       cpu: { min: 100, max: 2000, step: 100 },
