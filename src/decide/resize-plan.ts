@@ -66,6 +66,7 @@ import {
   type ResizeState,
   readResizeState,
   stateAnnotations,
+  withinPolicyBounds,
 } from './resize-state.ts';
 import { toStoredAmount } from '../lib/quantity.ts';
 
@@ -307,6 +308,9 @@ function rollback(ctx: Context, why: string, inputs: ConditionInput[]): PodResiz
     `${why}: restoring the last good resources`,
     [
       ...inputs,
+      ...(ctx.stored.problems.length > 0
+        ? [{ condition: 'StoredState', met: false, value: ctx.stored.problems }]
+        : []),
       resourcesInput('current', ctx.desired),
       resourcesInput('actual', ctx.actual),
       resourcesInput('target', to),
@@ -979,7 +983,8 @@ function resizableContext(input: PodResizeInput): Context | PodResizePlan {
     input,
     desired,
     actual,
-    stored: readResizeState(pod),
+    // Nothing read back from annotations may widen a decision (see resize-state.ts).
+    stored: withinPolicyBounds(readResizeState(pod), input.policy, desired),
     generation: pod.metadata?.generation ?? 0,
   };
 }

@@ -12,9 +12,22 @@
  *
  * Annotations are data anyone with pod-patch rights can edit: a malformed value is
  * reported (the caller records it) and treated as absent, never trusted half-parsed.
+ * A well-formed value is not trusted either: `withinPolicyBounds` rebuilds the stored
+ * resources from the pod's current ones, moving only the resources the ResizePolicy
+ * bounds, only within those bounds, so a forged last-good or target can never widen a
+ * rollback or a retreat; each value it had to correct is reported as a problem.
  */
+import type { ResourceBounds, ResizePolicy } from '../policy/model.ts';
 import type { ResizePodLike as V1Pod } from './resize-objects.ts';
-import type { ResourcesRecord } from './resize-resources.ts';
+import {
+  fromRecord,
+  moveRequest,
+  resizableResources,
+  toRecord,
+  type PodResources,
+  type Requirements,
+  type ResourcesRecord,
+} from './resize-resources.ts';
 
 export const lastGoodAnnotation = 'tollgate.io/resize-last-good';
 export const stateAnnotation = 'tollgate.io/resize-state';
@@ -131,4 +144,78 @@ export function stateAnnotations(update: {
     out[pausedAnnotation] = update.paused === null ? null : JSON.stringify(update.paused);
   }
   return out;
+}
+
+/**
+ * The stored state with its resources rebuilt from `current` (the pod's spec, written
+ * through the API, not through annotations): for each unit (container, or the pod)
+ * and resource the policy bounds, the stored request clamped to [min, max]; every
+ * other unit and resource as it is now. Each correction is added to `problems`.
+ */
+export function withinPolicyBounds(
+  stored: StoredResizeState,
+  policy: Pick<ResizePolicy, 'containers' | 'pod'>,
+  current: PodResources,
+): StoredResizeState {
+  const problems = [...stored.problems];
+  const rebuild = (name: string, record: ResourcesRecord | undefined) =>
+    record ? toRecord(rebuilt(fromRecord(record), policy, current, name, problems)) : undefined;
+  const lastGood = rebuild(lastGoodAnnotation, stored.lastGood);
+  const target = rebuild(stateAnnotation, stored.state.target);
+  const state: ResizeState = { ...stored.state };
+  if (target) (state as { target?: ResourcesRecord }).target = target;
+  return {
+    ...stored,
+    ...(lastGood ? { lastGood } : {}),
+    state,
+    problems,
+  };
+}
+
+function rebuilt(
+  stored: PodResources,
+  policy: Pick<ResizePolicy, 'containers' | 'pod'>,
+  current: PodResources,
+  annotation: string,
+  problems: string[],
+): PodResources {
+  const unit = (
+    label: string,
+    now: Requirements,
+    from: Requirements | undefined,
+    bounds?: ResourceBounds,
+  ) => {
+    let out = now;
+    for (const r of resizableResources) {
+      const b = bounds?.[r];
+      const wanted = from?.requests[r];
+      if (!b || wanted === undefined || now.requests[r] === undefined) continue;
+      const clamped = Math.min(b.max, Math.max(b.min, wanted));
+      if (clamped !== wanted) {
+        problems.push(
+          `annotation ${annotation}: ${label} ${r} ${wanted} is outside the policy bounds ${b.min}..${b.max}; clamped to ${clamped}`,
+        );
+      }
+      out = moveRequest(out, r, clamped);
+    }
+    return out;
+  };
+  for (const name of Object.keys(stored.containers)) {
+    if (!current.containers[name] || !policy.containers[name]) {
+      problems.push(
+        `annotation ${annotation}: container ${name} is not governed by the policy; ignored`,
+      );
+    }
+  }
+  const containers: Record<string, Requirements> = {};
+  for (const [name, now] of Object.entries(current.containers)) {
+    containers[name] = unit(
+      `container ${name}`,
+      now,
+      stored.containers[name],
+      policy.containers[name],
+    );
+  }
+  const pod = current.pod ? unit('pod', current.pod, stored.pod, policy.pod) : undefined;
+  return pod ? { containers, pod } : { containers };
 }

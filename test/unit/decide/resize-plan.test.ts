@@ -662,8 +662,10 @@ test('a resize the API server refused is handled like Infeasible: halfway first,
     ],
   );
   assert.match(first.decisions[0]?.reason ?? '', /API server refused/);
+  // The stored target (2400m) is above the policy's 2 CPU: it is clamped to 2000m before
+  // the retreat, so halfway from 1 CPU is 1500m (state read back never widens a step).
   assert.deepEqual(resizeOf(first)?.containers[0]?.resources.requests, {
-    cpu: '1700m',
+    cpu: '1500m',
     memory: '256Mi',
   });
 
