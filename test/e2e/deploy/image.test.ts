@@ -29,7 +29,6 @@ import {
   readFileSync,
   writeFileSync,
 } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
@@ -39,7 +38,7 @@ import { startGitServer, pushTree, type GitServer } from '../../support/git-serv
 import { creatable, eventually } from '../../support/eventually.ts';
 import { aPod } from '../../builders/pod.ts';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
-import { repoRoot } from './tools.ts';
+import { freePort, repoRoot } from './tools.ts';
 
 const isRoot = process.getuid?.() === 0;
 const hasUmoci = (() => {
@@ -309,11 +308,3 @@ describe('the image running `tollgate run` in a pod-like environment', { skip },
     assert.equal(released.length, 1, 'the release and its outcome are in the audit branch');
   });
 });
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.address() as { port: number }).port;
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
-}

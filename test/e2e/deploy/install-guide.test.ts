@@ -25,14 +25,13 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
 import { sharedControlPlane, type ControlPlane } from '../../support/control-plane.ts';
 import { startGitServer, type GitServer } from '../../support/git-server.ts';
-import { repoRoot, toolPath } from './tools.ts';
+import { freePort, repoRoot, toolPath } from './tools.ts';
 
 interface Block {
   readonly index: number;
@@ -81,14 +80,6 @@ function runBlocks(
   return new Promise((resolve) =>
     child.once('close', (status) => resolve({ status, stdout, stderr })),
   );
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.address() as { port: number }).port;
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
 }
 
 /**

@@ -27,7 +27,7 @@ import { startGitServer, pushTree, type GitServer } from '../../support/git-serv
 import { creatable, eventually } from '../../support/eventually.ts';
 import { aPod } from '../../builders/pod.ts';
 import { BudgetWatcher } from '../gate-release/harness.ts';
-import { deployDir, kustomizeBuild, withMonitoring } from './tools.ts';
+import { deployDir, freePort, kustomizeBuild, withMonitoring } from './tools.ts';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -65,14 +65,6 @@ function runCli(
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     child.once('exit', (code) => resolvePromise({ code, stdout, stderr }));
   });
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.address() as { port: number }).port;
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
 }
 
 describe('tollgate run: configuration', () => {
