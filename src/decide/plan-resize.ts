@@ -13,7 +13,9 @@
  *   `moveRequest`). The loop applies such a correction at the pod's next resize, which
  *   a signal past its threshold triggers; a step down may go further than the bound.
  *   Pods a pass would leave alone for other reasons (paused, RestartContainer without
- *   allowRestart, a QoS class change) keep their current resources here too.
+ *   allowRestart, for pod-level changes too, a QoS class change) keep their current
+ *   resources here too, and a resource whose target would break the pod-level budget
+ *   keeps its current value.
  *
  * Quotas are not read (the resize loop `tollgate run` starts reads none either) and no
  * in-memory loop state (Defer backoff, a refused write) is known: like the gate part of
@@ -24,7 +26,8 @@
  */
 import type { Policy, ResizePolicy, ResourceBounds } from '../policy/model.ts';
 import type { ResizeNodeLike, ResizePodLike, ResourceListRecord } from './resize-objects.ts';
-import { decidePodResize, type SignalReading } from './resize-plan.ts';
+import { decidePodResize, revertResource, type SignalReading } from './resize-plan.ts';
+import { podBudgetProblems } from './resize-budget.ts';
 import { resizePodsByPolicy } from './resize-match.ts';
 import {
   type PodResources,
@@ -194,9 +197,16 @@ export function boundsTarget(rp: ResizePolicy, pod: ResizePodLike): PodResources
       (r) => restartPolicyOf(specs.get(name), r) === 'RestartContainer' && !rp.allowRestart,
     );
   }
-  const podLevel =
-    current.pod && rp.pod ? clampUnit(current.pod, rp.pod, () => false) : current.pod;
-  const target: PodResources = podLevel ? { containers, pod: podLevel } : { containers };
+  // A pod-level change of a resource is a change for every container: one container's
+  // RestartContainer holds it, as in the loop.
+  const restarts = (r: 'cpu' | 'memory') =>
+    !rp.allowRestart &&
+    [...specs.values()].some((c) => restartPolicyOf(c, r) === 'RestartContainer');
+  const podLevel = current.pod && rp.pod ? clampUnit(current.pod, rp.pod, restarts) : current.pod;
+  let target: PodResources = podLevel ? { containers, pod: podLevel } : { containers };
+  // The loop never sends a target over the pod-level budget.
+  for (const { resource } of podBudgetProblems(target))
+    target = revertResource(target, current, resource);
   // The loop never writes a target that changes the QoS class.
   return qosClass(target) === qosClass(current) ? target : current;
 }

@@ -726,7 +726,8 @@ function withUnit(
   return resources.pod ? { containers, pod: resources.pod } : { containers };
 }
 
-function revertResource(
+/** `target` with resource `r` of every unit put back to its value in `current`. */
+export function revertResource(
   target: PodResources,
   current: PodResources,
   r: ResizableResource,
