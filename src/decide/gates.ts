@@ -82,6 +82,32 @@ export function ownedGate(pod: PodLike, policy: Policy): OwnedGate | undefined {
   return undefined;
 }
 
+export interface OrphanedGate {
+  readonly gate: string;
+  readonly index: number;
+  readonly tenant: Tenant;
+}
+
+/**
+ * The first gate on the pod under a prefix of the tenant owning its namespace that no
+ * GatePolicy of that tenant names: its policy was renamed or deleted while the pod
+ * carried it. Nobody else may remove such a gate (the shipped admission policy), so
+ * tollgate gives it the tenant's `orphanedGates` treatment instead of ignoring it.
+ */
+export function orphanedGate(pod: PodLike, policy: Policy): OrphanedGate | undefined {
+  const namespace = pod.metadata?.namespace ?? '';
+  const tenant = tenantOfNamespace(policy, namespace);
+  if (!tenant) return undefined;
+  const gates = pod.spec?.schedulingGates ?? [];
+  for (let index = 0; index < gates.length; index++) {
+    const gate = (gates[index] as { name: string }).name;
+    if (!tenantOwnsGate(tenant, namespace, gate)) continue;
+    if (policy.gatePolicies.some((gp) => gp.tenant === tenant.name && gp.gate === gate)) continue;
+    return { gate, index, tenant };
+  }
+  return undefined;
+}
+
 /** Whether any gate on the pod is tollgate's (whatever its selector): such a pod is not yet released. */
 export function carriesOwnedGate(pod: PodLike, policy: Policy): boolean {
   return ownedGate(pod, policy) !== undefined;

@@ -4,7 +4,7 @@
  * controller sees exactly what the last one left: a released pod is one without our gate.
  */
 import type { Policy } from '../policy/model.ts';
-import { ownedGate } from './gates.ts';
+import { orphanedGate, ownedGate } from './gates.ts';
 import type { PodLike } from './objects.ts';
 
 export const REVIEW_ANNOTATION = 'tollgate.io/review';
@@ -12,6 +12,7 @@ export const REVIEW_ANNOTATION = 'tollgate.io/review';
 export const podStates = [
   'gated', // carries tollgate's gate
   'review', // gated, expired, waiting for a human decision (annotation tollgate.io/review)
+  'orphaned', // carries a gate under its tenant's prefixes that no GatePolicy names (tenant's orphanedGates applies)
   'waiting', // no gate of ours, another controller's gate still on it (ours removed, or never ours)
   'pending', // released, no gates left, not yet bound: in flight for the scheduler
   'unschedulable', // released, scheduler said PodScheduled=False Unschedulable
@@ -29,6 +30,7 @@ export function classifyPod(pod: PodLike, policy: Policy): PodState {
   if (ownedGate(pod, policy)) {
     return pod.metadata?.annotations?.[REVIEW_ANNOTATION] !== undefined ? 'review' : 'gated';
   }
+  if (orphanedGate(pod, policy)) return 'orphaned';
   if (!pod.spec?.nodeName) {
     if ((pod.spec?.schedulingGates ?? []).length > 0) return 'waiting';
     const scheduled = pod.status?.conditions?.find((c) => c.type === 'PodScheduled');

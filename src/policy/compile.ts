@@ -348,6 +348,7 @@ function compileTenant(t: Located<TenantDocument>, report: Report): Tenant {
       resources,
     },
     pacing: pacingOf(spec.pacing, defaultPacing),
+    orphanedGates: spec.orphanedGates ?? 'Review',
   };
 }
 

@@ -49,6 +49,8 @@ export interface Tenant {
   /** Budget of released-but-unfinished pods: a count and resource sums (requests). Absent key = unlimited. */
   readonly budget: { readonly pods?: number; readonly resources: ResourceAmounts };
   readonly pacing: Pacing;
+  /** What happens to a gate under the tenant's prefixes that no GatePolicy names (default Review). */
+  readonly orphanedGates: 'Review' | 'Release' | 'Cancel';
 }
 
 export type ObjectRef = {

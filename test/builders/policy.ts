@@ -40,6 +40,7 @@ export class TenantBuilder {
       weight: 1,
       budget: { resources: {} },
       pacing: generous,
+      orphanedGates: 'Review',
     };
   }
   namespaces(...namespaces: string[]): this {
@@ -66,6 +67,10 @@ export class TenantBuilder {
   }
   pacing(pacing: Partial<Pacing>): this {
     this.#tenant.pacing = { ...this.#tenant.pacing, ...pacing };
+    return this;
+  }
+  orphanedGates(action: Tenant['orphanedGates']): this {
+    this.#tenant.orphanedGates = action;
     return this;
   }
   get name(): string {

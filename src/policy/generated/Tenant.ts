@@ -70,6 +70,10 @@ export interface Tenant {
       };
     };
     /**
+     * What tollgate does with a gate under this tenant's prefixes that no GatePolicy names any more (the policy was renamed or deleted while pods carried its gate; nobody else may remove such a gate): `Review` keeps the pod gated, marks it for review (event, audit record) until an Approval decides; `Release` removes the gate; `Cancel` deletes the pod. Such pods are never charged to the budget while gated.
+     */
+    orphanedGates?: 'Review' | 'Release' | 'Cancel';
+    /**
      * Release pacing of this tenant.
      */
     pacing?: {

@@ -94,6 +94,16 @@ test('classifyPod', async (t) => {
       want: 'review',
     },
     {
+      name: 'a pod with a gate under its tenant prefix that no GatePolicy names is orphaned',
+      pod: aPod('p', 'team-a').gated('team-a.tollgate.io/renamed'),
+      want: 'orphaned',
+    },
+    {
+      name: "a pod with another tenant's prefix gate is waiting, not orphaned (not this tenant's to judge)",
+      pod: aPod('p', 'team-a').gated('team-b.tollgate.io/ready'),
+      want: 'waiting',
+    },
+    {
       name: 'a released pod with a foreign gate left is waiting',
       pod: aPod('p', 'team-a').gated('other.io/x'),
       want: 'waiting',
@@ -156,6 +166,11 @@ test('chargesBudget: only a pod that can be scheduled or runs takes from the bud
       name: 'a running pod is charged',
       pod: aPod('p', 'team-a').boundTo('n1').running(),
       charged: true,
+    },
+    {
+      name: 'a pod whose gate no GatePolicy names any more is not charged',
+      pod: aPod('p', 'team-a').gated('team-a.tollgate.io/renamed'),
+      charged: false,
     },
     {
       name: 'a finished pod is not charged',
