@@ -34,6 +34,7 @@ export interface TenantSpec {
   readonly gatePrefixes: readonly string[];
   readonly budget?: Record<string, unknown>;
   readonly pacing?: { maxInFlight?: number; releasesPerSecond?: number; batchSize?: number };
+  readonly orphanedGates?: string;
 }
 
 export interface GatePolicySpec {
@@ -85,6 +86,7 @@ export function policyFiles(state: PolicyState): Record<string, string | null> {
       namespaces: t.namespaces,
       gatePrefixes: t.gatePrefixes,
       ...(t.budget ? { budget: t.budget } : {}),
+      ...(t.orphanedGates ? { orphanedGates: t.orphanedGates } : {}),
       pacing: { maxInFlight: 50, releasesPerSecond: 50, batchSize: 50, ...t.pacing },
     });
   }
