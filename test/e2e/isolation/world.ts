@@ -126,7 +126,10 @@ export interface World {
   /** Applies deploy/components/cancel (pod delete), as an operator enabling Cancel does. */
   grantCancel(): Promise<void>;
   /** tollgate's gate-release stack in this process, as the `tollgate` identity. */
-  startTollgate(id?: string): Promise<GateReleaseStack>;
+  startTollgate(
+    id?: string,
+    dispatcher?: { capacity: number; concurrency: number; qps: number; burst: number },
+  ): Promise<GateReleaseStack>;
   stop(): Promise<void>;
 }
 
@@ -191,7 +194,10 @@ export async function startWorld(name: string, first: PolicyState): Promise<Worl
           );
       }
     },
-    async startTollgate(id = 'tollgate-1') {
+    async startTollgate(
+      id = 'tollgate-1',
+      dispatcher = { capacity: 1000, concurrency: 8, qps: 200, burst: 200 },
+    ) {
       const stack = await startGateReleaseStack({
         kubeConfig: cp.kubeConfig('tollgate'),
         policyUrl,
@@ -203,7 +209,7 @@ export async function startWorld(name: string, first: PolicyState): Promise<Worl
         auditMode: 'strict',
         log: createLogger({ name: id, level: process.env.TOLLGATE_LOG_LEVEL ?? 'warn' }),
         policyIntervalMs: 300,
-        dispatcher: { capacity: 1000, concurrency: 8, qps: 200, burst: 200 },
+        dispatcher,
         debounceMs: 50,
       });
       // Stopping twice (a test, then the world) must not stop the parts twice.
