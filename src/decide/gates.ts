@@ -57,14 +57,16 @@ export interface OwnedGate {
 }
 
 /**
- * The first gate on the pod that tollgate owns, with the policy that decides it. When
- * several policies name the same gate, the highest-priority one whose selector matches
- * the pod wins (ties: policy name order, so the choice is stable).
+ * Every gate on the pod that tollgate owns, in the pod's order, each with the policy that
+ * decides it. When several policies name the same gate, the highest-priority one whose
+ * selector matches the pod wins (ties: policy name order, so the choice is stable). A pod
+ * may carry several: each is judged by its own policy, one at a time, first to last.
  */
-export function ownedGate(pod: PodLike, policy: Policy): OwnedGate | undefined {
+export function ownedGates(pod: PodLike, policy: Policy): OwnedGate[] {
   const namespace = pod.metadata?.namespace ?? '';
   const labels = pod.metadata?.labels ?? {};
   const gates = pod.spec?.schedulingGates ?? [];
+  const owned: OwnedGate[] = [];
   for (let index = 0; index < gates.length; index++) {
     const gate = (gates[index] as { name: string }).name;
     const named = policy.gatePolicies.filter((gp) => {
@@ -77,9 +79,14 @@ export function ownedGate(pod: PodLike, policy: Policy): OwnedGate | undefined {
       .sort((a, b) => b.priority - a.priority || a.name.localeCompare(b.name));
     const gatePolicy = selecting[0];
     const tenant = policy.tenants.get((gatePolicy ?? (named[0] as GatePolicy)).tenant) as Tenant;
-    return gatePolicy ? { gate, index, tenant, gatePolicy } : { gate, index, tenant };
+    owned.push(gatePolicy ? { gate, index, tenant, gatePolicy } : { gate, index, tenant });
   }
-  return undefined;
+  return owned;
+}
+
+/** The first gate on the pod that tollgate owns (see `ownedGates`): the one judged now. */
+export function ownedGate(pod: PodLike, policy: Policy): OwnedGate | undefined {
+  return ownedGates(pod, policy)[0];
 }
 
 export interface OrphanedGate {

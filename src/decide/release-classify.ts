@@ -1,12 +1,12 @@
 /**
  * Phase 1 of a gate-release pass: classify every pod from the cluster alone (released =
  * no tollgate gate), counting writes tollgate has decided but the view does not show yet
- * (`acting`) as done, and total what the budget and pacing phases need: each tenant's
+ * (`acting`) as done (one pending decision per pod: the judge skips such pods), and total what the budget and pacing phases need: each tenant's
  * charged usage, the pods in flight, and the pass summary.
  */
 import { addUsage, emptyUsage, type Usage } from './conditions.ts';
 import { gateSetAt, inReview } from './expiry.ts';
-import { ownedGate, tenantOfNamespace } from './gates.ts';
+import { gateIndex, ownedGate, ownedGates, tenantOfNamespace } from './gates.ts';
 import { chargesBudget, classifyPod, isInFlight, podStates, type PodState } from './lifecycle.ts';
 import type { PodLike } from './objects.ts';
 import { podRequests } from './requests.ts';
@@ -28,10 +28,31 @@ export interface Classification {
 }
 
 /** Is the write decided for this pod still not shown by the view? */
-export function stillActing(pod: PodLike, kind: Acting, podState: PodState): boolean {
-  if (kind === 'release') return podState === 'gated' || podState === 'review';
-  if (kind === 'cancel') return !pod.metadata?.deletionTimestamp;
-  return !inReview(pod);
+export function stillActing(pod: PodLike, acting: Acting): boolean {
+  switch (acting.write) {
+    case 'release':
+      return gateIndex(pod, acting.gate) >= 0;
+    case 'cancel':
+      return !pod.metadata?.deletionTimestamp;
+    case 'annotate':
+      return !inReview(pod);
+  }
+}
+
+/**
+ * The state a pod counts in while a write of tollgate's is pending: a pod whose gate is
+ * being removed is in flight (charged), unless another gate of tollgate's stays on it
+ * (it still cannot be scheduled; that gate is judged once the view shows this one gone).
+ */
+function stateWhileActing(
+  pod: PodLike,
+  acting: Acting,
+  podState: PodState,
+  policy: Policy,
+): PodState {
+  if (acting.write !== 'release') return podState;
+  const others = ownedGates(pod, policy).filter((g) => g.gate !== acting.gate);
+  return others.length > 0 ? podState : 'pending';
 }
 
 export function classifyPods(
@@ -57,9 +78,9 @@ export function classifyPods(
     let podState = classifyPod(pod, policy);
     const uid = pod.metadata?.uid ?? '';
     const previous = previouslyActing[uid];
-    if (previous && stillActing(pod, previous, podState)) {
+    if (previous && stillActing(pod, previous)) {
       acting[uid] = previous;
-      if (previous === 'release') podState = 'pending';
+      podState = stateWhileActing(pod, previous, podState, policy);
     }
     stateOf.set(pod, podState);
     const tenant = tenantOfNamespace(policy, pod.metadata?.namespace ?? '');

@@ -17,12 +17,12 @@ import {
 } from './conditions.ts';
 import type { ConditionInput } from './decision.ts';
 import { expiresAt, gateSetAt, inReview, isExpired, reviewMark } from './expiry.ts';
-import { ownedGate, type OwnedGate } from './gates.ts';
+import { orphanedGate, ownedGate, type OrphanedGate, type OwnedGate } from './gates.ts';
 import type { ClusterSnapshot, PodLike } from './objects.ts';
 import { podRequests } from './requests.ts';
 import { gangMembers, type Classification } from './release-classify.ts';
 import { holdVerdict, type Candidate, type Verdict } from './release-verdict.ts';
-import type { GatePolicy, Policy } from '../policy/model.ts';
+import type { GatePolicy, Policy, Tenant } from '../policy/model.ts';
 
 export interface Judgement {
   readonly candidates: readonly Candidate[];
@@ -61,9 +61,12 @@ export function judgePods(
   const wakeups: number[] = [];
   for (const pod of classified.pods) {
     const podState = classified.stateOf.get(pod);
-    if (podState !== 'gated' && podState !== 'review') continue;
+    if (podState !== 'gated' && podState !== 'review' && podState !== 'orphaned') continue;
     if (pod.metadata?.deletionTimestamp) continue;
-    const judged = judgePod(pod, context);
+    // One pending decision per pod: while a write decided for it is not shown by the view,
+    // the pod is not decided again (a queued Review or Cancel is not re-recorded each pass).
+    if (classified.acting[pod.metadata?.uid ?? ''] !== undefined) continue;
+    const judged = podState === 'orphaned' ? judgeOrphan(pod, context) : judgePod(pod, context);
     if (judged.candidate) candidates.push(judged.candidate);
     else verdicts.push(...judged.verdicts);
     if (judged.wakeup !== undefined) wakeups.push(judged.wakeup);
@@ -99,6 +102,60 @@ function judgePod(pod: PodLike, context: JudgeContext): PodJudgement {
 }
 
 type PolicyGate = OwnedGate & { gatePolicy: GatePolicy };
+
+/**
+ * The policy an orphaned gate is decided under: the tenant's (its `orphanedGates`), with
+ * Budget as its only condition, so a released orphan is paced and charged like any pod.
+ */
+function orphanPolicy(tenant: Tenant, gate: string): GatePolicy {
+  return {
+    name: `${tenant.name}/orphaned-gates`,
+    source: tenant.source,
+    tenant: tenant.name,
+    gate,
+    selector: { matchLabels: {}, matchExpressions: [] },
+    priority: 0,
+    conditions: [{ type: 'Budget' }],
+    recheck: { initialMs: 10_000, maxMs: 300_000, maxAttempts: 10 },
+  };
+}
+
+/**
+ * A gate under the tenant's prefixes that no GatePolicy names (renamed or deleted while
+ * the pod carried it), by the tenant's `orphanedGates`: Release makes it a candidate
+ * (Budget still applies); Cancel deletes the pod; Review marks it once, then holds it
+ * until an Approval releases or cancels it.
+ */
+function judgeOrphan(pod: PodLike, context: JudgeContext): PodJudgement {
+  const { policy, now } = context;
+  const { gate, index, tenant } = orphanedGate(pod, policy) as OrphanedGate;
+  const gatePolicy = orphanPolicy(tenant, gate);
+  const owned: PolicyGate = { gate, index, tenant, gatePolicy };
+  const why = `orphaned: no GatePolicy names gate ${gate} any more (tenant ${tenant.name} orphanedGates: ${tenant.orphanedGates})`;
+  const inputs: ConditionInput[] = [
+    { condition: 'OrphanedGate', met: false, value: { gate, action: tenant.orphanedGates } },
+  ];
+  const cancel = cancelByApproval(pod, owned, context);
+  if (cancel) return { verdicts: [cancel] };
+  switch (tenant.orphanedGates) {
+    case 'Release':
+      return candidateOf(pod, owned, inputs, why, true);
+    case 'Cancel':
+      return { verdicts: [{ kind: 'Cancel', pod, tenant, gatePolicy, inputs, reason: why }] };
+    case 'Review': {
+      if (!inReview(pod)) {
+        const mark = reviewMark(gatePolicy, now);
+        const reason = `${why}; awaiting an Approval`;
+        return { verdicts: [{ kind: 'Review', pod, tenant, gatePolicy, inputs, reason, mark }] };
+      }
+      const approved = evaluateApproved(pod, policy.approvals, now);
+      if (approved.met) return candidateOf(pod, owned, [...inputs, approved], `${why}; approved`);
+      const reason = `${why}; in review: waiting for an Approval (Release or Cancel)`;
+      const held = holdVerdict(pod, tenant, gatePolicy, [...inputs, approved], 'Orphaned', reason);
+      return { verdicts: [held] };
+    }
+  }
+}
 
 function candidateOf(
   pod: PodLike,

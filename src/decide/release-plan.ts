@@ -6,8 +6,9 @@
  * 1. `classifyPods` (release-classify.ts): every pod from the cluster alone (released =
  *    no tollgate gate), charging pods whose release tollgate has sent but the view has
  *    not shown yet (`state.acting`);
- * 2. `judgePods` (release-judge.ts): per gated pod, approvals to cancel, conditions other
- *    than Budget, expiry;
+ * 2. `judgePods` (release-judge.ts): per gated pod with no write pending (one pending
+ *    decision per pod), approvals to cancel, conditions other than Budget, expiry; per
+ *    orphaned gate (no GatePolicy names it), the tenant's `orphanedGates` action;
  * 3. `groupReleaseUnits` (release-units.ts): candidates into release units (a gang is one
  *    unit: all or none);
  * 4. `admitUnits` (release-admit.ts): units in priority order, fair across tenants by
@@ -52,8 +53,15 @@ export interface PlannedWrite {
   readonly expiryForced: boolean;
 }
 
-/** A write tollgate decided and has not yet seen reflected in the view. */
-export type Acting = 'release' | 'cancel' | 'annotate';
+/**
+ * A write tollgate decided and has not yet seen reflected in the view. A release names
+ * its gate: a pod carrying two of tollgate's gates is done acting once that gate is gone,
+ * and its next gate is judged by its own policy.
+ */
+export type Acting =
+  | { readonly write: 'release'; readonly gate: string }
+  | { readonly write: 'cancel' }
+  | { readonly write: 'annotate' };
 
 export interface PlanState {
   readonly buckets: Readonly<Record<string, Bucket>>;

@@ -78,21 +78,21 @@ export function recordVerdicts(
       case 'Cancel': {
         if (verdict.expiredReason !== undefined) decide(verdict, 'Expire', verdict.expiredReason);
         write(decide(verdict, 'Cancel'), verdict, { type: 'delete', reason: verdict.reason });
-        acting[uid] = 'cancel';
+        acting[uid] = { write: 'cancel' };
         break;
       }
       case 'Review': {
-        decide(verdict, 'Expire', verdict.expiredReason);
+        if (verdict.expiredReason !== undefined) decide(verdict, 'Expire', verdict.expiredReason);
         const annotations = { [REVIEW_ANNOTATION]: verdict.mark };
         write(decide(verdict, 'Review'), verdict, { type: 'annotate', annotations });
-        acting[uid] = 'annotate';
+        acting[uid] = { write: 'annotate' };
         break;
       }
       case 'Release': {
         const { gate, index } = verdict.gate;
         const op: PlannedOperation = { type: 'removeGate', gate, gateIndex: index };
         write(decide(verdict, 'Release'), verdict, op, verdict.expiryForced);
-        acting[uid] = 'release';
+        acting[uid] = { write: 'release', gate };
         break;
       }
     }

@@ -46,7 +46,8 @@ interface PodVerdict {
  * What a phase concluded about one pod:
  * - Hold: stays gated; recorded only when `reasonKey` changes (with a re-check backoff);
  * - Cancel: delete the pod (after an Expire decision when `expiredReason` is set);
- * - Review: an Expire decision, then mark the pod for review (annotation `mark`);
+ * - Review: an Expire decision (when an expiry led here), then mark the pod for review
+ *   (annotation `mark`);
  * - Release: remove the gate.
  */
 export type Verdict =
@@ -63,7 +64,8 @@ export type Verdict =
   | (PodVerdict & {
       readonly kind: 'Review';
       readonly gatePolicy: GatePolicy;
-      readonly expiredReason: string;
+      /** Set when an expiry put the pod in review (an Expire decision first); absent for an orphaned gate. */
+      readonly expiredReason?: string;
       readonly mark: string;
     })
   | (PodVerdict & {

@@ -69,11 +69,12 @@ describe('phase 1, classifyPods: the cluster alone, plus the writes it does not 
       aPod('sent', 'team-a').gated('team-a.tollgate.io/ready'),
       aPod('shown', 'team-a'),
     ]);
+    const releasing = { write: 'release', gate: 'team-a.tollgate.io/ready' } as const;
     const classified = classifyPods(policy, pods, {
-      'uid-team-a-sent': 'release',
-      'uid-team-a-shown': 'release',
+      'uid-team-a-sent': releasing,
+      'uid-team-a-shown': releasing,
     });
-    assert.deepEqual(classified.acting, { 'uid-team-a-sent': 'release' });
+    assert.deepEqual(classified.acting, { 'uid-team-a-sent': releasing });
     assert.equal(classified.stateOf.get(pods[0] as PodLike), 'pending');
     assert.equal(classified.globalInFlight, 2);
   });
@@ -328,7 +329,9 @@ describe('phase 5, recordVerdicts: decisions and writes, in verdict order', () =
     });
     assert.equal(recorded.writes[0]?.expiryForced, true);
     assert.equal(recordVerdicts(policy, [release(false)], {}, now).writes[0]?.expiryForced, false);
-    assert.deepEqual(recorded.acting, { 'uid-team-a-p': 'release' });
+    assert.deepEqual(recorded.acting, {
+      'uid-team-a-p': { write: 'release', gate: 'team-a.tollgate.io/ready' },
+    });
   });
   it('Review: an Expire record, then the Review decision with its annotation write', () => {
     const review: Verdict = { ...base, kind: 'Review', reason: 'r', expiredReason: 'e', mark: 'm' };
