@@ -25,6 +25,8 @@ import { auditTarget, closeAudit, ignoredAuditSettings, openAudit } from './run/
 import { watchStartupSettings } from './policy/settings-watch.ts';
 import { superviseLoops } from './run/loops.ts';
 import { startObservability, type StartedParts } from './run/observe.ts';
+import { PassWatchdog } from './observe/watchdog.ts';
+import { systemClock } from './lib/clock.ts';
 import { openPolicySource, readToken } from './run/policy.ts';
 import { startSweeps } from './run/sweeps.ts';
 import { connectCluster, createStaleGuards, startClusterView } from './run/view.ts';
@@ -120,7 +122,8 @@ async function start(
   logStarting(config, log);
 
   // 1. Observability first, so /readyz can explain the steps below.
-  const parts: StartedParts = {};
+  const watchdog = new PassWatchdog({ clock: systemClock });
+  const parts: StartedParts = { watchdog };
   const server = await startObservability(config, parts, log);
   started('http', () => server.close());
   const kubeConfig = connectCluster(config);
@@ -193,6 +196,7 @@ async function start(
     dispatcher,
     termWrites,
     events: events.toEvent,
+    watchdog,
     log,
   });
   elector.start();

@@ -107,6 +107,13 @@ export interface GateReleaseDeps {
   readonly budgetRampMs?: number;
   /** Start passes on view changes and timers (default true); false = only explicit `pass()`. */
   readonly autoStart?: boolean;
+  /** Marks each pass's start and end, so /healthz fails when a pass is wedged. */
+  readonly watchdog?: { begin(loop: string): () => void };
+  /**
+   * The longest a pass waits for the view to sync (pods, nodes, quotas) before giving up
+   * and trying again later. Default 30 s. Stopping the loop ends the wait at once.
+   */
+  readonly syncWaitMs?: number;
 }
 
 export interface PassReport {
@@ -182,6 +189,8 @@ class GateReleaseRunner {
 
   #state: PlanState = emptyPlanState;
   #stopped = false;
+  /** Aborted by stop(): ends a pass's wait for the view. */
+  readonly #stopping = new AbortController();
   #running: Promise<PassReport> | undefined;
   #rerun = false;
   #timer: NodeJS.Timeout | undefined;
@@ -226,6 +235,7 @@ class GateReleaseRunner {
 
   async stop(): Promise<void> {
     this.#stopped = true;
+    this.#stopping.abort(new Error('gate-release loop stopping'));
     this.#unsubscribe();
     if (this.#timer) clearTimeout(this.#timer);
     await this.#running?.catch(() => undefined);
@@ -266,10 +276,12 @@ class GateReleaseRunner {
       return this.#running;
     }
     this.#passStartedAt = undefined;
+    const ended = this.#deps.watchdog?.begin('gate-release');
     this.#running = this.#onePass();
     try {
       return await this.#running;
     } finally {
+      ended?.();
       this.#lastPassMs =
         this.#passStartedAt === undefined ? 0 : performance.now() - this.#passStartedAt;
       this.#lastPassEnd = this.#clock.now();
@@ -281,11 +293,35 @@ class GateReleaseRunner {
     }
   }
 
+  /**
+   * Waits, bounded, for the view to sync. False when it did not (the wait timed out: a
+   * pass is tried again later; or the loop stops): no pass ever waits without end, so
+   * stop() always completes and a view that cannot sync shows as a failing pass, not a
+   * silent hang.
+   */
+  async #viewSynced(): Promise<boolean> {
+    const waitMs = this.#deps.syncWaitMs ?? 30_000;
+    try {
+      await this.#deps.view.whenSynced(
+        AbortSignal.any([this.#stopping.signal, AbortSignal.timeout(waitMs)]),
+      );
+      return true;
+    } catch (error) {
+      if (this.#stopped) return false;
+      this.#log.warn(
+        { err: error, waitedMs: waitMs },
+        'cluster view not synced; pass retried later',
+      );
+      this.#schedule(this.#debounceMs);
+      return false;
+    }
+  }
+
   async #onePass(): Promise<PassReport> {
     // Observe: the policy in force and a synced view.
     const policy = this.#deps.policy();
     if (!policy || this.#stopped) return nothingDone;
-    if (!this.#deps.view.synced) await this.#deps.view.whenSynced();
+    if (!this.#deps.view.synced && !(await this.#viewSynced())) return nothingDone;
     this.#passStartedAt = performance.now();
     this.#notePolicy(policy);
     this.#dirty.clear();

@@ -82,6 +82,8 @@ export type ResizeEventSink = (
 ) => void | Promise<void>;
 
 export interface ResizeLoopDeps {
+  /** Marks each pass's start and end, so /healthz fails when a pass is wedged. */
+  readonly watchdog?: { begin(loop: string): () => void };
   readonly view: ClusterView;
   /** The policy snapshot in force (undefined before the first valid one). */
   readonly policy: () => Policy | undefined;
@@ -304,7 +306,15 @@ class ResizeRunner {
   /** One pass at a time: a pass asked for while one runs waits for it and runs after. */
   #chain(run: () => Promise<PassSummary>): Promise<PassSummary> {
     const previous = this.#running ?? Promise.resolve(undefined);
-    const next = previous.then(run, run);
+    const watched = async (): Promise<PassSummary> => {
+      const ended = this.#deps.watchdog?.begin('resize');
+      try {
+        return await run();
+      } finally {
+        ended?.();
+      }
+    };
+    const next = previous.then(watched, watched);
     this.#running = next;
     return next;
   }

@@ -16,6 +16,7 @@ import type { TermWrites } from '../loops/leadership.ts';
 import { WhileLeader, type Generation, type LeaderTermLike } from '../loops/leadership.ts';
 import { quotasFromView, startResizeLoop, type ResizeLoop } from '../loops/resize.ts';
 import type { Logger } from '../observe/log.ts';
+import type { PassWatchdog } from '../observe/watchdog.ts';
 import type { Policy } from '../policy/model.ts';
 import { createPrometheusClient } from '../signals/prometheus.ts';
 import { recoverOutcomes, type AuditTarget } from './audit.ts';
@@ -37,6 +38,8 @@ export interface LoopParts {
   readonly dispatcher: Dispatcher;
   readonly termWrites: TermWrites;
   readonly events: PodEventSink;
+  /** Marks each loop pass, so /healthz fails when one is wedged. */
+  readonly watchdog?: PassWatchdog;
   readonly log: Logger;
 }
 
@@ -159,6 +162,7 @@ async function startTermLoops(
     events: parts.events,
     readPod,
     writeDeadlineMs: parts.config.writes.writeDeadlineMs,
+    ...(parts.watchdog ? { watchdog: parts.watchdog } : {}),
     log,
   });
   running.resize = startResizeLoopIfConfigured(parts, termDispatcher, readPod);
@@ -202,6 +206,7 @@ function startResizeLoopIfConfigured(
       readPod,
       ...quotasFromView(view),
       cacheLagMs: () => view.cacheLag.lagMs(),
+      ...(parts.watchdog ? { watchdog: parts.watchdog } : {}),
       logger: log,
     });
   }

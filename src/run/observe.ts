@@ -5,6 +5,7 @@
 import type { LiveClusterView } from '../cluster/view.ts';
 import { startObserveServer, type HealthChecks, type ObserveServer } from '../observe/http.ts';
 import type { Logger } from '../observe/log.ts';
+import type { PassWatchdog } from '../observe/watchdog.ts';
 import { registry } from '../observe/metrics.ts';
 import type { RunConfig } from '../cli/run-config.ts';
 import type { PolicyFeed } from './policy.ts';
@@ -13,9 +14,16 @@ import type { PolicyFeed } from './policy.ts';
 export interface StartedParts {
   policies?: Pick<PolicyFeed, 'current'>;
   view?: Pick<LiveClusterView, 'synced'>;
+  /** Which loop pass, if any, runs past its limit. */
+  watchdog?: Pick<PassWatchdog, 'wedged'>;
 }
 
-/** /readyz: a policy loaded and the cluster view synced, each with the reason it is not. */
+/** /healthz: fails when a loop pass is wedged, so the kubelet restarts the replica and the standby leads. */
+export function livenessChecks(parts: StartedParts): HealthChecks {
+  return { loops: () => parts.watchdog?.wedged() };
+}
+
+/** /readyz: a policy loaded, the cluster view synced and no loop wedged, each with the reason it is not. */
 export function readinessChecks(parts: StartedParts): HealthChecks {
   return {
     policy: () => (parts.policies?.current() ? undefined : 'no valid policy loaded yet'),
@@ -25,6 +33,7 @@ export function readinessChecks(parts: StartedParts): HealthChecks {
         : parts.view.synced
           ? undefined
           : 'cluster view has not listed pods, nodes and quotas of the managed namespaces yet (referenced objects are judged per reference)',
+    loops: () => parts.watchdog?.wedged(),
   };
 }
 
@@ -37,6 +46,7 @@ export async function startObservability(
     registry,
     logger: log,
     readiness: readinessChecks(parts),
+    liveness: livenessChecks(parts),
   });
   log.info({ url: server.url }, 'serving /metrics, /healthz, /readyz');
   return server;

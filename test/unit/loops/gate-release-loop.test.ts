@@ -385,3 +385,49 @@ test('a passShare outside (0, 1] is refused with the value named', () => {
       new RegExp(`passShare must be in \\(0, 1\\], got ${passShare}`),
     );
 });
+
+test('a view that never syncs bounds the pass, stop() completes, and the watchdog sees the pass end', async () => {
+  const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
+  const never: ClusterView = {
+    ...viewOf(gatedPods()),
+    synced: false,
+    whenSynced: (signal?: AbortSignal) =>
+      new Promise<void>((_, reject) =>
+        signal?.addEventListener('abort', () => reject(signal.reason), { once: true }),
+      ),
+  };
+  const passes: string[] = [];
+  const watchdog = {
+    begin: (loop: string) => {
+      passes.push(`begin ${loop}`);
+      return () => passes.push(`end ${loop}`);
+    },
+  };
+  const loop = startGateReleaseLoop({
+    view: never,
+    policy: () => policy,
+    dispatcher: h.dispatcher,
+    audit: h.audit,
+    clock: new ManualClock(),
+    autoStart: false,
+    watchdog,
+    syncWaitMs: 20,
+  });
+  const report = await loop.pass();
+  assert.equal(report.sent, 0, 'nothing decided on a view that is not synced');
+  assert.deepEqual(passes, ['begin gate-release', 'end gate-release']);
+  // A pass parked on the view ends when the loop stops, long before its wait would.
+  const slow = startGateReleaseLoop({
+    view: never,
+    policy: () => policy,
+    dispatcher: h.dispatcher,
+    audit: h.audit,
+    clock: new ManualClock(),
+    autoStart: false,
+    syncWaitMs: 3_600_000,
+  });
+  const parked = slow.pass();
+  await slow.stop();
+  assert.equal((await parked).sent, 0);
+  assert.deepEqual(h.requests, []);
+});

@@ -4,7 +4,7 @@ import type { RunConfig } from '../../../src/cli/run-config.ts';
 import { runChecks } from '../../../src/observe/http.ts';
 import type { Policy } from '../../../src/policy/model.ts';
 import { auditTarget } from '../../../src/run/audit.ts';
-import { readinessChecks, type StartedParts } from '../../../src/run/observe.ts';
+import { livenessChecks, readinessChecks, type StartedParts } from '../../../src/run/observe.ts';
 import { readToken } from '../../../src/run/policy.ts';
 import { createStaleGuards, managedNamespaces, referencedObjects } from '../../../src/run/view.ts';
 import { aGatePolicy, aPolicy, aTenant } from '../../builders/policy.ts';
@@ -47,6 +47,15 @@ describe('tollgate run, part by part', () => {
         parts: { policies: { current: () => aPolicy().obj() }, view: { synced: true } },
         failed: [],
       },
+      {
+        name: 'a wedged loop: not ready, saying which loop and for how long',
+        parts: {
+          policies: { current: () => aPolicy().obj() },
+          view: { synced: true },
+          watchdog: { wedged: () => 'wedged: gate-release pass running for 400s (limit 300s)' },
+        },
+        failed: ['loops failed: wedged: gate-release pass running for 400s (limit 300s)'],
+      },
     ];
     for (const { name, parts, failed } of cases) {
       it(name, () => {
@@ -61,6 +70,14 @@ describe('tollgate run, part by part', () => {
         );
       });
     }
+    it('/healthz fails only when a loop is wedged, with the reason', () => {
+      const parts: StartedParts = {};
+      assert.ok(runChecks(livenessChecks(parts), false).ok, 'nothing started is still alive');
+      parts.watchdog = { wedged: () => 'wedged: resize pass running for 301s (limit 300s)' };
+      const report = runChecks(livenessChecks(parts), false);
+      assert.equal(report.ok, false);
+      assert.match(report.body, /loops failed: wedged: resize pass/);
+    });
     it('the checks read the parts as they are filled in, not as they were at start', () => {
       const parts: StartedParts = {};
       const checks = readinessChecks(parts);
