@@ -2,9 +2,10 @@
  * The operational HTTP endpoints of `tollgate run`:
  * - `/metrics`: the one prom-client registry (Node process metrics included by the caller
  *   through `collectProcessMetrics`).
- * - `/healthz`: liveness. 200 while the process can answer and no liveness check fails;
- *   a kubelet restarts the pod otherwise. Deliberately NOT tied to the API server or Git
- *   being reachable, or an outage there would restart every replica at once.
+ * - `/healthz`: liveness. 200 while the process can answer and no liveness check fails
+ *   (`tollgate run`: no loop pass wedged, see watchdog.ts); a kubelet restarts the pod
+ *   otherwise. Deliberately NOT tied to the API server or Git being reachable, or an
+ *   outage there would restart every replica at once.
  * - `/readyz`: readiness. 200 only when every readiness check passes (caches synced, a
  *   valid policy loaded, ...); otherwise 503 with one line per failing check saying why,
  *   so `kubectl describe` and a curl show the reason instead of a bare status.
