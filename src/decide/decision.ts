@@ -19,6 +19,7 @@ export const decisionKinds = [
   'Defer', // a resize is Deferred by the kubelet; retried later
   'Infeasible', // a resize cannot fit the node
   'SkipStale', // the cache has not seen tollgate's own last write to this object
+  'Blocked', // a write kept failing finally (403/404/422): not retried until the pod or the policy changes
 ] as const;
 
 export type DecisionKind = (typeof decisionKinds)[number];

@@ -20,6 +20,7 @@ import { expiresAt, gateSetAt, inReview, isExpired, reviewMark } from './expiry.
 import { orphanedGate, ownedGate, type OrphanedGate, type OwnedGate } from './gates.ts';
 import type { ClusterSnapshot, PodLike } from './objects.ts';
 import { podRequests } from './requests.ts';
+import { blockedNow, type BlockedWrite } from './release-blocked.ts';
 import { gangMembers, type Classification } from './release-classify.ts';
 import { holdVerdict, type Candidate, type Verdict } from './release-verdict.ts';
 import type { GatePolicy, Policy, Tenant } from '../policy/model.ts';
@@ -54,6 +55,7 @@ export function judgePods(
   snapshot: ClusterSnapshot,
   classified: Classification,
   now: number,
+  blocked: Readonly<Record<string, BlockedWrite>> = {},
 ): Judgement {
   const context: JudgeContext = { policy, snapshot, classified, now };
   const candidates: Candidate[] = [];
@@ -66,6 +68,12 @@ export function judgePods(
     // One pending decision per pod: while a write decided for it is not shown by the view,
     // the pod is not decided again (a queued Review or Cancel is not re-recorded each pass).
     if (classified.acting[pod.metadata?.uid ?? ''] !== undefined) continue;
+    // A write that failed finally backs off, then is Blocked: no new decision meanwhile.
+    const failed = blocked[pod.metadata?.uid ?? ''];
+    if (blockedNow(failed, pod, policy.commit, now)) {
+      if (failed && !failed.blocked) wakeups.push(failed.until);
+      continue;
+    }
     const judged = podState === 'orphaned' ? judgeOrphan(pod, context) : judgePod(pod, context);
     if (judged.candidate) candidates.push(judged.candidate);
     else verdicts.push(...judged.verdicts);

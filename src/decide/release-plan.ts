@@ -23,6 +23,7 @@
  */
 import type { Decision, Target } from './decision.ts';
 import type { HoldState } from './expiry.ts';
+import type { BlockedWrite } from './release-blocked.ts';
 import type { PodState } from './lifecycle.ts';
 import type { ClusterSnapshot } from './objects.ts';
 import { normaliseServed, type Bucket, type Ramp } from './pacing.ts';
@@ -71,6 +72,8 @@ export interface PlanState {
   readonly holds: Readonly<Record<string, HoldState>>;
   /** uid -> the write decided for it, until the view shows it done (or the loop settles it as failed). */
   readonly acting: Readonly<Record<string, Acting>>;
+  /** uid -> writes that failed finally (403/404/422): backing off, or Blocked (release-blocked.ts). */
+  readonly blocked?: Readonly<Record<string, BlockedWrite>>;
 }
 
 export const emptyPlanState: PlanState = {
@@ -112,7 +115,7 @@ export function planReleases(
   options: PlanOptions = {},
 ): Plan {
   const classified = classifyPods(policy, [...snapshot.pods()], state.acting);
-  const judged = judgePods(policy, snapshot, classified, now);
+  const judged = judgePods(policy, snapshot, classified, now, state.blocked ?? {});
   const grouped = groupReleaseUnits(judged.candidates, classified);
   const admitted = admitUnits({
     policy,
@@ -134,6 +137,7 @@ export function planReleases(
       ramps: admitted.ramps,
       holds: recorded.holds,
       acting: { ...classified.acting, ...recorded.acting },
+      ...(state.blocked ? { blocked: state.blocked } : {}),
     },
     requeueAfterMs: earliestWakeup(
       [...judged.wakeups, ...admitted.wakeups, ...recorded.wakeups],

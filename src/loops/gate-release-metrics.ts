@@ -94,6 +94,17 @@ export const expiredTotal = getOrCreate(
     }),
 );
 
+export const blockedWritesTotal = getOrCreate(
+  'tollgate_blocked_writes_total',
+  () =>
+    new Counter({
+      name: 'tollgate_blocked_writes_total',
+      help: 'Pods whose write kept failing with a final API error (403, 404, 422) and is Blocked until the pod or the policy changes, by tenant and HTTP code.',
+      labelNames: ['tenant', 'code'],
+      registers: [registry],
+    }),
+);
+
 const precreated = new Set<string>();
 
 /** Creates every series of the policy's tenants at zero, once per tenant. */

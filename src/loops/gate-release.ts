@@ -36,7 +36,9 @@ import type { Dispatcher, WriteRequest, WriteResult } from '../dispatch/types.ts
 import { systemClock, type Clock } from '../lib/clock.ts';
 import { silentLogger, type Logger } from '../observe/log.ts';
 import type { DecisionKindName, Policy } from '../policy/model.ts';
+import { afterFinalFailure } from '../decide/release-blocked.ts';
 import {
+  blockedWritesTotal,
   expiredTotal,
   gateDwellSeconds,
   precreateGateReleaseSeries,
@@ -612,6 +614,7 @@ class GateReleaseRunner {
     }
     // Anything but success: the pod is decided again from the cluster, not from memory.
     this.#state = withoutActing(this.#state, [write.target.uid]);
+    if (result.result === 'failed') this.#backOff(sending, result);
     if (result.result === 'conflict')
       this.#conflicted.set(key, {
         resourceVersion: write.target.resourceVersion,
@@ -619,6 +622,46 @@ class GateReleaseRunner {
       });
     this.#log.info({ pod: key, kind: decision.kind, result }, 'gate-release write did not succeed');
     this.#schedule(this.#debounceMs);
+  }
+
+  /**
+   * A final failure (403, 404, 422): the pod is not decided again before its backoff ends;
+   * after `maxFinalFailures` it is Blocked, recorded with the API's reason, until the pod
+   * or the policy changes.
+   */
+  #backOff(sending: Sending, result: Extract<WriteResult, { result: 'failed' }>): void {
+    const { decision, write, pod } = sending;
+    const uid = write.target.uid;
+    const now = this.#clock.now();
+    const previous = this.#state.blocked?.[uid];
+    const entry = afterFinalFailure(
+      previous,
+      {
+        resourceVersion: write.target.resourceVersion,
+        commit: decision.policy.commit,
+        ...(result.code !== undefined ? { code: result.code } : {}),
+        message: result.message,
+      },
+      now,
+    );
+    this.#state = { ...this.#state, blocked: { ...this.#state.blocked, [uid]: entry } };
+    if (!entry.blocked) {
+      this.#schedule(entry.until - now);
+      return;
+    }
+    const reason = `${decision.kind} failed ${entry.attempts} times (${result.code ?? 'no HTTP code'}: ${result.message}); blocked until the pod or the policy changes`;
+    this.#deps.audit.record([
+      {
+        ...decision,
+        id: `gate-release:Blocked:${uid}:${write.target.resourceVersion}:${now}`,
+        at: now,
+        kind: 'Blocked',
+        reason,
+        outcome: { result: 'recorded' },
+      },
+    ]);
+    blockedWritesTotal.inc({ tenant: write.tenant, code: String(result.code ?? 'none') });
+    this.#emit(pod, 'Warning', 'GateBlocked', 'Block', reason);
   }
 
   #emitSucceeded({ decision, write, pod }: Sending): void {

@@ -431,3 +431,32 @@ test('a view that never syncs bounds the pass, stop() completes, and the watchdo
   assert.equal((await parked).sent, 0);
   assert.deepEqual(h.requests, []);
 });
+
+test('a write that fails finally backs off per pod, then is Blocked and recorded once, with no new intent meanwhile', async () => {
+  const h = harness(() => ({ result: 'failed', code: 403, message: 'pods "a" is forbidden' }));
+  const clock = new ManualClock();
+  const loop = startGateReleaseLoop({
+    view: viewOf([aPod('a', 'team-a').gated(gate).resourceVersion('5').obj()]),
+    policy: () => policy,
+    dispatcher: h.dispatcher,
+    audit: h.audit,
+    clock,
+    autoStart: false,
+  });
+  const attempts = async () => {
+    const report = await loop.pass();
+    await report.settled;
+    return report.sent;
+  };
+  const sent: number[] = [];
+  for (const waitMs of [0, 500, 500, 2_000, 4_000, 8_000, 16_000, 3_600_000]) {
+    clock.advance(waitMs);
+    sent.push(await attempts());
+  }
+  // Sent at 0, 1 s, 3 s, 7 s, 15 s (backoff 1, 2, 4, 8 s), then Blocked: never again.
+  assert.deepEqual(sent, [1, 0, 1, 1, 1, 1, 0, 0]);
+  const blocked = h.recorded.filter((d) => d.kind === 'Blocked');
+  assert.equal(blocked.length, 1);
+  assert.match(blocked[0]?.reason ?? '', /Release failed 5 times \(403: pods "a" is forbidden\)/);
+  await loop.stop();
+});

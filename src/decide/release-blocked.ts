@@ -1,0 +1,69 @@
+/**
+ * Writes that keep failing with a final error (403 RBAC revoked, 404, 422): per pod, a
+ * capped exponential backoff between attempts, then a recorded `Blocked` state. While a
+ * pod backs off or is blocked it is not decided again (no new intent in the audit trail,
+ * no new write). Blocked ends by itself when the cause may have gone: the pod changes
+ * (a newer resourceVersion) or a new policy commit is in force.
+ *
+ * Pure: the loop hands in each final failure and the clock; the plan asks `blockedNow`.
+ */
+import type { PodLike } from './objects.ts';
+
+/** Attempts before a pod's write is Blocked. */
+export const maxFinalFailures = 5;
+const baseBackoffMs = 1_000;
+const maxBackoffMs = 300_000;
+
+export interface BlockedWrite {
+  /** The pod's resourceVersion the failing writes were decided on. */
+  readonly resourceVersion: string;
+  /** The policy commit in force when they failed. */
+  readonly commit: string;
+  readonly attempts: number;
+  /** No new decision before this time (the backoff). */
+  readonly until: number;
+  /** Attempts exhausted: blocked until the pod or the policy changes. */
+  readonly blocked: boolean;
+  readonly code?: number;
+  readonly message: string;
+}
+
+export interface FinalFailure {
+  readonly resourceVersion: string;
+  readonly commit: string;
+  readonly code?: number;
+  readonly message: string;
+}
+
+/** The entry after one more final failure; `blocked` turns true on the last allowed attempt. */
+export function afterFinalFailure(
+  previous: BlockedWrite | undefined,
+  failure: FinalFailure,
+  now: number,
+): BlockedWrite {
+  const same =
+    previous !== undefined &&
+    previous.resourceVersion === failure.resourceVersion &&
+    previous.commit === failure.commit;
+  const attempts = (same ? previous.attempts : 0) + 1;
+  const backoff = Math.min(maxBackoffMs, baseBackoffMs * 2 ** (attempts - 1));
+  return {
+    ...failure,
+    attempts,
+    until: now + backoff,
+    blocked: attempts >= maxFinalFailures,
+  };
+}
+
+/** Whether the pod must not be decided now: backing off, or blocked on an unchanged pod under the same policy. */
+export function blockedNow(
+  entry: BlockedWrite | undefined,
+  pod: PodLike,
+  commit: string,
+  now: number,
+): boolean {
+  if (!entry) return false;
+  if (entry.resourceVersion !== (pod.metadata?.resourceVersion ?? '') || entry.commit !== commit)
+    return false;
+  return entry.blocked || now < entry.until;
+}

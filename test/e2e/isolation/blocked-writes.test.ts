@@ -1,0 +1,104 @@
+/**
+ * Defect 5 of the fault-isolation issue: a write that keeps failing with a final API
+ * error is not re-sent forever. Here the policy cancels expired pods but tollgate's role
+ * has no pod delete (deploy/components/cancel is not applied): every delete is a 403.
+ * Wanted: a few attempts with a growing backoff, then one recorded `Blocked` state with
+ * the API's reason; no new intent while backing off or blocked. Another tenant's pods
+ * keep releasing meanwhile, within budget.
+ *
+ * Run: node --test --test-concurrency=1 test/e2e/isolation/blocked-writes.test.ts
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { aPod } from '../../builders/pod.ts';
+import { eventually } from '../../support/eventually.ts';
+import { Finisher } from '../gate-release/harness.ts';
+import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
+import { maxFinalFailures } from '../../../src/decide/release-blocked.ts';
+import { startWorld, type PolicyState, type World } from './world.ts';
+import { IsolationWatcher } from './watcher.ts';
+
+const nsCancel = 'iso-blocked';
+const nsOther = 'iso-unblocked';
+const policy: PolicyState = {
+  tenants: [
+    { name: 'bl', namespaces: [nsCancel], gatePrefixes: ['bl.tollgate.io/'] },
+    { name: 'ok', namespaces: [nsOther], gatePrefixes: ['ok.tollgate.io/'], budget: { pods: 2 } },
+  ],
+  gatePolicies: [
+    {
+      name: 'bl-cancel',
+      tenant: 'bl',
+      gate: 'bl.tollgate.io/hold',
+      conditions: [
+        {
+          type: 'ObjectCondition',
+          object: { apiVersion: 'v1', kind: 'ConfigMap', name: 'never' },
+          field: 'data.ready',
+          equals: 'true',
+        },
+      ],
+      expiry: { after: '1s', action: 'Cancel' },
+      recheck: { initial: '200ms', max: '500ms', maxAttempts: 100 },
+    },
+    { name: 'ok-ready', tenant: 'ok', gate: 'ok.tollgate.io/ready' },
+  ],
+};
+
+describe('a write that keeps failing finally', () => {
+  let world: World;
+  let watcher: IsolationWatcher;
+  let finisher: Finisher;
+
+  before(async () => {
+    world = await startWorld('iso-blocked', policy);
+    await world.createNamespaces(nsCancel, nsOther);
+    watcher = new IsolationWatcher(world.kc, () => ({
+      ok: { namespaces: [nsOther], ourPrefix: 'ok.tollgate.io/', pods: 2 },
+    }));
+    await watcher.start();
+    finisher = new Finisher(world.kc, [nsOther], 800);
+    await finisher.start();
+    await world.startTollgate();
+  });
+
+  after(async () => {
+    await finisher?.stop();
+    await watcher?.stop();
+    await world?.stop();
+  });
+
+  test('backs off, is Blocked with the API reason, and sends no new intent; others release', async () => {
+    await world.createPods([aPod('doomed', nsCancel).gated('bl.tollgate.io/hold').obj()]);
+    const others = Array.from({ length: 6 }, (_, i) => `ok-${i}`);
+    await world.createPods(others.map((n) => aPod(n, nsOther).gated('ok.tollgate.io/ready').obj()));
+    const read = async () => {
+      const source = await openAuditSource(world.auditUrl, 'tollgate/audit', {
+        token: world.git.token,
+      });
+      try {
+        return (await readAuditHistory(source))
+          .flatMap((c) => c.records)
+          .filter((r) => r.target.name === 'doomed');
+      } finally {
+        source.close();
+      }
+    };
+    const blocked = await eventually(
+      'a Blocked record for the pod',
+      async () => (await read()).find((r) => r.kind === 'Blocked'),
+      { timeoutMs: 90_000 },
+    );
+    assert.match(blocked.reason, /Cancel failed 5 times \(403: .*forbidden/);
+    await eventually(
+      'every release of the other tenant',
+      async () => others.every((n) => watcher.releases(nsOther, n) === 1),
+      { timeoutMs: 60_000 },
+    );
+    const intents = (await read()).filter((r) => r.kind === 'Cancel' && r.phase === 'intent');
+    assert.equal(intents.length, maxFinalFailures, 'one intent per attempt, none once blocked');
+    const pod = await world.core.readNamespacedPod({ namespace: nsCancel, name: 'doomed' });
+    assert.ok(pod.metadata?.uid, 'the pod is still there');
+    assert.deepEqual(watcher.violations, []);
+  });
+});
