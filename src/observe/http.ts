@@ -16,8 +16,12 @@ import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 import type { Logger } from './log.ts';
 
-/** Returns undefined when healthy, else the reason (a short sentence). */
-export type HealthCheck = () => string | undefined;
+/**
+ * Returns undefined when healthy, else the reason (a short sentence); null when the check
+ * does not apply right now (not listed, even with `?verbose`; e.g. no loop runs on a
+ * standby replica, so none can be wedged).
+ */
+export type HealthCheck = () => string | undefined | null;
 
 export interface HealthChecks {
   readonly [name: string]: HealthCheck;
@@ -40,12 +44,13 @@ export function runChecks(checks: HealthChecks, verbose: boolean): CheckReport {
   const lines: string[] = [];
   let ok = true;
   for (const [name, check] of Object.entries(checks)) {
-    let reason: string | undefined;
+    let reason: string | undefined | null;
     try {
       reason = check();
     } catch (error) {
       reason = `check threw: ${error instanceof Error ? error.message : String(error)}`;
     }
+    if (reason === null) continue;
     if (reason !== undefined) {
       ok = false;
       lines.push(`[-] ${name} failed: ${reason}`);

@@ -18,9 +18,14 @@ export interface StartedParts {
   watchdog?: Pick<PassWatchdog, 'wedged'>;
 }
 
+/** A wedged loop pass, with the reason; not listed while no pass is over its limit. */
+function loopsCheck(parts: StartedParts): string | null {
+  return parts.watchdog?.wedged() ?? null;
+}
+
 /** /healthz: fails when a loop pass is wedged, so the kubelet restarts the replica and the standby leads. */
 export function livenessChecks(parts: StartedParts): HealthChecks {
-  return { loops: () => parts.watchdog?.wedged() };
+  return { loops: () => loopsCheck(parts) };
 }
 
 /** /readyz: a policy loaded, the cluster view synced and no loop wedged, each with the reason it is not. */
@@ -33,7 +38,7 @@ export function readinessChecks(parts: StartedParts): HealthChecks {
         : parts.view.synced
           ? undefined
           : 'cluster view has not listed pods, nodes and quotas of the managed namespaces yet (referenced objects are judged per reference)',
-    loops: () => parts.watchdog?.wedged(),
+    loops: () => loopsCheck(parts),
   };
 }
 

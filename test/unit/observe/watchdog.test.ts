@@ -45,3 +45,9 @@ test('a wedged loop fails the check it backs, with the reason in the body', () =
   assert.equal(report.ok, false);
   assert.match(report.body, /\[-\] loops failed: wedged: gate-release pass running for 2s/);
 });
+
+test('a check that does not apply (no loop over its limit) is not listed, even verbose', () => {
+  const report = runChecks({ policy: () => undefined, loops: () => null }, true);
+  assert.equal(report.ok, true);
+  assert.equal(report.body, '[+] policy ok\nok\n');
+});
