@@ -8,60 +8,24 @@
  * - the audit target is the operator's: a policy's settings.audit.repo and branch do
  *   not move the audit trail (and the write credential) anywhere.
  */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import {
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, relative, resolve } from 'node:path';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { PolicySource } from '../../../src/policy/source.ts';
 import { GitPolicyReader } from '../../../src/policy/git.ts';
 import { auditTarget } from '../../../src/run/audit.ts';
 import { loadPolicyFromDirectory } from '../../../src/policy/load.ts';
-import { pushTree, startGitServer, type GitServer } from '../../support/git-server.ts';
+import { pushTree } from '../../support/git-server.ts';
+import { exampleFiles, gitServerForFile } from './support.ts';
 import { ManualTimers } from '../../support/manual-timers.ts';
 
-const examplesDir = resolve(import.meta.dirname, '../../../policy-examples');
-
-function exampleFiles(): Record<string, string> {
-  const files: Record<string, string> = {};
-  const walk = (dir: string): void => {
-    for (const name of readdirSync(dir)) {
-      const full = join(dir, name);
-      if (statSync(full).isDirectory()) walk(full);
-      else files[relative(examplesDir, full)] = readFileSync(full, 'utf8');
-    }
-  };
-  walk(examplesDir);
-  return files;
-}
-
-let server: GitServer;
-const dirs: string[] = [];
-const tempDir = (): string => {
-  const dir = mkdtempSync(join(tmpdir(), 'tollgate-credentials-'));
-  dirs.push(dir);
-  return dir;
-};
-
-before(async () => {
-  server = await startGitServer();
-});
-after(async () => {
-  await server.close();
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
+const git = gitServerForFile('tollgate-credentials-');
+const tempDir = git.tempDir;
 
 test('a rotated token file is used from the next fetch on, without a restart', async () => {
-  const url = server.createRepo('rotation');
-  const sha = await pushTree(server, url, exampleFiles(), { message: 'policy' });
+  const url = git.server().createRepo('rotation');
+  const sha = await pushTree(git.server(), url, exampleFiles(), { message: 'policy' });
   const tokenFile = join(tempDir(), 'token');
   writeFileSync(tokenFile, 'the-old-revoked-token\n');
   const cache = tempDir();
@@ -77,12 +41,12 @@ test('a rotated token file is used from the next fetch on, without a restart', a
     assert.equal(refused.error.kind, 'auth');
     assert.doesNotMatch(refused.error.message, /the-old-revoked-token/);
   }
-  writeFileSync(tokenFile, `${server.token}\n`);
+  writeFileSync(tokenFile, `${git.server().token}\n`);
   assert.deepEqual(await source.poll(), { kind: 'applied', commit: sha });
   // Neither token, the revoked one or the current one, is stored in the cache clone.
   for (const file of filesUnder(cache)) {
     const bytes = readFileSync(file);
-    for (const token of ['the-old-revoked-token', server.token]) {
+    for (const token of ['the-old-revoked-token', git.server().token]) {
       assert.equal(bytes.includes(token), false, `${token} found in ${file}`);
     }
   }
@@ -139,7 +103,7 @@ test("a policy's settings.audit.repo and branch do not choose where audit commit
     loaded.policy.settings.audit.repo,
     'http://collector.tollgate-test.invalid/steal.git',
   );
-  const policyUrl = server.createRepo('operator-policy');
+  const policyUrl = git.server().createRepo('operator-policy');
   const target = auditTarget(
     { audit: {}, policy: { source: 'git', url: policyUrl, ref: 'main', path: '' } },
     loaded.policy,

@@ -5,72 +5,47 @@
  * and moves to HEAD as soon as HEAD is fixed. Against a real Git server (git
  * http-backend behind a token check).
  */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, relative, resolve } from 'node:path';
 import { PolicySource } from '../../../src/policy/source.ts';
 import { registry } from '../../../src/observe/metrics.ts';
-import { pushTree, startGitServer, type GitServer } from '../../support/git-server.ts';
+import { pushTree } from '../../support/git-server.ts';
+import { exampleFiles, gitServerForFile } from './support.ts';
 import { ManualTimers } from '../../support/manual-timers.ts';
-
-const examplesDir = resolve(import.meta.dirname, '../../../policy-examples');
-
-function exampleFiles(): Record<string, string> {
-  const files: Record<string, string> = {};
-  const walk = (dir: string): void => {
-    for (const name of readdirSync(dir)) {
-      const full = join(dir, name);
-      if (statSync(full).isDirectory()) walk(full);
-      else files[relative(examplesDir, full)] = readFileSync(full, 'utf8');
-    }
-  };
-  walk(examplesDir);
-  return files;
-}
 
 async function gauge(name: string): Promise<number | undefined> {
   const found = (await registry.getMetricsAsJSON()).find((m) => m.name === name);
   return found?.values[0]?.value;
 }
 
-let server: GitServer;
-const dirs: string[] = [];
-const freshCache = (): string => {
-  const dir = mkdtempSync(join(tmpdir(), 'tollgate-last-good-'));
-  dirs.push(dir);
-  return dir;
-};
-
-before(async () => {
-  server = await startGitServer();
-});
-after(async () => {
-  await server.close();
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
+const git = gitServerForFile('tollgate-last-good-');
+const freshCache = git.tempDir;
 
 const broken =
   'apiVersion: tollgate.io/v1alpha1\nkind: Tenant\nmetadata: {name: broken}\nspec: {namespaces: [x], gatePrefixes: [api.tollgate.io/]}\n';
 
 test('a restart with an invalid HEAD runs on the newest valid commit of history', async () => {
-  const url = server.createRepo('restart');
-  await pushTree(server, url, exampleFiles(), { message: 'initial policy' });
+  const url = git.server().createRepo('restart');
+  await pushTree(git.server(), url, exampleFiles(), { message: 'initial policy' });
   const files = exampleFiles();
   const weighted = files['tenants/api.yaml']!.replace(
     'gatePrefixes: [api.tollgate.io/]',
     'gatePrefixes: [api.tollgate.io/]\n  weight: 3',
   );
   const lastGood = await pushTree(
-    server,
+    git.server(),
     url,
     { 'tenants/api.yaml': weighted },
     { message: 'api weight 3' },
   );
-  await pushTree(server, url, { 'tenants/broken.yaml': broken }, { message: 'overlapping prefix' });
+  await pushTree(
+    git.server(),
+    url,
+    { 'tenants/broken.yaml': broken },
+    { message: 'overlapping prefix' },
+  );
   const head = await pushTree(
-    server,
+    git.server(),
     url,
     { 'tenants/note.yaml': '# still broken\n' },
     { message: 'unrelated' },
@@ -78,7 +53,7 @@ test('a restart with an invalid HEAD runs on the newest valid commit of history'
 
   const source = new PolicySource({
     location: url,
-    token: server.token,
+    token: git.server().token,
     cacheDir: freshCache(),
     timers: new ManualTimers(),
   });
@@ -94,19 +69,24 @@ test('a restart with an invalid HEAD runs on the newest valid commit of history'
   assert.equal(await gauge('tollgate_policy_head_invalid'), 1);
 
   // HEAD fixed: the next poll applies it and the gauge clears.
-  const fixed = await pushTree(server, url, { 'tenants/broken.yaml': null }, { message: 'fix' });
+  const fixed = await pushTree(
+    git.server(),
+    url,
+    { 'tenants/broken.yaml': null },
+    { message: 'fix' },
+  );
   assert.deepEqual(await source.poll(), { kind: 'applied', commit: fixed });
   assert.equal(source.current()?.commit, fixed);
   assert.equal(await gauge('tollgate_policy_head_invalid'), 0);
 });
 
 test('a restart with no valid commit in history has no policy, as before', async () => {
-  const url = server.createRepo('never-valid');
-  await pushTree(server, url, { 'tollgate.yaml': 'kind: Nonsense\n' }, { message: 'bad' });
-  await pushTree(server, url, { 'tenants/x.yaml': broken }, { message: 'still bad' });
+  const url = git.server().createRepo('never-valid');
+  await pushTree(git.server(), url, { 'tollgate.yaml': 'kind: Nonsense\n' }, { message: 'bad' });
+  await pushTree(git.server(), url, { 'tenants/x.yaml': broken }, { message: 'still bad' });
   const source = new PolicySource({
     location: url,
-    token: server.token,
+    token: git.server().token,
     cacheDir: freshCache(),
     timers: new ManualTimers(),
   });
