@@ -57,6 +57,19 @@ const policy: PolicyState = {
       ],
     },
     {
+      // A gang (JobSet-like labels): released together once all its pods exist.
+      name: 'gang',
+      tenant: 'batch',
+      gate: 'batch.tollgate.io/gang',
+      conditions: [
+        {
+          type: 'GangComplete',
+          groupLabel: 'jobset.sigs.k8s.io/jobset-name',
+          sizeAnnotation: 'batch.tollgate.io/gang-size',
+        },
+      ],
+    },
+    {
       name: 'gpu',
       tenant: 'batch',
       gate: 'batch.tollgate.io/gpu',
@@ -276,7 +289,7 @@ describe('workloads opt in with a label; the API server adds the gate', () => {
   test('a pod opting in to no policy of its namespace is refused, naming those it may use', async () => {
     const typo = await refusal(labelledPod('typo', namespace, { [optIn]: 'nigthly' }));
     assert.match(typo, /"nigthly"/);
-    assert.match(typo, /gpu, nightly/);
+    assert.match(typo, /gang, gpu, nightly/);
     const elsewhere = await refusal(labelledPod('elsewhere', outside, { [optIn]: 'nightly' }));
     assert.match(elsewhere, new RegExp(`no tenant owns namespace ${outside}`));
     // Pods that do not opt in are left alone.
@@ -285,5 +298,61 @@ describe('workloads opt in with a label; the API server adds the gate', () => {
       body: labelledPod('plain', namespace, {}),
     });
     assert.equal(plain.spec?.schedulingGates, undefined);
+  });
+
+  test('a gang opting in with JobSet-like labels is gated by the API server and released together', async () => {
+    const member = (i: number): V1Pod => {
+      const pod = labelledPod(`trainer-${i}`, namespace, {
+        [optIn]: 'gang',
+        'jobset.sigs.k8s.io/jobset-name': 'train',
+      });
+      pod.metadata!.annotations = { 'batch.tollgate.io/gang-size': '3' };
+      return pod;
+    };
+    const gatesOf = async (i: number) =>
+      (
+        await world.core.readNamespacedPod({ namespace, name: `trainer-${i}` })
+      ).spec?.schedulingGates?.map((g) => g.name) ?? [];
+    for (const i of [0, 1]) await world.core.createNamespacedPod({ namespace, body: member(i) });
+    assert.deepEqual(await gatesOf(0), ['batch.tollgate.io/gang']);
+    // Two of three: tollgate holds them, and the audit branch says why.
+    await eventually(
+      'the incomplete gang is held',
+      async () => {
+        const { stdout } = await execFileAsync(
+          process.execPath,
+          [
+            join(repoRoot, 'src/cli/main.ts'),
+            'explain',
+            `${namespace}/trainer-0`,
+            '--policy-dir',
+            policyDir,
+            '--kubeconfig',
+            world.cp.tollgateKubeconfig,
+            '--audit',
+            world.auditUrl,
+            '-o',
+            'json',
+          ],
+          {
+            encoding: 'utf8',
+            cwd: repoRoot,
+            env: { ...process.env, TOLLGATE_GIT_TOKEN: world.git.token },
+          },
+        );
+        const explained = JSON.parse(stdout) as { waiting: string; decisions: { kind: string }[] };
+        return (
+          explained.waiting === 'conditions' && explained.decisions.some((d) => d.kind === 'Hold')
+        );
+      },
+      { timeoutMs: 60_000 },
+    );
+    assert.deepEqual(await gatesOf(1), ['batch.tollgate.io/gang'], 'still held');
+    await world.core.createNamespacedPod({ namespace, body: member(2) });
+    await eventually(
+      'the whole gang released',
+      async () => (await Promise.all([0, 1, 2].map(gatesOf))).every((g) => g.length === 0),
+      { timeoutMs: 30_000 },
+    );
   });
 });
