@@ -246,6 +246,8 @@ class ResizeRunner {
   /** Pods woken by a change, reconciled together by the next wake-up pass. */
   readonly #woken = new Set<ObjectKey>();
   #wakeScheduled = false;
+  /** Pods whose SkipStale is recorded (by decision kind) while the view stays behind. */
+  readonly #staleRecorded = new Map<ObjectKey, string>();
   /** Observe-only: what was last recorded per pod, so the same would-be decision is recorded once. */
   readonly #observed = new Map<ObjectKey, string>();
   /** The last Hold recorded per pod (its `holdKey`): a Hold is recorded once per change. */
@@ -286,6 +288,7 @@ class ResizeRunner {
       this.#refused.delete(change.key);
       this.#holds.delete(change.key);
       this.#seen.delete(change.key);
+      this.#staleRecorded.delete(change.key);
       return;
     }
     const pod = change.object as V1Pod;
@@ -531,7 +534,8 @@ class ResizeRunner {
       return undefined;
     }
     // Guard: the view must have seen our last write; then the live-read judgment.
-    if (!this.#guard.isFresh(key, current)) {
+    if (this.#guard.isFresh(key, current)) this.#staleRecorded.delete(key);
+    else {
       this.#skipStale(key, plan, pass);
       return undefined;
     }
@@ -630,10 +634,16 @@ class ResizeRunner {
     );
   }
 
-  /** The view has not seen our last write: one SkipStale record; decided again next pass. */
+  /**
+   * The view has not seen our last write: decided again next pass. One SkipStale
+   * record per pod and decision kind while the view stays behind, not one per pass.
+   */
   #skipStale(key: ObjectKey, plan: PodResizePlan, pass: PassCollector): void {
     resizesTotal.inc({ result: 'stale' });
+    pass.skipped.set(key, 'stale');
     const first = plan.decisions[0] as Decision;
+    if (this.#staleRecorded.get(key) === first.kind) return;
+    this.#staleRecorded.set(key, first.kind);
     this.#deps.audit.record([
       {
         ...first,
@@ -643,7 +653,6 @@ class ResizeRunner {
         outcome: { result: 'recorded' },
       },
     ]);
-    pass.skipped.set(key, 'stale');
   }
 
   /**
