@@ -38,6 +38,23 @@ function viewOf(pods: V1Pod[]): ClusterView & { pods_: V1Pod[] } {
   return view;
 }
 
+/** The loop most tests drive: every gated pod, the test policy, the harness's dispatcher
+ * and audit, a manual clock, passes started by hand; `overrides` names what a test changes. */
+function loopOver(
+  h: ReturnType<typeof harness>,
+  overrides: Partial<Parameters<typeof startGateReleaseLoop>[0]> = {},
+): ReturnType<typeof startGateReleaseLoop> {
+  return startGateReleaseLoop({
+    view: viewOf(gatedPods()),
+    policy: () => policy,
+    dispatcher: h.dispatcher,
+    audit: h.audit,
+    clock: new ManualClock(),
+    autoStart: false,
+    ...overrides,
+  });
+}
+
 function harness(answer: (r: WriteRequest) => WriteResult) {
   const log: string[] = [];
   const requests: WriteRequest[] = [];
@@ -73,14 +90,7 @@ const gatedPods = () => ['a', 'b', 'c'].map((n) => aPod(n, 'team-a').gated(gate)
 
 test('intents are recorded before the writes, and every outcome after', async () => {
   const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
-  const loop = startGateReleaseLoop({
-    view: viewOf(gatedPods()),
-    policy: () => policy,
-    dispatcher: h.dispatcher,
-    audit: h.audit,
-    clock: new ManualClock(),
-    autoStart: false,
-  });
+  const loop = loopOver(h);
   const report = await loop.pass();
   await report.settled;
   await loop.stop();
@@ -104,14 +114,7 @@ test('intents are recorded before the writes, and every outcome after', async ()
 
 test('a release the view has not shown yet is not sent again on the next pass', async () => {
   const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
-  const loop = startGateReleaseLoop({
-    view: viewOf(gatedPods()),
-    policy: () => policy,
-    dispatcher: h.dispatcher,
-    audit: h.audit,
-    clock: new ManualClock(),
-    autoStart: false,
-  });
+  const loop = loopOver(h);
   await (
     await loop.pass()
   ).settled;
@@ -125,14 +128,7 @@ test('a release the view has not shown yet is not sent again on the next pass', 
 test('when strict audit cannot record the intents, no write is sent and the pods are decided again', async () => {
   const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
   h.audit.failIntents = true;
-  const loop = startGateReleaseLoop({
-    view: viewOf(gatedPods()),
-    policy: () => policy,
-    dispatcher: h.dispatcher,
-    audit: h.audit,
-    clock: new ManualClock(),
-    autoStart: false,
-  });
+  const loop = loopOver(h);
   await (
     await loop.pass()
   ).settled;
@@ -156,13 +152,9 @@ test('a conflicted pod is decided again only once the view has moved past the co
   );
   const view = viewOf([aPod('a', 'team-a').gated(gate).obj()]);
   const clock = new ManualClock();
-  const loop = startGateReleaseLoop({
+  const loop = loopOver(h, {
     view,
-    policy: () => policy,
-    dispatcher: h.dispatcher,
-    audit: h.audit,
     clock,
-    autoStart: false,
   });
   await (
     await loop.pass()
@@ -183,13 +175,8 @@ test('a conflicted pod is decided again only once the view has moved past the co
 
 test('a pod the stale-guard reports behind is skipped and recorded as SkipStale', async () => {
   const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
-  const loop = startGateReleaseLoop({
+  const loop = loopOver(h, {
     view: viewOf([aPod('a', 'team-a').gated(gate).obj()]),
-    policy: () => policy,
-    dispatcher: h.dispatcher,
-    audit: h.audit,
-    clock: new ManualClock(),
-    autoStart: false,
     staleGuard: { isFresh: () => false, recordWrite: () => undefined },
   });
   await (
@@ -205,13 +192,7 @@ test('a pod the stale-guard reports behind is skipped and recorded as SkipStale'
 
 test('a pass larger than the first intent batch sends its first writes before the rest of its intents are recorded', async () => {
   const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
-  const loop = startGateReleaseLoop({
-    view: viewOf(gatedPods()),
-    policy: () => policy,
-    dispatcher: h.dispatcher,
-    audit: h.audit,
-    clock: new ManualClock(),
-    autoStart: false,
+  const loop = loopOver(h, {
     firstIntentBatch: 1,
   });
   await (
@@ -232,13 +213,8 @@ test('when the second intent commit of a pass fails, only the first part is writ
       await h.audit.recordIntents(decisions);
     },
   };
-  const loop = startGateReleaseLoop({
-    view: viewOf(gatedPods()),
-    policy: () => policy,
-    dispatcher: h.dispatcher,
+  const loop = loopOver(h, {
     audit,
-    clock: new ManualClock(),
-    autoStart: false,
     firstIntentBatch: 1,
   });
   await (
@@ -266,13 +242,8 @@ test('at most maxQueuedWrites of the loop wait in the dispatcher; the rest wait 
       };
     },
   };
-  const loop = startGateReleaseLoop({
-    view: viewOf(gatedPods()),
-    policy: () => policy,
+  const loop = loopOver(h, {
     dispatcher,
-    audit: h.audit,
-    clock: new ManualClock(),
-    autoStart: false,
     maxQueuedWrites: 1,
   });
   await loop.pass();
@@ -307,13 +278,8 @@ test('a loop stopped while the first part of a large pass is being recorded send
       await new Promise<void>((resolve) => (release = resolve));
     },
   };
-  const loop = startGateReleaseLoop({
-    view: viewOf(gatedPods()),
-    policy: () => policy,
-    dispatcher: h.dispatcher,
+  const loop = loopOver(h, {
     audit,
-    clock: new ManualClock(),
-    autoStart: false,
     firstIntentBatch: 1,
   });
   await loop.pass();
@@ -345,13 +311,8 @@ test('a loop stopped while the rest of a large pass is being recorded records th
       }
     },
   };
-  const loop = startGateReleaseLoop({
-    view: viewOf(gatedPods()),
-    policy: () => policy,
-    dispatcher: h.dispatcher,
+  const loop = loopOver(h, {
     audit,
-    clock: new ManualClock(),
-    autoStart: false,
     firstIntentBatch: 1,
   });
   await loop.pass();
@@ -403,13 +364,8 @@ test('a view that never syncs bounds the pass, stop() completes, and the watchdo
       return () => passes.push(`end ${loop}`);
     },
   };
-  const loop = startGateReleaseLoop({
+  const loop = loopOver(h, {
     view: never,
-    policy: () => policy,
-    dispatcher: h.dispatcher,
-    audit: h.audit,
-    clock: new ManualClock(),
-    autoStart: false,
     watchdog,
     syncWaitMs: 20,
   });
@@ -417,13 +373,8 @@ test('a view that never syncs bounds the pass, stop() completes, and the watchdo
   assert.equal(report.sent, 0, 'nothing decided on a view that is not synced');
   assert.deepEqual(passes, ['begin gate-release', 'end gate-release']);
   // A pass parked on the view ends when the loop stops, long before its wait would.
-  const slow = startGateReleaseLoop({
+  const slow = loopOver(h, {
     view: never,
-    policy: () => policy,
-    dispatcher: h.dispatcher,
-    audit: h.audit,
-    clock: new ManualClock(),
-    autoStart: false,
     syncWaitMs: 3_600_000,
   });
   const parked = slow.pass();
@@ -435,13 +386,9 @@ test('a view that never syncs bounds the pass, stop() completes, and the watchdo
 test('a write that fails finally backs off per pod, then is Blocked and recorded once, with no new intent meanwhile', async () => {
   const h = harness(() => ({ result: 'failed', code: 403, message: 'pods "a" is forbidden' }));
   const clock = new ManualClock();
-  const loop = startGateReleaseLoop({
+  const loop = loopOver(h, {
     view: viewOf([aPod('a', 'team-a').gated(gate).resourceVersion('5').obj()]),
-    policy: () => policy,
-    dispatcher: h.dispatcher,
-    audit: h.audit,
     clock,
-    autoStart: false,
   });
   const attempts = async () => {
     const report = await loop.pass();
