@@ -310,6 +310,135 @@ describe('alert rules on the series tollgate exports', () => {
     ]);
   });
 
+  // Each alert of the fault-isolation round: silent before its cause, firing after its
+  // `for`, with the labels a reader needs to find the cause.
+  const faultAlerts: {
+    alert: string;
+    series: { series: string; values: string }[];
+    silentAt: string;
+    firingAt: string;
+    labels: Record<string, string>;
+    /** The description as Prometheus renders it, where it names values. */
+    description?: string;
+  }[] = [
+    {
+      alert: 'TollgateReferenceUnreadable',
+      series: [
+        {
+          series: 'tollgate_view_unreadable_references{pod="tollgate-a",reason="unserved"}',
+          values: '0x10 1x40',
+        },
+        {
+          series: 'tollgate_view_unreadable_references{pod="tollgate-a",reason="forbidden"}',
+          values: '0x50',
+        },
+      ],
+      silentAt: '20m',
+      firingAt: '30m',
+      labels: { reason: 'unserved' },
+      description:
+        'Referenced kinds unserved: 1. A CRD not installed, a typo in an ObjectCondition, or a kind the ClusterRole does not grant. Other pods and tenants go on as usual.',
+    },
+    {
+      alert: 'TollgateWritesBlocked',
+      series: [
+        {
+          series: 'tollgate_blocked_writes_total{pod="tollgate-a",tenant="team-a",code="403"}',
+          values: '0x10 1x40',
+        },
+        {
+          series: 'tollgate_blocked_writes_total{pod="tollgate-a",tenant="team-b",code="403"}',
+          values: '0x50',
+        },
+      ],
+      silentAt: '10m',
+      firingAt: '15m',
+      labels: { tenant: 'team-a', code: '403' },
+      description:
+        "Writes of team-a answered 403 are Blocked until the pod or the policy changes; each has a Blocked record in the audit trail with the API's reason.",
+    },
+    {
+      alert: 'TollgateOrphanedGates',
+      series: [
+        ...leaderA,
+        {
+          series: 'tollgate_pods{pod="tollgate-a",tenant="team-a",state="orphaned"}',
+          values: '0x10 3x40',
+        },
+        // A former leader's stale count: must not count.
+        {
+          series: 'tollgate_pods{pod="tollgate-b",tenant="team-b",state="orphaned"}',
+          values: '2x50',
+        },
+      ],
+      silentAt: '20m',
+      firingAt: '30m',
+      labels: { tenant: 'team-a' },
+      description:
+        "Pods of team-a carrying a gate no GatePolicy names: 3. They carry a gate no GatePolicy names (a renamed or deleted policy); the tenant's orphanedGates setting (Review by default) decides what happens to them.",
+    },
+    {
+      alert: 'TollgateResizeSignalUnreadable',
+      series: [
+        {
+          series:
+            'tollgate_resize_signal_unreadable{pod="tollgate-a",policy="api",signal="memory",read="error"}',
+          values: '0x10 1x60',
+        },
+      ],
+      silentAt: '30m',
+      firingAt: '45m',
+      labels: { policy: 'api', signal: 'memory' },
+      description:
+        'Signal memory of ResizePolicy api has not been readable for 30 minutes (query error or no samples); no pod of it is made smaller until it is.',
+    },
+    {
+      alert: 'TollgatePolicyRestartRequired',
+      series: [
+        { series: 'tollgate_policy_restart_required{pod="tollgate-a"}', values: '0x10 1x40' },
+      ],
+      silentAt: '15m',
+      firingAt: '25m',
+      labels: {},
+    },
+    {
+      alert: 'TollgateWritePathDegraded',
+      series: [{ series: 'tollgate_dispatch_degraded{pod="tollgate-a"}', values: '0x10 1x40' }],
+      silentAt: '15m',
+      firingAt: '25m',
+      labels: {},
+    },
+  ];
+
+  for (const { alert, series, silentAt, firingAt, labels, description } of faultAlerts) {
+    it(`${alert} stays silent before its cause has lasted and fires after`, async () => {
+      const rule = alerts.find((r) => r.alert === alert);
+      assert.ok(rule, `alert ${alert} is shipped`);
+      await promtoolTest([
+        {
+          interval: '1m',
+          input_series: series,
+          alert_rule_test: [
+            { eval_time: silentAt, alertname: alert, exp_alerts: [] },
+            {
+              eval_time: firingAt,
+              alertname: alert,
+              exp_alerts: [
+                {
+                  exp_labels: { ...rule.labels, ...labels },
+                  exp_annotations: {
+                    ...rule.annotations,
+                    ...(description === undefined ? {} : { description }),
+                  },
+                },
+              ],
+            },
+          ],
+        },
+      ]);
+    });
+  }
+
   it('a healthy run fires none of the alerts', async () => {
     await promtoolTest([
       {
@@ -344,6 +473,25 @@ describe('alert rules on the series tollgate exports', () => {
             values: '0x200',
           },
           { series: 'tollgate_resizes_total{pod="tollgate-a",result="stale"}', values: '0x200' },
+          {
+            series: 'tollgate_view_unreadable_references{pod="tollgate-a",reason="unserved"}',
+            values: '0x200',
+          },
+          {
+            series: 'tollgate_blocked_writes_total{pod="tollgate-a",tenant="team-a",code="403"}',
+            values: '0x200',
+          },
+          {
+            series: 'tollgate_pods{pod="tollgate-a",tenant="team-a",state="orphaned"}',
+            values: '0x200',
+          },
+          {
+            series:
+              'tollgate_resize_signal_unreadable{pod="tollgate-a",policy="api",signal="memory",read="error"}',
+            values: '0x200',
+          },
+          { series: 'tollgate_policy_restart_required{pod="tollgate-a"}', values: '0x200' },
+          { series: 'tollgate_dispatch_degraded{pod="tollgate-a"}', values: '0x200' },
         ],
         alert_rule_test: alerts.map((a) => ({
           eval_time: '190m',
