@@ -21,7 +21,14 @@ import type { RunConfig } from './cli/run-config.ts';
 import { TermWrites } from './loops/leadership.ts';
 import { createLogger, redactUrl, type Logger } from './observe/log.ts';
 import { collectProcessMetrics } from './observe/metrics.ts';
-import { auditTarget, closeAudit, ignoredAuditSettings, openAudit } from './run/audit.ts';
+import {
+  auditTarget,
+  closeAudit,
+  ignoredAuditSettings,
+  openAudit,
+  type AuditTarget,
+} from './run/audit.ts';
+import type { Policy } from './policy/model.ts';
 import { watchStartupSettings } from './policy/settings-watch.ts';
 import { superviseLoops } from './run/loops.ts';
 import { startObservability, type StartedParts } from './run/observe.ts';
@@ -109,6 +116,34 @@ export async function runTollgate(config: RunConfig, options: RunOptions = {}): 
 }
 
 /**
+ * The audit trail of `tollgate run`: where it goes and with which credential are the
+ * operator's decision (run configuration), never the policy's, so audit settings the
+ * policy names are ignored, loudly; the write credential is the audit's own when
+ * configured, else the Git token.
+ */
+async function openAuditTrail(
+  config: RunConfig,
+  first: Policy,
+  token: string | undefined,
+  log: Logger,
+): Promise<{
+  target: AuditTarget;
+  auditToken: string | undefined;
+  audit: Awaited<ReturnType<typeof openAudit>>;
+}> {
+  const target = auditTarget(config, first);
+  const ignored = ignoredAuditSettings(first, target);
+  if (ignored.length > 0)
+    log.warn(
+      { ignored, auditRepo: redactUrl(target.url), auditBranch: target.branch },
+      'the policy sets the audit location, which only the operator decides (--audit-repo, --audit-branch); ignored',
+    );
+  const auditToken = readToken(config, undefined, 'auditToken') ?? token;
+  const audit = await openAudit({ config, first, target, token: auditToken, log });
+  return { target, auditToken, audit };
+}
+
+/**
  * The parts in start order, each built by its own builder in src/run/ and tested there.
  * Returns 1 when no valid policy could be loaded (nothing after it started).
  */
@@ -151,17 +186,8 @@ async function start(
   const guards = createStaleGuards(first, view, policies);
 
   // 4. The audit trail.
-  const target = auditTarget(config, first);
-  const ignored = ignoredAuditSettings(first, target);
-  if (ignored.length > 0)
-    log.warn(
-      { ignored, auditRepo: redactUrl(target.url), auditBranch: target.branch },
-      'the policy sets the audit location, which only the operator decides (--audit-repo, --audit-branch); ignored',
-    );
   watchStartupSettings(policies, first, log);
-  // The audit's write credential: its own when configured, else the Git token.
-  const auditToken = readToken(config, undefined, 'auditToken') ?? token;
-  const audit = await openAudit({ config, first, target, token: auditToken, log });
+  const { target, auditToken, audit } = await openAuditTrail(config, first, token, log);
   started('audit', () => closeAudit(audit, log));
 
   // 5. Leader election; the dispatcher refuses every write outside an open term.

@@ -143,12 +143,50 @@ function kindOf(value: unknown): PolicyKind | string | undefined {
   return typeof kind === 'string' ? kind : undefined;
 }
 
-/** Compiles the parsed documents of a repository into one Policy, or every error found. */
+/** The documents of one kind that passed schema validation, with where they came from. */
+type DocumentsOf = <T>(kind: PolicyKind) => Located<T>[];
+
+/**
+ * Compiles the parsed documents of a repository into one Policy, or every error found.
+ * The steps, in order: sort by kind (schema-valid only), unique names per kind, the one
+ * Settings, tenants with the namespaces and prefixes they claim, gate policies, resize
+ * policies, the staleness policy, approvals. Every step reports into one list, sorted
+ * at the end, so a repository shows all its errors at once.
+ */
 export function compilePolicy(documents: readonly ParsedDocument[], commit: string): PolicyResult {
   const reporter = new Reporter();
-  const byKind = new Map<PolicyKind, Located<unknown>[]>(policyKinds.map((k) => [k, []]));
+  const all = validDocumentsByKind(documents, reporter);
+  checkUniqueNames(all, reporter);
+  const settings = compileTheSettings(all, reporter);
+  const { tenants, namespaceOwner } = compileTenants(all, reporter);
+  const gatePolicies = compileGatePolicies(all, reporter, tenants);
+  const resizePolicies: ResizePolicy[] = [];
+  for (const r of all<ResizePolicyDocument>('ResizePolicy')) {
+    const compiled = compileResizePolicy(r, reporter.at(r), tenants);
+    if (compiled) resizePolicies.push(compiled);
+  }
+  const staleness = compileTheStaleness(all, reporter);
+  const approvals: Approval[] = [];
+  for (const a of all<ApprovalDocument>('Approval')) {
+    const compiled = compileApproval(a, reporter.at(a), namespaceOwner, resizePolicies, tenants);
+    if (compiled) approvals.push(compiled);
+  }
 
-  // 1. Kind dispatch and schema validation.
+  if (reporter.errors.length > 0 || !settings) {
+    return { ok: false, errors: sortErrors(reporter.errors) };
+  }
+  return {
+    ok: true,
+    policy: { commit, settings, tenants, gatePolicies, resizePolicies, staleness, approvals },
+  };
+}
+
+/** Step 1: each document's kind, then its schema; only valid documents go on. */
+function validDocumentsByKind(
+  documents: readonly ParsedDocument[],
+  reporter: Reporter,
+): DocumentsOf {
+  const byKind = new Map<PolicyKind, Located<unknown>[]>(policyKinds.map((k) => [k, []]));
   for (const d of documents) {
     const report = reporter.at(d);
     const kind = kindOf(d.value);
@@ -178,9 +216,11 @@ export function compilePolicy(documents: readonly ParsedDocument[], commit: stri
     }
     byKind.get(kind as PolicyKind)?.push({ file: d.file, index: d.index, doc: d.value });
   }
-  const all = <T>(kind: PolicyKind) => (byKind.get(kind) ?? []) as Located<T>[];
+  return <T>(kind: PolicyKind) => (byKind.get(kind) ?? []) as Located<T>[];
+}
 
-  // 2. Unique names per kind.
+/** Step 2: names are unique per kind (Settings has none). */
+function checkUniqueNames(all: DocumentsOf, reporter: Reporter): void {
   for (const kind of policyKinds) {
     if (kind === 'Settings') continue;
     const first = new Map<string, Located<unknown>>();
@@ -197,8 +237,10 @@ export function compilePolicy(documents: readonly ParsedDocument[], commit: stri
       }
     }
   }
+}
 
-  // 3. Settings: exactly one, in tollgate.yaml at the top.
+/** Step 3: exactly one Settings document, in tollgate.yaml at the top. */
+function compileTheSettings(all: DocumentsOf, reporter: Reporter): Settings | undefined {
   const settingsDocs = all<SettingsDocument>('Settings');
   for (const s of settingsDocs) {
     if (s.file !== settingsFile)
@@ -214,11 +256,16 @@ export function compilePolicy(documents: readonly ParsedDocument[], commit: stri
     for (const s of settingsDocs.slice(1))
       reporter.at(s)('kind', 'more than one Settings document; keep exactly one');
   }
-  const settings = settingsDocs[0]
+  return settingsDocs[0]
     ? compileSettings(settingsDocs[0], reporter.at(settingsDocs[0]))
     : undefined;
+}
 
-  // 4. Tenants, and the namespaces and prefixes they claim.
+/** Step 4: tenants, each namespace claimed once, gate prefixes that do not overlap. */
+function compileTenants(
+  all: DocumentsOf,
+  reporter: Reporter,
+): { tenants: Map<string, Tenant>; namespaceOwner: Map<string, string> } {
   const tenants = new Map<string, Tenant>();
   const namespaceOwner = new Map<string, string>();
   const prefixOwner: { prefix: string; tenant: string }[] = [];
@@ -247,8 +294,15 @@ export function compilePolicy(documents: readonly ParsedDocument[], commit: stri
     });
     if (!tenants.has(tenant.name)) tenants.set(tenant.name, tenant);
   }
+  return { tenants, namespaceOwner };
+}
 
-  // 5. Gate policies.
+/** Step 5: gate policies, each gate governed by one policy only. */
+function compileGatePolicies(
+  all: DocumentsOf,
+  reporter: Reporter,
+  tenants: ReadonlyMap<string, Tenant>,
+): GatePolicy[] {
   const gatePolicies: GatePolicy[] = [];
   const gateOwner = new Map<string, string>();
   for (const g of all<GatePolicyDocument>('GatePolicy')) {
@@ -261,15 +315,11 @@ export function compilePolicy(documents: readonly ParsedDocument[], commit: stri
     } else gateOwner.set(compiled.gate, compiled.name);
     gatePolicies.push(compiled);
   }
+  return gatePolicies;
+}
 
-  // 6. Resize policies.
-  const resizePolicies: ResizePolicy[] = [];
-  for (const r of all<ResizePolicyDocument>('ResizePolicy')) {
-    const compiled = compileResizePolicy(r, reporter.at(r), tenants);
-    if (compiled) resizePolicies.push(compiled);
-  }
-
-  // 7. Staleness: at most one, defaults otherwise.
+/** Step 7: at most one StalenessPolicy, the defaults otherwise. */
+function compileTheStaleness(all: DocumentsOf, reporter: Reporter): StalenessPolicy {
   const stalenessDocs = all<StalenessPolicyDocument>('StalenessPolicy');
   for (const s of stalenessDocs.slice(1)) {
     reporter.at(s)(
@@ -277,24 +327,9 @@ export function compilePolicy(documents: readonly ParsedDocument[], commit: stri
       `more than one StalenessPolicy (the first is in ${stalenessDocs[0]?.file}); keep at most one`,
     );
   }
-  const staleness = stalenessDocs[0]
+  return stalenessDocs[0]
     ? compileStaleness(stalenessDocs[0], reporter.at(stalenessDocs[0]))
     : defaultStaleness;
-
-  // 8. Approvals.
-  const approvals: Approval[] = [];
-  for (const a of all<ApprovalDocument>('Approval')) {
-    const compiled = compileApproval(a, reporter.at(a), namespaceOwner, resizePolicies, tenants);
-    if (compiled) approvals.push(compiled);
-  }
-
-  if (reporter.errors.length > 0 || !settings) {
-    return { ok: false, errors: sortErrors(reporter.errors) };
-  }
-  return {
-    ok: true,
-    policy: { commit, settings, tenants, gatePolicies, resizePolicies, staleness, approvals },
-  };
 }
 
 function sortErrors(errors: PolicyError[]): PolicyError[] {
