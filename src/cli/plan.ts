@@ -228,117 +228,39 @@ function statusOf(error: unknown): number | undefined {
 export async function runPlan(options: PlanOptions, io: PlanIo): Promise<number> {
   const output = options.output;
   try {
-    if (!options.policy) throw new UsageError('--policy DIR|URL is required');
-    if (!['text', 'json', 'markdown'].includes(output))
-      throw new UsageError(`--output must be text, json or markdown, got "${output}"`);
-    const now = options.now === undefined ? io.now() : Date.parse(options.now);
-    if (Number.isNaN(now)) throw new UsageError(`--now must be an ISO time, got "${options.now}"`);
-    const remote = isGitUrl(options.policy);
-    if (!remote && options.ref !== undefined)
-      throw new UsageError('--ref applies to a Git URL, not a folder');
-    // The base: a folder if one exists at that path, else a ref of the proposed repository.
-    const baseIsDir = options.base !== undefined && existsSync(options.base);
-    if (!remote && !baseIsDir)
-      throw new UsageError('a policy folder needs --base DIR (the policy currently in force)');
-    const token = remote ? io.env[options.gitTokenEnv]?.trim() || undefined : undefined;
-    if (options.prometheus !== undefined && options.prometheusUrl !== undefined)
-      throw new UsageError('give --prometheus-url or --prometheus, not both');
-    const prometheusUrl =
-      options.prometheusUrl ??
-      options.prometheus ??
-      (io.env.TOLLGATE_PROMETHEUS_URL?.trim() || undefined);
-    if (prometheusUrl !== undefined && !/^https?:\/\/[^/]/i.test(prometheusUrl))
-      throw new UsageError(`--prometheus-url must be an http(s) URL, got "${prometheusUrl}"`);
-
-    const proposed = await loadPolicy(options.policy, options.ref, options.path, token);
-    if (proposed.kind === 'invalid') {
-      if (output === 'json') {
-        io.stdout(
-          `${JSON.stringify({ valid: false, location: proposed.location, errors: proposed.errors })}\n`,
-        );
-      } else {
-        for (const e of proposed.errors) io.stdout(`${e}\n`);
-        io.stdout(
-          `${proposed.location}: proposed policy invalid, ${proposed.errors.length} error(s)\n`,
-        );
-      }
-      return 1;
-    }
-    const base = baseIsDir
-      ? await loadPolicy(options.base as string, undefined, options.path, undefined)
-      : await loadPolicy(options.policy, options.base ?? 'main', options.path, token);
-    if (base.kind === 'invalid') {
-      throw new UsageError(
-        `base policy ${base.location} is invalid (${base.errors.length} error(s)): ${base.errors[0]}`,
-      );
-    }
-
+    const args = planArguments(options, io);
+    const proposed = await loadPolicy(
+      options.policy as string,
+      options.ref,
+      options.path,
+      args.token,
+    );
+    if (proposed.kind === 'invalid') return reportInvalidProposal(proposed, output, io);
+    const base = await loadBase(options, args);
     const kc = clusterConfig(options, io.env);
-    const core = kc.makeApiClient(CoreV1Api);
-    const objectsApi = KubernetesObjectApi.makeApiClient(kc);
-    let pods: PodLike[];
-    let nodes;
-    try {
-      pods = (await core.listPodForAllNamespaces()).items as PodLike[];
-      nodes = (await core.listNode()).items;
-    } catch (error) {
-      throw new UsageError(
-        `cannot reach the cluster of context "${kc.getCurrentContext()}" at ${kc.getCurrentCluster()?.server}: ${rootCause(error)}`,
-      );
-    }
-    const objects: (ObjectRefLike & { object: unknown })[] = [];
-    // Kinds the API server does not serve: their objects cannot be judged, so pods whose
-    // condition names them hold "unreadable", and the reviewer is told, once per kind.
-    const unserved = new Map<string, string>();
-    const kindOf = (ref: ObjectRefLike) => `${ref.kind}.${ref.apiVersion}`;
-    for (const ref of referencedObjects([base.policy, proposed.policy])) {
-      if (unserved.has(kindOf(ref))) continue;
-      try {
-        const object = await objectsApi.read({
-          apiVersion: ref.apiVersion,
-          kind: ref.kind,
-          metadata: { name: ref.name, ...(ref.namespace ? { namespace: ref.namespace } : {}) },
-        } as KubernetesObject & { metadata: { name: string } });
-        objects.push({ ...ref, object });
-      } catch (error) {
-        if (/Failed to fetch resource metadata/.test((error as Error).message)) {
-          const problem = `${kindOf(ref)} is not served by the API server (a typo, or its CRD is not installed): pods whose ObjectCondition names it hold as unreadable`;
-          unserved.set(kindOf(ref), problem);
-          if (output !== 'json') io.stderr(`warning: ${problem}\n`);
-          continue;
-        }
-        // Absent is a legitimate state an ObjectCondition judges (not met); anything else is I/O.
-        if (statusOf(error) !== 404)
-          throw new UsageError(
-            `cannot read ${ref.kind} ${ref.namespace ?? ''}/${ref.name}: ${(error as Error).message}`,
-          );
-      }
-    }
-
+    const { pods, nodes } = await readCluster(kc);
+    const policies = [base.policy, proposed.policy];
+    const { objects, unserved } = await readReferencedObjects(kc, policies, output, io);
     const snapshot = {
       ...snapshotOf(pods, nodes, objects),
-      objectProblem: (ref: ObjectRefLike) => unserved.get(kindOf(ref)),
+      objectProblem: (ref: ObjectRefLike) => unserved.get(kindKey(ref)),
     };
-    let diff = diffPlans(base.policy, proposed.policy, snapshot, now);
+    let diff = diffPlans(base.policy, proposed.policy, snapshot, args.now);
     if (base.policy.resizePolicies.length + proposed.policy.resizePolicies.length > 0) {
       const running = pods as ResizePodLike[];
-      let signals: { base: SignalsFor; proposed: SignalsFor } | undefined;
-      if (prometheusUrl !== undefined) {
-        const prometheus = createPrometheusClient({ url: prometheusUrl });
-        // One probe first, so an unreachable Prometheus is an error even when no pod is managed.
-        try {
-          await prometheus.instant('vector(1)');
-        } catch (error) {
-          throw new UsageError(`Prometheus ${prometheusUrl} unreachable: ${rootCause(error)}`);
-        }
-        signals = {
-          base: await signalsOf(prometheus, prometheusUrl, base.policy, running, now),
-          proposed: await signalsOf(prometheus, prometheusUrl, proposed.policy, running, now),
-        };
-      }
+      const signals =
+        args.prometheusUrl === undefined
+          ? undefined
+          : await resizeSignals(
+              args.prometheusUrl,
+              base.policy,
+              proposed.policy,
+              running,
+              args.now,
+            );
       diff = withResize(
         diff,
-        planResize(base.policy, proposed.policy, running, nodes, now, signals),
+        planResize(base.policy, proposed.policy, running, nodes, args.now, signals),
       );
     }
     if (output === 'json') io.stdout(`${JSON.stringify(diff, null, 2)}\n`);
@@ -351,6 +273,151 @@ export async function runPlan(options: PlanOptions, io: PlanIo): Promise<number>
     else io.stderr(`tollgate plan: ${message}\n`);
     return 2;
   }
+}
+
+/** What `plan`'s flags and environment mean, checked before anything is read. */
+interface PlanArguments {
+  readonly now: number;
+  readonly baseIsDir: boolean;
+  readonly token: string | undefined;
+  readonly prometheusUrl: string | undefined;
+}
+
+function planArguments(options: PlanOptions, io: PlanIo): PlanArguments {
+  if (!options.policy) throw new UsageError('--policy DIR|URL is required');
+  if (!['text', 'json', 'markdown'].includes(options.output))
+    throw new UsageError(`--output must be text, json or markdown, got "${options.output}"`);
+  const now = options.now === undefined ? io.now() : Date.parse(options.now);
+  if (Number.isNaN(now)) throw new UsageError(`--now must be an ISO time, got "${options.now}"`);
+  const remote = isGitUrl(options.policy);
+  if (!remote && options.ref !== undefined)
+    throw new UsageError('--ref applies to a Git URL, not a folder');
+  // The base: a folder if one exists at that path, else a ref of the proposed repository.
+  const baseIsDir = options.base !== undefined && existsSync(options.base);
+  if (!remote && !baseIsDir)
+    throw new UsageError('a policy folder needs --base DIR (the policy currently in force)');
+  const token = remote ? io.env[options.gitTokenEnv]?.trim() || undefined : undefined;
+  if (options.prometheus !== undefined && options.prometheusUrl !== undefined)
+    throw new UsageError('give --prometheus-url or --prometheus, not both');
+  const prometheusUrl =
+    options.prometheusUrl ??
+    options.prometheus ??
+    (io.env.TOLLGATE_PROMETHEUS_URL?.trim() || undefined);
+  if (prometheusUrl !== undefined && !/^https?:\/\/[^/]/i.test(prometheusUrl))
+    throw new UsageError(`--prometheus-url must be an http(s) URL, got "${prometheusUrl}"`);
+  return { now, baseIsDir, token, prometheusUrl };
+}
+
+/** An invalid proposal is the plan's answer (exit 1), each error naming file and field. */
+function reportInvalidProposal(
+  proposed: Extract<Loaded, { kind: 'invalid' }>,
+  output: string,
+  io: PlanIo,
+): number {
+  if (output === 'json') {
+    io.stdout(
+      `${JSON.stringify({ valid: false, location: proposed.location, errors: proposed.errors })}\n`,
+    );
+  } else {
+    for (const e of proposed.errors) io.stdout(`${e}\n`);
+    io.stdout(
+      `${proposed.location}: proposed policy invalid, ${proposed.errors.length} error(s)\n`,
+    );
+  }
+  return 1;
+}
+
+/** The policy in force: a folder, or a ref of the proposed repository; it must be valid. */
+async function loadBase(
+  options: PlanOptions,
+  args: PlanArguments,
+): Promise<Extract<Loaded, { kind: 'ok' }>> {
+  const base = args.baseIsDir
+    ? await loadPolicy(options.base as string, undefined, options.path, undefined)
+    : await loadPolicy(options.policy as string, options.base ?? 'main', options.path, args.token);
+  if (base.kind === 'invalid') {
+    throw new UsageError(
+      `base policy ${base.location} is invalid (${base.errors.length} error(s)): ${base.errors[0]}`,
+    );
+  }
+  return base;
+}
+
+/** Every pod and node, or one error naming the context, server and cause. */
+async function readCluster(kc: KubeConfig) {
+  const core = kc.makeApiClient(CoreV1Api);
+  try {
+    const pods = (await core.listPodForAllNamespaces()).items as PodLike[];
+    const nodes = (await core.listNode()).items;
+    return { pods, nodes };
+  } catch (error) {
+    throw new UsageError(
+      `cannot reach the cluster of context "${kc.getCurrentContext()}" at ${kc.getCurrentCluster()?.server}: ${rootCause(error)}`,
+    );
+  }
+}
+
+const kindKey = (ref: ObjectRefLike) => `${ref.kind}.${ref.apiVersion}`;
+
+/**
+ * The objects both policies' ObjectConditions name. Kinds the API server does not serve:
+ * their objects cannot be judged, so pods whose condition names them hold "unreadable",
+ * and the reviewer is told, once per kind. An absent object is a legitimate state an
+ * ObjectCondition judges (not met); anything else is an I/O error.
+ */
+async function readReferencedObjects(
+  kc: KubeConfig,
+  policies: readonly Policy[],
+  output: string,
+  io: PlanIo,
+): Promise<{ objects: (ObjectRefLike & { object: unknown })[]; unserved: Map<string, string> }> {
+  const objectsApi = KubernetesObjectApi.makeApiClient(kc);
+  const objects: (ObjectRefLike & { object: unknown })[] = [];
+  const unserved = new Map<string, string>();
+  for (const ref of referencedObjects(policies)) {
+    if (unserved.has(kindKey(ref))) continue;
+    try {
+      const object = await objectsApi.read({
+        apiVersion: ref.apiVersion,
+        kind: ref.kind,
+        metadata: { name: ref.name, ...(ref.namespace ? { namespace: ref.namespace } : {}) },
+      } as KubernetesObject & { metadata: { name: string } });
+      objects.push({ ...ref, object });
+    } catch (error) {
+      if (/Failed to fetch resource metadata/.test((error as Error).message)) {
+        const problem = `${kindKey(ref)} is not served by the API server (a typo, or its CRD is not installed): pods whose ObjectCondition names it hold as unreadable`;
+        unserved.set(kindKey(ref), problem);
+        if (output !== 'json') io.stderr(`warning: ${problem}\n`);
+        continue;
+      }
+      if (statusOf(error) !== 404)
+        throw new UsageError(
+          `cannot read ${ref.kind} ${ref.namespace ?? ''}/${ref.name}: ${(error as Error).message}`,
+        );
+    }
+  }
+  return { objects, unserved };
+}
+
+/** Both policies' resize signals from Prometheus, probed first so an unreachable one is an error. */
+async function resizeSignals(
+  prometheusUrl: string,
+  base: Policy,
+  proposed: Policy,
+  running: readonly ResizePodLike[],
+  now: number,
+): Promise<{ base: SignalsFor; proposed: SignalsFor }> {
+  const prometheus = createPrometheusClient({ url: prometheusUrl });
+  // One probe first, so an unreachable Prometheus is an error even when no pod is managed.
+  try {
+    await prometheus.instant('vector(1)');
+  } catch (error) {
+    throw new UsageError(`Prometheus ${prometheusUrl} unreachable: ${rootCause(error)}`);
+  }
+  return {
+    base: await signalsOf(prometheus, prometheusUrl, base, running, now),
+    proposed: await signalsOf(prometheus, prometheusUrl, proposed, running, now),
+  };
 }
 
 export function registerPlan(program: Command): void {
