@@ -108,80 +108,11 @@ export function registerAudit(program: Command): void {
     .option('--pod <ns/name>', 'only records about this pod')
     .option('--since <time>', 'only commits since a time or a duration back (2h, 7d)')
     .option('--kind <kind>', `only this decision kind (${decisionKinds.join(', ')})`)
-    .action(async (options: SourceOptions & { pod?: string; since?: string; kind?: string }) => {
-      const format = outputFormat(options.output);
-      if (options.kind && !(decisionKinds as readonly string[]).includes(options.kind)) {
-        throw new UsageError(
-          `--kind "${options.kind}" is not a decision kind (${decisionKinds.join(', ')})`,
-        );
-      }
-      if (options.pod && !/^[^/]+\/[^/]+$/.test(options.pod))
-        throw new UsageError(`--pod "${options.pod}" must be NAMESPACE/NAME`);
-      const since = options.since ? parseSince(options.since, Date.now()) : undefined;
-      const source = await open(options);
-      try {
-        const history = await readAuditHistory(source, since === undefined ? {} : { since });
-        const entries = history
-          .map((commit) => ({
-            commit,
-            records: commit.records.filter(
-              (record) =>
-                (!options.kind || record.kind === options.kind) &&
-                (!options.pod ||
-                  `${record.target.namespace}/${record.target.name}` === options.pod),
-            ),
-          }))
-          .filter((entry) => entry.records.length > 0 || (!options.kind && !options.pod));
-        if (format === 'json') {
-          const out = entries.map(({ commit, records }) => ({
-            commit: commit.oid,
-            committedAt: time(commit.committedAt * 1000),
-            summary: commit.summary,
-            trailers: Object.fromEntries(commit.trailers),
-            records,
-          }));
-          process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
-          return;
-        }
-        for (const { commit, records } of entries) {
-          process.stdout.write(
-            `${commit.oid.slice(0, 12)} ${time(commit.committedAt * 1000)} ${commit.summary}\n`,
-          );
-          for (const record of records) process.stdout.write(`${describeRecordText(record)}\n`);
-        }
-        if (entries.length === 0)
-          process.stdout.write(`no audit records in ${redactUrl(source.description)}\n`);
-      } finally {
-        source.close();
-      }
-    });
+    .action(auditLog);
 
   withSourceOptions(audit.command('show').argument('<commit>', 'commit id (full or abbreviated)'))
     .description('show one audit commit: message, files and records')
-    .action(async (commitId: string, options: SourceOptions) => {
-      const format = outputFormat(options.output);
-      const source = await open(options);
-      try {
-        const commit = await readAuditCommit(source, commitId);
-        if (format === 'json') {
-          process.stdout.write(
-            `${JSON.stringify({ ...commit, trailers: Object.fromEntries(commit.trailers) }, null, 2)}\n`,
-          );
-          return;
-        }
-        process.stdout.write(
-          `commit ${commit.oid}\nAuthor: ${commit.author.name} <${commit.author.email}>\nDate:   ${time(commit.author.timestamp * 1000)}\n\n`,
-        );
-        process.stdout.write(`${commit.message.replace(/^/gm, '    ')}\n`);
-        for (const change of commit.changes)
-          process.stdout.write(`${change.change} ${change.path}\n`);
-        for (const record of commit.records)
-          process.stdout.write(`${describeRecordText(record)}\n`);
-        for (const error of commit.errors) process.stdout.write(`error: ${error}\n`);
-      } finally {
-        source.close();
-      }
-    });
+    .action(auditShow);
 
   withSourceOptions(audit.command('verify'))
     .description(
@@ -197,19 +128,96 @@ export function registerAudit(program: Command): void {
       '--allowed-signers <file>',
       'SSH allowed-signers file (git gpg.ssh.allowedSignersFile format); every commit must be signed by one of its keys',
     )
-    .action(async (options: VerifyCommandOptions) => {
-      const format = outputFormat(options.output);
-      const verifyOptions = await verifyOptionsFrom(options);
-      const source = await open(options);
-      try {
-        const report = await verifySource(source, options.branch, verifyOptions);
-        if (format === 'json') process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
-        else process.stdout.write(verifyText(report, verifyOptions));
-        if (!report.ok) process.exitCode = 1;
-      } finally {
-        source.close();
-      }
-    });
+    .action(auditVerify);
+}
+
+/** `tollgate audit log`: records by commit, filtered by pod and decision kind. */
+async function auditLog(
+  options: SourceOptions & { pod?: string; since?: string; kind?: string },
+): Promise<void> {
+  const format = outputFormat(options.output);
+  if (options.kind && !(decisionKinds as readonly string[]).includes(options.kind)) {
+    throw new UsageError(
+      `--kind "${options.kind}" is not a decision kind (${decisionKinds.join(', ')})`,
+    );
+  }
+  if (options.pod && !/^[^/]+\/[^/]+$/.test(options.pod))
+    throw new UsageError(`--pod "${options.pod}" must be NAMESPACE/NAME`);
+  const since = options.since ? parseSince(options.since, Date.now()) : undefined;
+  const source = await open(options);
+  try {
+    const history = await readAuditHistory(source, since === undefined ? {} : { since });
+    const entries = history
+      .map((commit) => ({
+        commit,
+        records: commit.records.filter(
+          (record) =>
+            (!options.kind || record.kind === options.kind) &&
+            (!options.pod || `${record.target.namespace}/${record.target.name}` === options.pod),
+        ),
+      }))
+      .filter((entry) => entry.records.length > 0 || (!options.kind && !options.pod));
+    if (format === 'json') {
+      const out = entries.map(({ commit, records }) => ({
+        commit: commit.oid,
+        committedAt: time(commit.committedAt * 1000),
+        summary: commit.summary,
+        trailers: Object.fromEntries(commit.trailers),
+        records,
+      }));
+      process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
+      return;
+    }
+    for (const { commit, records } of entries) {
+      process.stdout.write(
+        `${commit.oid.slice(0, 12)} ${time(commit.committedAt * 1000)} ${commit.summary}\n`,
+      );
+      for (const record of records) process.stdout.write(`${describeRecordText(record)}\n`);
+    }
+    if (entries.length === 0)
+      process.stdout.write(`no audit records in ${redactUrl(source.description)}\n`);
+  } finally {
+    source.close();
+  }
+}
+
+/** `tollgate audit show`: one audit commit, its message, files and records. */
+async function auditShow(commitId: string, options: SourceOptions): Promise<void> {
+  const format = outputFormat(options.output);
+  const source = await open(options);
+  try {
+    const commit = await readAuditCommit(source, commitId);
+    if (format === 'json') {
+      process.stdout.write(
+        `${JSON.stringify({ ...commit, trailers: Object.fromEntries(commit.trailers) }, null, 2)}\n`,
+      );
+      return;
+    }
+    process.stdout.write(
+      `commit ${commit.oid}\nAuthor: ${commit.author.name} <${commit.author.email}>\nDate:   ${time(commit.author.timestamp * 1000)}\n\n`,
+    );
+    process.stdout.write(`${commit.message.replace(/^/gm, '    ')}\n`);
+    for (const change of commit.changes) process.stdout.write(`${change.change} ${change.path}\n`);
+    for (const record of commit.records) process.stdout.write(`${describeRecordText(record)}\n`);
+    for (const error of commit.errors) process.stdout.write(`error: ${error}\n`);
+  } finally {
+    source.close();
+  }
+}
+
+/** `tollgate audit verify`: the integrity check; exit 1 on any problem. */
+async function auditVerify(options: VerifyCommandOptions): Promise<void> {
+  const format = outputFormat(options.output);
+  const verifyOptions = await verifyOptionsFrom(options);
+  const source = await open(options);
+  try {
+    const report = await verifySource(source, options.branch, verifyOptions);
+    if (format === 'json') process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+    else process.stdout.write(verifyText(report, verifyOptions));
+    if (!report.ok) process.exitCode = 1;
+  } finally {
+    source.close();
+  }
 }
 
 interface VerifyCommandOptions extends SourceOptions {
