@@ -12,11 +12,11 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { aPod } from '../../builders/pod.ts';
 import { eventually } from '../../support/eventually.ts';
-import { Finisher } from '../gate-release/harness.ts';
+import type { Finisher } from '../gate-release/harness.ts';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
 import { maxFinalFailures } from '../../../src/decide/release-blocked.ts';
-import { startWorld, type PolicyState, type World } from './world.ts';
-import { IsolationWatcher } from './watcher.ts';
+import { startWatchedWorld, stopWatchedWorld, type PolicyState, type World } from './world.ts';
+import type { IsolationWatcher } from './watcher.ts';
 
 const nsCancel = 'iso-blocked';
 const nsOther = 'iso-unblocked';
@@ -51,22 +51,16 @@ describe('a write that keeps failing finally', () => {
   let finisher: Finisher;
 
   before(async () => {
-    world = await startWorld('iso-blocked', policy);
-    await world.createNamespaces(nsCancel, nsOther);
-    watcher = new IsolationWatcher(world.kc, () => ({
-      ok: { namespaces: [nsOther], ourPrefix: 'ok.tollgate.io/', pods: 2 },
+    ({ world, watcher, finisher } = await startWatchedWorld('iso-blocked', policy, {
+      namespaces: [nsCancel, nsOther],
+      budgets: () => ({
+        ok: { namespaces: [nsOther], ourPrefix: 'ok.tollgate.io/', pods: 2 },
+      }),
+      finish: [nsOther],
     }));
-    await watcher.start();
-    finisher = new Finisher(world.kc, [nsOther], 800);
-    await finisher.start();
-    await world.startTollgate();
   });
 
-  after(async () => {
-    await finisher?.stop();
-    await watcher?.stop();
-    await world?.stop();
-  });
+  after(() => stopWatchedWorld({ world, watcher, finisher }));
 
   test('backs off, is Blocked with the API reason, and sends no new intent; others release', async () => {
     await world.createPods([aPod('doomed', nsCancel).gated('bl.tollgate.io/hold').obj()]);

@@ -11,9 +11,9 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { aPod } from '../../builders/pod.ts';
 import { eventually } from '../../support/eventually.ts';
-import { Finisher } from '../gate-release/harness.ts';
-import { startWorld, type PolicyState, type World } from './world.ts';
-import { IsolationWatcher } from './watcher.ts';
+import type { Finisher } from '../gate-release/harness.ts';
+import { startWatchedWorld, stopWatchedWorld, type PolicyState, type World } from './world.ts';
+import type { IsolationWatcher } from './watcher.ts';
 
 const namespace = 'iso-kueue';
 const ours = 'kq.tollgate.io/ready';
@@ -38,21 +38,17 @@ describe("another controller's gates next to tollgate's", () => {
   let finisher: Finisher;
 
   before(async () => {
-    world = await startWorld('iso-kueue', policy);
-    await world.createNamespaces(namespace);
-    watcher = new IsolationWatcher(world.kc, () => ({
-      kq: { namespaces: [namespace], ourPrefix: 'kq.tollgate.io/', pods: budget },
+    ({ world, watcher, finisher } = await startWatchedWorld('iso-kueue', policy, {
+      namespaces: [namespace],
+      budgets: () => ({
+        kq: { namespaces: [namespace], ourPrefix: 'kq.tollgate.io/', pods: budget },
+      }),
+      finish: [namespace],
+      startTollgate: false,
     }));
-    await watcher.start();
-    finisher = new Finisher(world.kc, [namespace], 800);
-    await finisher.start();
   });
 
-  after(async () => {
-    await finisher?.stop();
-    await watcher?.stop();
-    await world?.stop();
-  });
+  after(() => stopWatchedWorld({ world, watcher, finisher }));
 
   test("pods gated only by Kueue are neither touched nor charged; tollgate's are released within budget", async () => {
     const kueueOnly = Array.from({ length: 2 * budget }, (_, i) => `kueue-only-${i}`);

@@ -11,10 +11,10 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { aPod } from '../../builders/pod.ts';
 import { eventually } from '../../support/eventually.ts';
-import { Finisher } from '../gate-release/harness.ts';
+import type { Finisher } from '../gate-release/harness.ts';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
-import { startWorld, type PolicyState, type World } from './world.ts';
-import { IsolationWatcher } from './watcher.ts';
+import { startWatchedWorld, stopWatchedWorld, type PolicyState, type World } from './world.ts';
+import type { IsolationWatcher } from './watcher.ts';
 
 const namespace = 'iso-orphan';
 const oldGate = 'or.tollgate.io/old';
@@ -56,22 +56,16 @@ describe('gates whose GatePolicy was renamed', () => {
   let finisher: Finisher;
 
   before(async () => {
-    world = await startWorld('iso-orphan', policy(oldGate));
-    await world.createNamespaces(namespace);
-    watcher = new IsolationWatcher(world.kc, () => ({
-      or: { namespaces: [namespace], ourPrefix: 'or.tollgate.io/', pods: budget },
+    ({ world, watcher, finisher } = await startWatchedWorld('iso-orphan', policy(oldGate), {
+      namespaces: [namespace],
+      budgets: () => ({
+        or: { namespaces: [namespace], ourPrefix: 'or.tollgate.io/', pods: budget },
+      }),
+      finish: [namespace],
     }));
-    await watcher.start();
-    finisher = new Finisher(world.kc, [namespace], 800);
-    await finisher.start();
-    await world.startTollgate();
   });
 
-  after(async () => {
-    await finisher?.stop();
-    await watcher?.stop();
-    await world?.stop();
-  });
+  after(() => stopWatchedWorld({ world, watcher, finisher }));
 
   const names = Array.from({ length: PODS }, (_, i) => `orphan-${i}`);
   const reviewed = async (name: string) =>

@@ -11,9 +11,9 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { aPod } from '../../builders/pod.ts';
 import { eventually } from '../../support/eventually.ts';
-import { Finisher } from '../gate-release/harness.ts';
-import { startWorld, type PolicyState, type World } from './world.ts';
-import { IsolationWatcher } from './watcher.ts';
+import type { Finisher } from '../gate-release/harness.ts';
+import { startWatchedWorld, stopWatchedWorld, type PolicyState, type World } from './world.ts';
+import type { IsolationWatcher } from './watcher.ts';
 
 const namespace = 'iso-prefix';
 const gate = 'pt.example.io/team-a';
@@ -39,22 +39,16 @@ describe('a tenant prefix ending in the start of a name', () => {
   let finisher: Finisher;
 
   before(async () => {
-    world = await startWorld('iso-prefix', policy);
-    await world.createNamespaces(namespace);
-    watcher = new IsolationWatcher(world.kc, () => ({
-      pt: { namespaces: [namespace], ourPrefix: gate, pods: budget },
+    ({ world, watcher, finisher } = await startWatchedWorld('iso-prefix', policy, {
+      namespaces: [namespace],
+      budgets: () => ({
+        pt: { namespaces: [namespace], ourPrefix: gate, pods: budget },
+      }),
+      finish: [namespace],
     }));
-    await watcher.start();
-    finisher = new Finisher(world.kc, [namespace], 800);
-    await finisher.start();
-    await world.startTollgate();
   });
 
-  after(async () => {
-    await finisher?.stop();
-    await watcher?.stop();
-    await world?.stop();
-  });
+  after(() => stopWatchedWorld({ world, watcher, finisher }));
 
   test('releases the pods of a gate under that prefix, within budget, and leaves the others alone', async () => {
     const names = Array.from({ length: PODS }, (_, i) => `team-a-${i}`);

@@ -11,9 +11,9 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { aPod } from '../../builders/pod.ts';
 import { eventually } from '../../support/eventually.ts';
-import { Finisher } from '../gate-release/harness.ts';
-import { startWorld, type PolicyState, type World } from './world.ts';
-import { IsolationWatcher } from './watcher.ts';
+import type { Finisher } from '../gate-release/harness.ts';
+import { startWatchedWorld, stopWatchedWorld, type PolicyState, type World } from './world.ts';
+import type { IsolationWatcher } from './watcher.ts';
 
 const namespace = 'iso-two';
 const first = 'tw.tollgate.io/first';
@@ -55,22 +55,16 @@ describe('a pod with two gates tollgate owns', () => {
   let finisher: Finisher;
 
   before(async () => {
-    world = await startWorld('iso-two', policy);
-    await world.createNamespaces(namespace);
-    watcher = new IsolationWatcher(world.kc, () => ({
-      tw: { namespaces: [namespace], ourPrefix: 'tw.tollgate.io/', pods: budget },
+    ({ world, watcher, finisher } = await startWatchedWorld('iso-two', policy, {
+      namespaces: [namespace],
+      budgets: () => ({
+        tw: { namespaces: [namespace], ourPrefix: 'tw.tollgate.io/', pods: budget },
+      }),
+      finish: [namespace],
     }));
-    await watcher.start();
-    finisher = new Finisher(world.kc, [namespace], 800);
-    await finisher.start();
-    await world.startTollgate();
   });
 
-  after(async () => {
-    await finisher?.stop();
-    await watcher?.stop();
-    await world?.stop();
-  });
+  after(() => stopWatchedWorld({ world, watcher, finisher }));
 
   test('each gate is judged by its own policy, and the pod is charged once', async () => {
     const names = Array.from({ length: PODS }, (_, i) => `two-${i}`);

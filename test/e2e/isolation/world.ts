@@ -27,6 +27,8 @@ import { startGitServer, pushTree, type GitServer } from '../../support/git-serv
 import { startGateReleaseStack, type GateReleaseStack } from '../../support/gate-release-stack.ts';
 import { creatable } from '../../support/eventually.ts';
 import { createLogger } from '../../../src/observe/log.ts';
+import { Finisher } from '../gate-release/harness.ts';
+import { IsolationWatcher, type WatchedTenant } from './watcher.ts';
 
 export interface TenantSpec {
   readonly name: string;
@@ -225,4 +227,50 @@ export async function startWorld(name: string, first: PolicyState): Promise<Worl
       await cp.stop();
     },
   };
+}
+
+/**
+ * The set-up every isolation test that releases pods shares: a world with its namespaces,
+ * the independent budget watcher (its own informer, admin identity), and a finisher that
+ * completes released pods so budgets free up. `startTollgate: false` leaves tollgate for
+ * the test to start. If any part fails to start, the parts already started are stopped.
+ */
+export async function startWatchedWorld(
+  name: string,
+  policy: PolicyState,
+  options: {
+    namespaces: readonly string[];
+    budgets: () => Record<string, WatchedTenant>;
+    finish: readonly string[];
+    startTollgate?: boolean;
+  },
+): Promise<WatchedWorld> {
+  const world = await startWorld(name, policy);
+  let watcher: IsolationWatcher | undefined;
+  let finisher: Finisher | undefined;
+  try {
+    await world.createNamespaces(...options.namespaces);
+    watcher = new IsolationWatcher(world.kc, options.budgets);
+    await watcher.start();
+    finisher = new Finisher(world.kc, [...options.finish], 800);
+    await finisher.start();
+    if (options.startTollgate !== false) await world.startTollgate();
+    return { world, watcher, finisher };
+  } catch (error) {
+    await stopWatchedWorld({ world, watcher, finisher });
+    throw error;
+  }
+}
+
+export interface WatchedWorld {
+  readonly world: World;
+  readonly watcher: IsolationWatcher;
+  readonly finisher: Finisher;
+}
+
+/** Stops what `startWatchedWorld` started, in reverse order; parts never started are skipped. */
+export async function stopWatchedWorld(parts: Partial<WatchedWorld>): Promise<void> {
+  await parts.finisher?.stop();
+  await parts.watcher?.stop();
+  await parts.world?.stop();
 }
