@@ -89,6 +89,10 @@ function admissionObject(
   return { apiVersion: group, kind, metadata: { name, labels: managedBy }, spec };
 }
 
+/** Every opt-in policy fails closed: a CEL error refuses the pod instead of admitting it. */
+const failClosed = (kind: string, name: string, spec: Record<string, unknown>): AdmissionObject =>
+  admissionObject(kind, name, { failurePolicy: 'Fail', ...spec });
+
 const denyBinding = (name: string): AdmissionObject =>
   admissionObject('ValidatingAdmissionPolicyBinding', name, {
     policyName: name,
@@ -101,28 +105,22 @@ function mutatingPolicy(gatePolicy: GatePolicy, namespaces: readonly string[]): 
   const name = policyName(gatePolicy);
   const gate = `Object.spec.schedulingGates{name: ${celString(gatePolicy.gate)}}`;
   return [
-    {
-      apiVersion: group,
-      kind: 'MutatingAdmissionPolicy',
-      metadata: { name, labels: managedBy },
-      spec: {
-        failurePolicy: 'Fail',
-        reinvocationPolicy: 'IfNeeded',
-        matchConstraints: {
-          namespaceSelector: namespaceSelector(namespaces),
-          objectSelector: selectedObjects(gatePolicy),
-          resourceRules: podCreate,
-        },
-        mutations: [
-          {
-            patchType: 'ApplyConfiguration',
-            applyConfiguration: {
-              expression: `Object{spec: Object.spec{schedulingGates: [${gate}]}}`,
-            },
-          },
-        ],
+    failClosed('MutatingAdmissionPolicy', name, {
+      reinvocationPolicy: 'IfNeeded',
+      matchConstraints: {
+        namespaceSelector: namespaceSelector(namespaces),
+        objectSelector: selectedObjects(gatePolicy),
+        resourceRules: podCreate,
       },
-    },
+      mutations: [
+        {
+          patchType: 'ApplyConfiguration',
+          applyConfiguration: {
+            expression: `Object{spec: Object.spec{schedulingGates: [${gate}]}}`,
+          },
+        },
+      ],
+    }),
     {
       apiVersion: group,
       kind: 'MutatingAdmissionPolicyBinding',
@@ -136,29 +134,23 @@ function gateRequired(gatePolicy: GatePolicy, namespaces: readonly string[]): Ad
   const name = policyName(gatePolicy);
   const gate = celString(gatePolicy.gate);
   return [
-    {
-      apiVersion: group,
-      kind: 'ValidatingAdmissionPolicy',
-      metadata: { name, labels: managedBy },
-      spec: {
-        failurePolicy: 'Fail',
-        matchConstraints: {
-          namespaceSelector: namespaceSelector(namespaces),
-          objectSelector: { matchLabels: { [optInLabel]: gatePolicy.name } },
-          resourceRules: podCreate,
-        },
-        validations: [
-          {
-            expression: `has(object.spec.schedulingGates) && object.spec.schedulingGates.exists(g, g.name == ${gate})`,
-            message:
-              `pod opts in to GatePolicy ${gatePolicy.name} (label ${optInLabel}) but lacks its gate ${gatePolicy.gate}: ` +
-              `its labels do not match the policy's selector ${describeSelector(gatePolicy.selector)}, ` +
-              `or the MutatingAdmissionPolicy ${name} is not installed (tollgate admission-params --opt-in)`,
-            reason: 'Forbidden',
-          },
-        ],
+    failClosed('ValidatingAdmissionPolicy', name, {
+      matchConstraints: {
+        namespaceSelector: namespaceSelector(namespaces),
+        objectSelector: { matchLabels: { [optInLabel]: gatePolicy.name } },
+        resourceRules: podCreate,
       },
-    },
+      validations: [
+        {
+          expression: `has(object.spec.schedulingGates) && object.spec.schedulingGates.exists(g, g.name == ${gate})`,
+          message:
+            `pod opts in to GatePolicy ${gatePolicy.name} (label ${optInLabel}) but lacks its gate ${gatePolicy.gate}: ` +
+            `its labels do not match the policy's selector ${describeSelector(gatePolicy.selector)}, ` +
+            `or the MutatingAdmissionPolicy ${name} is not installed (tollgate admission-params --opt-in)`,
+          reason: 'Forbidden',
+        },
+      ],
+    }),
     denyBinding(name),
   ];
 }
@@ -185,35 +177,29 @@ function knownPolicies(policy: Policy): AdmissionObject[] {
   );
   const label = `object.metadata.labels[${celString(optInLabel)}]`;
   return [
-    {
-      apiVersion: group,
-      kind: 'ValidatingAdmissionPolicy',
-      metadata: { name, labels: managedBy },
-      spec: {
-        failurePolicy: 'Fail',
-        matchConstraints: {
-          objectSelector: { matchExpressions: [{ key: optInLabel, operator: 'Exists' }] },
-          resourceRules: podCreate,
-        },
-        variables: [
-          // Typed as map(string, list(string)) even when empty.
-          { name: 'allowed', expression: `{${entries.join(', ')}}` },
-          { name: 'owned', expression: 'request.namespace in variables.allowed' },
-        ],
-        validations: [
-          {
-            expression: 'variables.owned',
-            messageExpression: `'pod opts in to GatePolicy "' + ${label} + '" (label ${optInLabel}) but no tenant owns namespace ' + request.namespace`,
-            reason: 'Forbidden',
-          },
-          {
-            expression: `!variables.owned || ${label} in variables.allowed[request.namespace]`,
-            messageExpression: `'pod opts in to GatePolicy "' + ${label} + '" (label ${optInLabel}), which no tenant of namespace ' + request.namespace + ' has; it may opt in to: ' + variables.allowed[request.namespace].join(', ')`,
-            reason: 'Forbidden',
-          },
-        ],
+    failClosed('ValidatingAdmissionPolicy', name, {
+      matchConstraints: {
+        objectSelector: { matchExpressions: [{ key: optInLabel, operator: 'Exists' }] },
+        resourceRules: podCreate,
       },
-    },
+      variables: [
+        // Typed as map(string, list(string)) even when empty.
+        { name: 'allowed', expression: `{${entries.join(', ')}}` },
+        { name: 'owned', expression: 'request.namespace in variables.allowed' },
+      ],
+      validations: [
+        {
+          expression: 'variables.owned',
+          messageExpression: `'pod opts in to GatePolicy "' + ${label} + '" (label ${optInLabel}) but no tenant owns namespace ' + request.namespace`,
+          reason: 'Forbidden',
+        },
+        {
+          expression: `!variables.owned || ${label} in variables.allowed[request.namespace]`,
+          messageExpression: `'pod opts in to GatePolicy "' + ${label} + '" (label ${optInLabel}), which no tenant of namespace ' + request.namespace + ' has; it may opt in to: ' + variables.allowed[request.namespace].join(', ')`,
+          reason: 'Forbidden',
+        },
+      ],
+    }),
     denyBinding(name),
   ];
 }
