@@ -29,12 +29,13 @@ import {
   type AuditTarget,
 } from './run/audit.ts';
 import type { Policy } from './policy/model.ts';
+import type { TokenSource } from './policy/credentials.ts';
 import { watchStartupSettings } from './policy/settings-watch.ts';
 import { superviseLoops } from './run/loops.ts';
 import { startObservability, type StartedParts } from './run/observe.ts';
 import { PassWatchdog } from './observe/watchdog.ts';
 import { systemClock } from './lib/clock.ts';
-import { openPolicySource, readToken } from './run/policy.ts';
+import { openPolicySource, readToken, tokenSource } from './run/policy.ts';
 import { startSweeps } from './run/sweeps.ts';
 import { connectCluster, createStaleGuards, startClusterView } from './run/view.ts';
 import {
@@ -124,11 +125,11 @@ export async function runTollgate(config: RunConfig, options: RunOptions = {}): 
 async function openAuditTrail(
   config: RunConfig,
   first: Policy,
-  token: string | undefined,
+  token: TokenSource | undefined,
   log: Logger,
 ): Promise<{
   target: AuditTarget;
-  auditToken: string | undefined;
+  auditToken: TokenSource | undefined;
   audit: Awaited<ReturnType<typeof openAudit>>;
 }> {
   const target = auditTarget(config, first);
@@ -138,7 +139,7 @@ async function openAuditTrail(
       { ignored, auditRepo: redactUrl(target.url), auditBranch: target.branch },
       'the policy sets the audit location, which only the operator decides (--audit-repo, --audit-branch); ignored',
     );
-  const auditToken = readToken(config, undefined, 'auditToken') ?? token;
+  const auditToken = tokenSource(config, 'auditToken') ?? token;
   const audit = await openAudit({ config, first, target, token: auditToken, log });
   return { target, auditToken, audit };
 }
@@ -187,7 +188,12 @@ async function start(
 
   // 4. The audit trail.
   watchStartupSettings(policies, first, log);
-  const { target, auditToken, audit } = await openAuditTrail(config, first, token, log);
+  const { target, auditToken, audit } = await openAuditTrail(
+    config,
+    first,
+    tokenSource(config),
+    log,
+  );
   started('audit', () => closeAudit(audit, log));
 
   // 5. Leader election; the dispatcher refuses every write outside an open term.

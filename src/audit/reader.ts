@@ -12,6 +12,7 @@ import git, { Errors } from 'isomorphic-git';
 import { parseTrailers } from './message.ts';
 import { parseBatch, type AuditRecord } from './record.ts';
 import { AuditRepo } from './repo.ts';
+import type { TokenSource } from '../policy/credentials.ts';
 import { diffTrees, type Change, type Repo } from './tree.ts';
 
 export interface AuditCommit {
@@ -56,7 +57,7 @@ async function resolveFirst(gitdir: string, refs: readonly string[]): Promise<st
 export async function openAuditSource(
   location: string,
   branch: string,
-  options: { token?: string } = {},
+  options: { token?: TokenSource } = {},
 ): Promise<AuditSource> {
   if (/^https?:\/\//.test(location)) {
     const dir = mkdtempSync(join(tmpdir(), 'tollgate-audit-read-'));

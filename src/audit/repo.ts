@@ -19,7 +19,9 @@
  * the last fetched remote tree (the remote only grows, and our chain is pushed in order).
  *
  * Credentials: only through `onAuth`; the remote URL stored in the clone's config and
- * every message we produce are stripped of user info and of the token.
+ * every message we produce are stripped of user info and of the token. A token file is
+ * read again each time the server asks for credentials, so a rotated Secret is used from
+ * the next push on; every token used so far is scrubbed from messages.
  */
 import * as fs from 'node:fs';
 import { mkdirSync } from 'node:fs';
@@ -30,6 +32,7 @@ import { withUnbornHeadRepair } from './http.ts';
 import type { Clock } from '../lib/clock.ts';
 import { systemClock } from '../lib/clock.ts';
 import { redactUrl, silentLogger, type Logger } from '../observe/log.ts';
+import { currentToken, type TokenSource } from '../policy/credentials.ts';
 import { parseTrailers, trailerKeys } from './message.ts';
 import { auditPushFailuresTotal, auditPushSeconds, type PushFailureReason } from './metrics.ts';
 import type { SshSigner } from './sign.ts';
@@ -57,7 +60,8 @@ export interface AuditRepoOptions {
   /** HTTP(S) URL of the remote; user info in it is moved to auth and never stored. */
   readonly url: string;
   readonly branch: string;
-  readonly token?: string;
+  /** The token, or a function reading the current one (a token file, re-read per request). */
+  readonly token?: TokenSource;
   /** Basic-auth user name sent with the token (forges accept any; default "x-access-token"). */
   readonly username?: string;
   readonly author: { readonly name: string; readonly email: string };
@@ -156,7 +160,9 @@ export class AuditRepo implements Repo {
   readonly cache: object = {};
   readonly branch: string;
   readonly url: string;
-  readonly #token: string | undefined;
+  readonly #token: TokenSource | undefined;
+  /** Every token offered so far, scrubbed from messages (a rotated one included). */
+  readonly #seenTokens = new Set<string>();
   readonly #username: string;
   readonly #author: { readonly name: string; readonly email: string };
   readonly #clock: Clock;
@@ -169,7 +175,7 @@ export class AuditRepo implements Repo {
   constructor(options: AuditRepoOptions) {
     this.gitdir = options.dir;
     this.branch = options.branch;
-    let token = options.token;
+    let token: TokenSource | undefined = options.token;
     let username = options.username;
     let url: string;
     try {
@@ -204,12 +210,18 @@ export class AuditRepo implements Repo {
   /** Removes the token from any text before it reaches a log line or an error. */
   redact(text: string): string {
     let out = text;
-    if (this.#token) out = out.split(this.#token).join('[redacted]');
+    if (typeof this.#token === 'string') this.#seenTokens.add(this.#token);
+    for (const token of this.#seenTokens) out = out.split(token).join('[redacted]');
     return out.replace(/(https?:\/\/)[^/@\s]*@/g, '$1');
   }
 
-  #onAuth: AuthCallback = () =>
-    this.#token ? { username: this.#username, password: this.#token } : {};
+  /** The token now (a token file is read here, at each request for credentials). */
+  #onAuth: AuthCallback = () => {
+    const token = currentToken(this.#token);
+    if (!token) return {};
+    this.#seenTokens.add(token);
+    return { username: this.#username, password: token };
+  };
   // A refused token must not be offered again in a loop; one failure is the answer.
   #onAuthFailure: AuthCallback = () => ({ cancel: true });
 

@@ -26,6 +26,7 @@
 import { join } from 'node:path';
 import type { Decision } from '../decide/decision.ts';
 import type { Settings } from '../policy/model.ts';
+import type { TokenSource } from '../policy/credentials.ts';
 import { systemClock, type Clock } from '../lib/clock.ts';
 import { silentLogger, type Logger } from '../observe/log.ts';
 import { Batcher, RecordDeduper, type BatchLimits } from './batcher.ts';
@@ -213,7 +214,7 @@ export class GitAuditWriter implements AuditSink {
     options: Omit<AuditWriterOptions, 'store'> & {
       readonly url: string;
       readonly branch?: string;
-      readonly token?: string;
+      readonly token?: TokenSource;
       readonly username?: string;
       readonly cacheDir: string;
       readonly retry?: Partial<RetryOptions>;

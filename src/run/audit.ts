@@ -13,6 +13,7 @@ import type { ClusterView } from '../cluster/types.ts';
 import { systemClock } from '../lib/clock.ts';
 import { recoverGateReleaseIntents } from '../loops/gate-release-recovery.ts';
 import type { Logger } from '../observe/log.ts';
+import type { TokenSource } from '../policy/credentials.ts';
 import type { Policy } from '../policy/model.ts';
 
 /** Where the audit trail is written. */
@@ -59,7 +60,7 @@ export async function openAudit(options: {
   config: RunConfig;
   first: Policy;
   target: AuditTarget;
-  token: string | undefined;
+  token: TokenSource | undefined;
   log: Logger;
 }): Promise<GitAuditWriter> {
   const { config, first, token, log } = options;
@@ -117,7 +118,7 @@ export async function closeAudit(audit: GitAuditWriter, log: Logger): Promise<vo
 export async function recoverOutcomes(options: {
   auditUrl: string;
   branch: string;
-  token: string | undefined;
+  token: TokenSource | undefined;
   cluster: string;
   audit: AuditSink;
   view: ClusterView;

@@ -20,6 +20,7 @@ import type { PassWatchdog } from '../observe/watchdog.ts';
 import type { Policy } from '../policy/model.ts';
 import { createPrometheusClient } from '../signals/prometheus.ts';
 import { recoverOutcomes, type AuditTarget } from './audit.ts';
+import type { TokenSource } from '../policy/credentials.ts';
 import type { PolicyFeed } from './policy.ts';
 import type { LoopGuards } from './view.ts';
 import type { PodEventSink } from './writes.ts';
@@ -33,7 +34,7 @@ export interface LoopParts {
   readonly guards: LoopGuards;
   readonly audit: AuditSink;
   readonly auditTarget: AuditTarget;
-  readonly token: string | undefined;
+  readonly token: TokenSource | undefined;
   readonly elector: LeaderElector;
   readonly dispatcher: Dispatcher;
   readonly termWrites: TermWrites;

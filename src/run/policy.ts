@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RunConfig } from '../cli/run-config.ts';
 import type { Logger } from '../observe/log.ts';
+import { tokenFromFile, type TokenSource } from '../policy/credentials.ts';
 import { formatPolicyError } from '../policy/errors.ts';
 import type { Policy } from '../policy/model.ts';
 import { PolicySource } from '../policy/source.ts';
@@ -45,6 +46,20 @@ export function readToken(
     );
   }
   return token;
+}
+
+/**
+ * A token as its users should hold it: a file becomes a function that reads it again at
+ * each use (a rotated Secret is picked up without a restart), read once here so an empty
+ * or unreadable file still stops the start; a variable is read once.
+ */
+export function tokenSource(
+  config: Pick<RunConfig, 'git'>,
+  which: 'token' | 'auditToken' = 'token',
+): TokenSource | undefined {
+  const token = readToken(config, undefined, which);
+  const location = config.git[which];
+  return location?.from === 'file' ? tokenFromFile(location.path) : token;
 }
 
 /**

@@ -16,7 +16,17 @@ export interface GitServer {
   /** Base URL, e.g. http://127.0.0.1:PORT; a repo is at `${url}/${name}.git`. */
   readonly url: string;
   readonly root: string;
+  /** The one token the server accepts right now (see `rotateToken`). */
   readonly token: string;
+  /** From now on only `next` is accepted: the previous token is refused (a rotated Secret). */
+  rotateToken(next: string): void;
+  /**
+   * While set, every push (git-receive-pack) is answered with this HTTP status before
+   * reaching git: a Git host refusing writes for a while. `undefined` lets pushes through.
+   */
+  refusePushes(status: number | undefined): void;
+  /** Pushes refused by `refusePushes` so far. */
+  readonly refusedPushes: number;
   /** Creates an empty bare repo and returns its URL. */
   createRepo(name: string): string;
   /** Number of requests answered 401 so far (tests assert bad tokens were refused). */
@@ -32,9 +42,11 @@ const backend = (() => {
 })();
 
 export async function startGitServer(options: { token?: string } = {}): Promise<GitServer> {
-  const token = options.token ?? `tg-test-${Math.random().toString(36).slice(2)}`;
+  let token = options.token ?? `tg-test-${Math.random().toString(36).slice(2)}`;
   const root = mkdtempSync(join(tmpdir(), 'tollgate-git-'));
   let unauthorized = 0;
+  let pushRefusal: number | undefined;
+  let refusedPushes = 0;
 
   const authorized = (request: IncomingMessage): boolean => {
     const header = request.headers.authorization ?? '';
@@ -55,6 +67,13 @@ export async function startGitServer(options: { token?: string } = {}): Promise<
       return;
     }
     const url = new URL(request.url ?? '/', 'http://localhost');
+    if (pushRefusal !== undefined && url.pathname.endsWith('/git-receive-pack')) {
+      refusedPushes += 1;
+      request.resume();
+      response.writeHead(pushRefusal);
+      response.end('pushes refused for now\n');
+      return;
+    }
     const child = spawn(backend, [], {
       env: {
         PATH: process.env.PATH ?? '/usr/bin:/bin',
@@ -109,7 +128,18 @@ export async function startGitServer(options: { token?: string } = {}): Promise<
   return {
     url,
     root,
-    token,
+    get token() {
+      return token;
+    },
+    rotateToken(next: string): void {
+      token = next;
+    },
+    refusePushes(status: number | undefined): void {
+      pushRefusal = status;
+    },
+    get refusedPushes() {
+      return refusedPushes;
+    },
     get unauthorized() {
       return unauthorized;
     },
