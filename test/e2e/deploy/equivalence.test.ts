@@ -55,6 +55,28 @@ describe('the Helm chart and the kustomize base render the same objects', () => 
     );
   });
 
+  it('with the persistent cache: a StatefulSet with a claim per replica', () => {
+    const helm = helmTemplate({ namespace: 'ops', set: ['persistence.enabled=true'] });
+    assert.deepEqual(
+      helm.filter((o) => o.kind === 'StatefulSet' || o.kind === 'Deployment').map(describeObject),
+      ['StatefulSet/ops/tollgate'],
+    );
+    assertSameObjects(
+      helm,
+      kustomizeOverlay({ components: ['persistent-cache'], fields: { namespace: 'ops' } }),
+    );
+  });
+
+  it("the chart's heap cap follows maxHeapMiB (the sizing table's last column)", () => {
+    const deployment = helmTemplate({ set: ['maxHeapMiB=768'] }).find(
+      (o) => o.kind === 'Deployment',
+    ) as unknown as {
+      spec: { template: { spec: { containers: { env: { name: string; value?: string }[] }[] } } };
+    };
+    const env = deployment.spec.template.spec.containers[0]!.env;
+    assert.equal(env.find((e) => e.name === 'NODE_OPTIONS')?.value, '--max-old-space-size=768');
+  });
+
   it('into another namespace', () => {
     assertSameObjects(
       helmTemplate({ namespace: 'ops', set: ['monitoring.enabled=true'] }),

@@ -7,6 +7,8 @@
  *   The Prometheus Operator CRDs are not available offline, so CRDs with a hand-written
  *   subset of their schemas are installed first: ServiceMonitor and PrometheusRule are
  *   checked only as far as that subset goes (stated, not hidden);
+ * - the persistent-cache component, applied for real: the StatefulSet controller gives
+ *   each replica its own claim.
  * The admission matrix lives in admission.test.ts.
  */
 import { after, before, describe, it } from 'node:test';
@@ -16,11 +18,14 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import {
   ApiextensionsV1Api,
   AuthorizationV1Api,
+  CoreV1Api,
   KubernetesObjectApi,
   PatchStrategy,
   type KubernetesObject,
+  type V1Pod,
 } from '@kubernetes/client-node';
 import { sharedControlPlane, type ControlPlane } from '../../support/control-plane.ts';
+import { eventually, removeNamespace, runNamespace } from '../../support/eventually.ts';
 import {
   deployDir,
   describeObject,
@@ -178,17 +183,33 @@ async function installMinimalMonitoringCrds(): Promise<void> {
 }
 
 describe('deploy/ on the real API server', () => {
-  const renderings: { name: string; objects: () => Manifest[] }[] = [
+  const renderings: {
+    name: string;
+    objects: () => Manifest[];
+    workload: 'Deployment' | 'StatefulSet';
+  }[] = [
     {
       name: 'kustomize build of the base with the monitoring and cancel components',
       objects: () => kustomizeOverlay({ components: ['monitoring', 'cancel'] }),
+      workload: 'Deployment',
     },
     {
       name: 'helm template with monitoring and cancel enabled',
       objects: () => helmTemplate({ set: ['monitoring.enabled=true', 'cancel.enabled=true'] }),
+      workload: 'Deployment',
+    },
+    {
+      name: 'kustomize build with the persistent-cache and monitoring components',
+      objects: () => kustomizeOverlay({ components: ['persistent-cache', 'monitoring'] }),
+      workload: 'StatefulSet',
+    },
+    {
+      name: 'helm template with persistence and monitoring enabled',
+      objects: () => helmTemplate({ set: ['persistence.enabled=true', 'monitoring.enabled=true'] }),
+      workload: 'StatefulSet',
     },
   ];
-  for (const { name, objects: render } of renderings) {
+  for (const { name, objects: render, workload } of renderings) {
     it(`every object of ${name} passes a server-side dry-run apply`, async () => {
       await installMinimalMonitoringCrds();
       const objects = render();
@@ -199,7 +220,7 @@ describe('deploy/ on the real API server', () => {
         'ClusterRoleBinding',
         'Role',
         'RoleBinding',
-        'Deployment',
+        workload,
         'PodDisruptionBudget',
         'Service',
         'ServiceMonitor',
@@ -272,6 +293,42 @@ describe('the cancel component', () => {
     for (let i = 0; !(await canDelete()); i++) {
       if (i > 50) assert.fail('the cancel component never granted pod deletion');
       await sleep(100);
+    }
+  });
+});
+
+describe('the persistent cache', () => {
+  it("gives each replica its own claim: the StatefulSet controller's pods never share a cache", async () => {
+    const namespace = runNamespace('tollgate-pvc');
+    const core = admin.makeApiClient(CoreV1Api);
+    await core.createNamespace({ body: { metadata: { name: namespace } } });
+    try {
+      const statefulSet = kustomizeOverlay({
+        components: ['persistent-cache'],
+        fields: { namespace },
+      }).find((o) => o.kind === 'StatefulSet')!;
+      await apply(admin, statefulSet, false);
+      const claimOf = (pod: V1Pod): string | undefined =>
+        pod.spec?.volumes?.find((v) => v.name === 'tollgate-cache')?.persistentVolumeClaim
+          ?.claimName;
+      const pods = await eventually('two tollgate pods, each with its cache claim', async () => {
+        const items = (await core.listNamespacedPod({ namespace })).items;
+        return items.length === 2 && items.every(claimOf) && items;
+      });
+      assert.deepEqual(pods.map((p) => [p.metadata?.name, claimOf(p)]).sort(), [
+        ['tollgate-0', 'tollgate-cache-tollgate-0'],
+        ['tollgate-1', 'tollgate-cache-tollgate-1'],
+      ]);
+      const claims = await eventually('the two claims', async () => {
+        const items = (await core.listNamespacedPersistentVolumeClaim({ namespace })).items;
+        return items.length === 2 && items;
+      });
+      for (const claim of claims) {
+        assert.deepEqual(claim.spec?.accessModes, ['ReadWriteOnce']);
+        assert.equal(claim.spec?.resources?.requests?.storage, '2Gi');
+      }
+    } finally {
+      await removeNamespace(core, namespace);
     }
   });
 });

@@ -130,6 +130,62 @@ describe('the deploy/ base', () => {
   });
 });
 
+describe('the persistent-cache component', () => {
+  const overlays: { name: string; fields: Record<string, unknown>; prefix: string }[] = [
+    { name: 'as shipped', fields: {}, prefix: '' },
+    {
+      name: 'with a namespace and a name prefix',
+      fields: { namespace: 'ops', namePrefix: 'blue-' },
+      prefix: 'blue-',
+    },
+  ];
+  for (const { name, fields, prefix } of overlays) {
+    it(`${name}: runs tollgate as a StatefulSet whose replicas each claim their own 2Gi ReadWriteOnce cache`, () => {
+      const objects = kustomizeOverlay({ components: ['persistent-cache'], fields });
+      assert.ok(!objects.some((o) => o.kind === 'Deployment'), 'the Deployment is replaced');
+      const statefulSet = find(objects, 'StatefulSet', `${prefix}tollgate`);
+      assert.equal(statefulSet.spec.replicas, 2);
+      assert.equal(statefulSet.spec.podManagementPolicy, 'Parallel');
+      assert.deepEqual(
+        statefulSet.spec.volumeClaimTemplates.map((t: any) => [
+          t.metadata.name,
+          t.spec.accessModes,
+          t.spec.resources.requests.storage,
+        ]),
+        [['tollgate-cache', ['ReadWriteOnce'], '2Gi']],
+      );
+      const spec = statefulSet.spec.template.spec;
+      const mount = spec.containers[0].volumeMounts.find(
+        (m: { mountPath: string }) => m.mountPath === '/var/cache/tollgate',
+      );
+      assert.equal(mount.name, 'tollgate-cache', 'the cache is the claim');
+      assert.ok(
+        !spec.volumes.some((v: { name: string }) => v.name === 'tollgate-cache'),
+        'no pod volume shadows the claim',
+      );
+      assert.equal(spec.serviceAccountName, `${prefix}tollgate`);
+      assert.equal(spec.containers[0].envFrom[0].configMapRef.name, `${prefix}tollgate-config`);
+    });
+  }
+
+  it('keeps the pod template of the base, apart from the cache volume', () => {
+    const deployment = find(base, 'Deployment', 'tollgate').spec.template;
+    const statefulSet = find(
+      kustomizeOverlay({ components: ['persistent-cache'] }),
+      'StatefulSet',
+      'tollgate',
+    ).spec.template;
+    const withoutCache = (template: any): unknown => ({
+      ...template,
+      spec: {
+        ...template.spec,
+        volumes: template.spec.volumes.filter((v: { name: string }) => v.name !== 'tollgate-cache'),
+      },
+    });
+    assert.deepEqual(withoutCache(statefulSet), withoutCache(deployment));
+  });
+});
+
 describe('the monitoring component', () => {
   const monitored = withMonitoring();
 
@@ -260,7 +316,7 @@ describe('the GitOps and release examples', () => {
     const tollgate = kustomizations.find((k) => k.metadata?.name === 'tollgate')!;
     assert.ok(
       tollgate.spec.healthChecks.some(
-        (h: { kind: string; name: string }) => h.kind === 'Deployment' && h.name === 'tollgate',
+        (h: { kind: string; name: string }) => h.kind === 'StatefulSet' && h.name === 'tollgate',
       ),
     );
     const tenant = kustomizations.find((k) => k.metadata?.name === 'team-a-workloads')!;
