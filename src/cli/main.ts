@@ -4,16 +4,7 @@
  * (0 ok, 1 the command ran and found problems, 2 usage or I/O error).
  */
 import { Command, CommanderError } from 'commander';
-import { registerAudit } from './audit.ts';
-import { registerValidate } from './validate.ts';
-import { registerRun } from './run.ts';
-import { registerPlan } from './plan.ts';
-import { registerDemo } from './demo.ts';
-import { registerAdmissionParams } from './admission-params.ts';
-import { registerVersion } from './version.ts';
-import { registerCompletion } from './completion.ts';
-import { registerExplain } from './explain.ts';
-import { registerQueue } from './queue.ts';
+import { registerCommands } from './commands.ts';
 import { buildInfo } from '../observe/build-info.ts';
 
 const program = new Command()
@@ -23,20 +14,7 @@ const program = new Command()
   .exitOverride()
   .showHelpAfterError();
 
-const registrations: ((program: Command) => void)[] = [
-  registerRun,
-  registerAudit,
-  registerValidate,
-  registerPlan,
-  registerDemo,
-  registerAdmissionParams,
-  registerVersion,
-  registerCompletion,
-  registerExplain,
-  registerQueue,
-];
-
-for (const register of registrations) register(program);
+await registerCommands(program, process.argv.slice(2));
 
 try {
   await program.parseAsync(process.argv);

@@ -195,6 +195,7 @@ export async function runValidate(
       ...(tokenFromEnv ? { token: tokenFromEnv.trim() } : {}),
       ...(remote && options.gitTokenFile ? { tokenFile: options.gitTokenFile } : {}),
       ...(cacheDir ? { cacheDir } : {}),
+      parseOn: 'caller',
     });
     outcome = await source.poll();
   } catch (error) {

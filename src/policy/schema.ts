@@ -1,57 +1,29 @@
 /**
  * JSON Schema validation of raw policy documents against `schemas/*.schema.json`, the
- * single source of truth. The validators are compiled once, on first use, and shared.
- * Schema errors are rewritten into PolicyErrors with a field path and a reason a person
- * can act on (an unknown field names the field; a wrong enum lists the allowed values).
+ * single source of truth. The validators are compiled ahead of time by
+ * `scripts/gen-types.ts` into `generated/validators.js` (Ajv's standalone code, checked
+ * by `npm run schemas:check` like the generated types), so a command such as `validate`
+ * pays no schema compilation at start. Schema errors are rewritten into PolicyErrors with
+ * a field path and a reason a person can act on (an unknown field names the field; a
+ * wrong enum lists the allowed values).
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
-import addFormatsModule from 'ajv-formats';
+import type { ErrorObject, ValidateFunction } from 'ajv/dist/2020.js';
 import type { PolicyError } from './errors.ts';
 import { fieldPath } from './errors.ts';
+import * as precompiled from './generated/validators.js';
+import { policyKinds, type PolicyKind } from './schema-source.ts';
 
-export const policyKinds = [
-  'Settings',
-  'Tenant',
-  'GatePolicy',
-  'ResizePolicy',
-  'StalenessPolicy',
-  'Approval',
-] as const;
-export type PolicyKind = (typeof policyKinds)[number];
+export {
+  apiVersion,
+  loadSchema,
+  policyKinds,
+  schemaDir,
+  type PolicyKind,
+} from './schema-source.ts';
 
-export const apiVersion = 'tollgate.io/v1alpha1';
-
-/** Folder of the schema files, also read by the reference doc generator. */
-export const schemaDir = join(import.meta.dirname, '../../schemas');
-
-export function loadSchema(kind: PolicyKind): Record<string, unknown> {
-  return JSON.parse(readFileSync(join(schemaDir, `${kind}.schema.json`), 'utf8')) as Record<
-    string,
-    unknown
-  >;
-}
-
-let validators: Map<PolicyKind, ValidateFunction> | undefined;
-
-function compiled(): Map<PolicyKind, ValidateFunction> {
-  if (validators) return validators;
-  const ajv = new Ajv2020({
-    allErrors: true,
-    strict: true,
-    // A discriminator's tag is required on the parent and defined in each branch.
-    strictRequired: false,
-    discriminator: true,
-  });
-  // ajv-formats is CommonJS; its default export is the plugin function under Node's ESM interop.
-  const addFormats =
-    (addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ??
-    addFormatsModule;
-  (addFormats as unknown as (ajv: Ajv2020, formats: string[]) => void)(ajv, ['uri', 'date-time']);
-  validators = new Map(policyKinds.map((kind) => [kind, ajv.compile(loadSchema(kind))]));
-  return validators;
-}
+const validators: ReadonlyMap<PolicyKind, ValidateFunction> = new Map(
+  policyKinds.map((kind) => [kind, precompiled[kind] as ValidateFunction]),
+);
 
 /** Validates one document of a known kind; [] when valid. */
 export function validateDocument(
@@ -59,7 +31,7 @@ export function validateDocument(
   value: unknown,
   where: { file: string; document: number },
 ): PolicyError[] {
-  const validate = compiled().get(kind);
+  const validate = validators.get(kind);
   if (!validate || validate(value)) return [];
   const seen = new Set<string>();
   const out: PolicyError[] = [];

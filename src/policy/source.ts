@@ -33,6 +33,7 @@ import { formatPolicyError, type PolicyError } from './errors.ts';
 import { GitPolicyReader, isGitUrl, PolicyFetchError } from './git.ts';
 import {
   contentHash,
+  loadPolicyFromFiles,
   loadPolicyFromFilesOffThread,
   readPolicyDirectory,
   type PolicyFile,
@@ -72,6 +73,12 @@ export interface PolicySourceOptions {
   readonly historyDepth?: number;
   /** Deadline of one off-thread parse (default 20 s, see parse-off-thread.ts). */
   readonly parseTimeoutMs?: number;
+  /**
+   * Where YAML is parsed: in a worker thread (default; a long-running process keeps its
+   * event loop free for the lease and the informers) or on the calling thread (a one-shot
+   * command such as `validate`, which has nothing to keep alive and saves a worker's start).
+   */
+  readonly parseOn?: 'worker' | 'caller';
   readonly clock?: Clock;
   readonly timers?: Timers;
   readonly logger?: Logger;
@@ -137,6 +144,7 @@ export class PolicySource {
   readonly #logger: Logger;
   readonly #intervalMs: number;
   readonly #parseTimeoutMs: number | undefined;
+  readonly #parseOn: 'worker' | 'caller';
   readonly #historyDepth: number;
   #current: Policy | undefined;
   /** Last commit evaluated (good or bad), so an unchanged location costs no parse. */
@@ -154,6 +162,7 @@ export class PolicySource {
     this.#logger = options.logger ?? silentLogger;
     this.#intervalMs = options.intervalMs ?? 30_000;
     this.#parseTimeoutMs = options.parseTimeoutMs;
+    this.#parseOn = options.parseOn ?? 'worker';
     this.#historyDepth = options.historyDepth ?? 50;
     if (isGitUrl(options.location)) {
       const token = tokenSourceOf(options);
@@ -336,6 +345,7 @@ export class PolicySource {
   }
 
   #load(files: readonly PolicyFile[], commit: string): Promise<PolicyResult> {
+    if (this.#parseOn === 'caller') return Promise.resolve(loadPolicyFromFiles(files, { commit }));
     return loadPolicyFromFilesOffThread(files, {
       commit,
       timers: this.#timers,
