@@ -184,7 +184,7 @@ async function start(
   started('cluster view', () => view.stop());
   await view.whenSynced(shutdown);
   log.info('cluster view synced');
-  const guards = createStaleGuards(first, view, policies);
+  const guards = createStaleGuards(first, view, policies, config.stale);
 
   // 4. The audit trail.
   watchStartupSettings(policies, first, log);

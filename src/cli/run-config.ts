@@ -16,6 +16,7 @@ import { leaderTimingProblems, type LeaderTimings } from '../cluster/leader-timi
 import { parseListenAddress } from '../observe/http.ts';
 import { dispatchSettings, type DispatchSettings } from '../dispatch/settings.ts';
 import { plainHttpProblem } from '../policy/credentials.ts';
+import { liveReadAfterSkipsProblem } from '../cluster/stale-guard.ts';
 
 export interface RunSetting {
   /** camelCase key, also commander's option key. */
@@ -315,6 +316,22 @@ export const runSettings = [
     defaultValue: '5',
   },
   {
+    key: 'staleLiveReadAfter',
+    flag: 'stale-live-read-after',
+    env: 'TOLLGATE_STALE_LIVE_READ_AFTER',
+    description:
+      'a pod the view stays behind on is skipped (each time after its own backoff) this many times in a row, then one live read decides',
+    defaultValue: '5',
+  },
+  {
+    key: 'rollbackStaleSkip',
+    flag: 'rollback-stale-skip',
+    env: 'TOLLGATE_ROLLBACK_STALE_SKIP',
+    description:
+      'on: a Rollback on a pod the view is behind on waits like any decision; off: it goes on one live read at once (stale skips still counted)',
+    defaultValue: 'on',
+  },
+  {
     key: 'prometheusUrl',
     flag: 'prometheus-url',
     env: 'TOLLGATE_PROMETHEUS_URL',
@@ -381,6 +398,13 @@ export interface RunConfig {
   readonly api: { readonly qps: number; readonly concurrency: number };
   /** The write dispatcher's knobs, validated together (src/dispatch/settings.ts). */
   readonly writes: DispatchSettings;
+  /** The stale-guard's run knobs (the StalenessPolicy in Git holds the others). */
+  readonly stale: {
+    /** Consecutive stale skips of a pod before one live read decides. */
+    readonly liveReadAfterSkips: number;
+    /** False: a stale Rollback goes on one live read instead of waiting. */
+    readonly skipRollback: boolean;
+  };
   /** `prometheusUrl` overrides the policy settings' prometheus.url when set. */
   readonly resize: { readonly prometheusUrl?: string; readonly intervalMs: number };
   readonly shutdownTimeoutMs: number;
@@ -471,6 +495,7 @@ export function parseRunConfig(flags: RawRunSettings, context: RunConfigContext)
   const shutdownTimeoutMs = read.duration('shutdownTimeout');
   const api = parseApiLimits(read);
   const writes = parseWrites(read, api, lease.timings);
+  const stale = parseStale(read);
   const resize = parseResize(read);
   const logLevel = parseLogLevel(read);
   if (read.problems.length > 0 || policy === undefined) {
@@ -489,6 +514,7 @@ export function parseRunConfig(flags: RawRunSettings, context: RunConfigContext)
       schedules,
       api,
       writes,
+      stale,
       resize,
       shutdownTimeoutMs,
       logLevel,
@@ -819,6 +845,18 @@ function parseWrites(
     }
     return dispatchSettings();
   }
+}
+
+/** The stale-guard's run knobs, checked by the guard's own rule. */
+function parseStale(read: SettingReader): RunConfig['stale'] {
+  const text = read.value('staleLiveReadAfter');
+  const liveReadAfterSkips = Number(text);
+  const problem = liveReadAfterSkipsProblem(liveReadAfterSkips);
+  if (problem) read.problem('staleLiveReadAfter', `"${text}": ${problem.replace(/, got .*$/, '')}`);
+  const skip = read.value('rollbackStaleSkip');
+  if (skip !== 'on' && skip !== 'off')
+    read.problem('rollbackStaleSkip', `"${skip}" must be on or off`);
+  return { liveReadAfterSkips, skipRollback: skip !== 'off' };
 }
 
 /**

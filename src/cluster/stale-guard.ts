@@ -48,6 +48,10 @@ export type Freshness =
       readonly detail: string;
       /** When to decide on this key again. */
       readonly retryAfterMs: number;
+      /** True: the key is inside its backoff; nothing new is counted or recorded. */
+      readonly waiting: boolean;
+      /** True: N consecutive skips are behind it; one live read decides (`liveDecided`). */
+      readonly decideLive: boolean;
     };
 
 export type LiveDecision =
@@ -61,6 +65,8 @@ interface Entry {
   misses: number;
   /** When the key was first skipped as stale (the longest-wait gauge). */
   since?: number;
+  /** Before this clock time a check answers "waiting" without counting a skip. */
+  retryAt?: number;
 }
 
 /** Parses an etcd revision; undefined when the string is not a plain decimal number. */
@@ -80,6 +86,20 @@ export interface StaleGuardOptions {
   readonly clock?: Clock;
   /** How long a lag fed to `observeCacheLag` stands for the view's lag. Default 60 s. */
   readonly cacheLagValidForMs?: number;
+  /**
+   * After this many consecutive counted skips of a key, its next due check asks for one
+   * live read to decide (`decideLive`) instead of waiting on the cache. Default 5.
+   */
+  readonly liveReadAfterSkips?: number;
+}
+
+export const defaultLiveReadAfterSkips = 5;
+
+/** The problem with a `liveReadAfterSkips`, or undefined when it is a whole number >= 1. */
+export function liveReadAfterSkipsProblem(value: number): string | undefined {
+  return Number.isInteger(value) && value >= 1
+    ? undefined
+    : `liveReadAfterSkips must be a whole number of at least 1, got ${value}`;
 }
 
 export class StaleGuard {
@@ -93,8 +113,12 @@ export class StaleGuard {
   #clock: Clock;
   #lagValidForMs: number;
   #observedLag: { ms: number; at: number } | undefined;
+  readonly #liveReadAfterSkips: number;
 
   constructor(options: StaleGuardOptions) {
+    this.#liveReadAfterSkips = options.liveReadAfterSkips ?? defaultLiveReadAfterSkips;
+    const problem = liveReadAfterSkipsProblem(this.#liveReadAfterSkips);
+    if (problem) throw new Error(`stale-guard: ${problem}`);
     this.loop = options.loop;
     this.#policy = options.policy;
     this.#restored = options.restored ?? true;
@@ -196,18 +220,69 @@ export class StaleGuard {
     return Math.min(maxMs, baseMs * 2 ** Math.min(misses, 40));
   }
 
+  /**
+   * A key not fresh: inside its backoff it waits (nothing counted); else after
+   * `liveReadAfterSkips` counted skips one live read decides; else a counted skip that
+   * doubles its backoff. Without an entry (a restart) every check is a counted skip.
+   */
   #skip(
     key: ObjectKey,
     entry: Entry | undefined,
     reason: 'behind' | 'unknown' | 'restored',
     detail: string,
   ): Freshness {
-    const retryAfterMs = this.#backoff(entry);
-    if (entry) entry.misses += 1;
-    if (entry && entry.since === undefined) entry.since = this.#clock.now();
-    staleSkipsTotal.inc({ loop: this.loop });
+    const now = this.#clock.now();
     if (reason === 'unknown') this.#unknown.add(key);
-    return { fresh: false, reason, detail, retryAfterMs };
+    if (entry?.retryAt !== undefined && now < entry.retryAt) {
+      return {
+        fresh: false,
+        reason,
+        detail,
+        retryAfterMs: entry.retryAt - now,
+        waiting: true,
+        decideLive: false,
+      };
+    }
+    if (entry && entry.misses >= this.#liveReadAfterSkips) {
+      entry.misses = 0;
+      entry.retryAt = now + this.#policy.requeue.baseMs;
+      return {
+        fresh: false,
+        reason,
+        detail,
+        retryAfterMs: this.#policy.requeue.baseMs,
+        waiting: false,
+        decideLive: true,
+      };
+    }
+    const retryAfterMs = this.#backoff(entry);
+    if (entry) {
+      entry.misses += 1;
+      entry.retryAt = now + retryAfterMs;
+      entry.since ??= now;
+    }
+    staleSkipsTotal.inc({ loop: this.loop });
+    return { fresh: false, reason, detail, retryAfterMs, waiting: false, decideLive: false };
+  }
+
+  /**
+   * One live read decided on `key` (after `decideLive`): the API holds `liveResourceVersion`
+   * (undefined: the object is gone or replaced). At or past tollgate's write, the wait is
+   * over: the loop decided on the live object, and the entry has done its job; gone, there
+   * is nothing to wait for. Still behind (the API answered from an older revision), the
+   * key keeps waiting.
+   */
+  liveDecided(key: ObjectKey, liveResourceVersion: string | undefined): void {
+    const entry = this.#entries.get(key);
+    if (!entry) return;
+    const written = parseRevision(entry.resourceVersion);
+    const live = parseRevision(liveResourceVersion);
+    if (
+      liveResourceVersion !== undefined &&
+      (written === undefined || live === undefined || live < written)
+    )
+      return;
+    this.forget(key);
   }
 
   /**

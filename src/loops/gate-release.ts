@@ -20,7 +20,12 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import type { AuditSink } from '../audit/types.ts';
 import type { ClusterView, ObjectKey, ViewChange } from '../cluster/types.ts';
-import { checkLive, type LiveCheck, type LiveDecision } from '../cluster/stale-guard.ts';
+import {
+  checkLive,
+  type Freshness,
+  type LiveCheck,
+  type LiveDecision,
+} from '../cluster/stale-guard.ts';
 import type { Decision, Outcome } from '../decide/decision.ts';
 import { ownedGate } from '../decide/gates.ts';
 import { timestampMs } from '../decide/objects.ts';
@@ -37,6 +42,7 @@ import { systemClock, type Clock } from '../lib/clock.ts';
 import { silentLogger, type Logger } from '../observe/log.ts';
 import type { DecisionKindName, Policy } from '../policy/model.ts';
 import { afterFinalFailure } from '../decide/release-blocked.ts';
+import { retargetOnLive } from '../decide/stale-live.ts';
 import {
   blockedWritesTotal,
   expiredTotal,
@@ -51,6 +57,13 @@ import {
 export interface GateReleaseStaleGuard {
   /** False while the view has not yet seen tollgate's own last write to the pod. */
   isFresh(key: ObjectKey, pod: V1Pod): boolean;
+  /**
+   * The per-key answer behind `isFresh`: inside its backoff a key waits (nothing
+   * recorded again); after N consecutive skips one live read decides. Absent = `isFresh`.
+   */
+  check?(key: ObjectKey, cachedResourceVersion: string | undefined): Freshness;
+  /** The live read asked for by `decideLive` found this resourceVersion (undefined: gone). */
+  liveDecided?(key: ObjectKey, liveResourceVersion: string | undefined): void;
   recordWrite(key: ObjectKey, resourceVersion: string): void;
   /**
    * Before a destructive write: act on the cache, take a live read first, or hold.
@@ -123,6 +136,8 @@ export interface PassReport {
   /** Writes decided; each is sent once the intents of its pass are recorded. */
   readonly sent: number;
   readonly skipped: ReadonlyMap<ObjectKey, string>;
+  /** When the soonest key skipped as stale is due again (its own backoff); undefined = none. */
+  readonly staleRetryAfterMs?: number;
   /** Resolves when every write of this pass has ended and its outcome is recorded. */
   readonly settled: Promise<void>;
 }
@@ -161,6 +176,8 @@ interface Sending {
   readonly decision: Decision;
   readonly write: PlannedWrite;
   readonly pod: V1Pod | undefined;
+  /** The cache stayed behind for N skips: one live read decides (`retargetOnLive`). */
+  readonly decideLive?: boolean;
 }
 
 const nothingDone: PassReport = {
@@ -341,6 +358,7 @@ class GateReleaseRunner {
       conflicted: this.#conflicted,
       now,
       conflictWaitMs: policy.staleness.requeue.maxMs,
+      requeueBaseMs: policy.staleness.requeue.baseMs,
     });
     for (const key of guarded.conflictsPassed) this.#conflicted.delete(key);
     for (const s of guarded.skips) {
@@ -349,17 +367,27 @@ class GateReleaseRunner {
     }
     this.#state = withoutActing(
       plan.nextState,
-      guarded.skips.map((s) => s.write.target.uid),
+      guarded.held.map((w) => w.target.uid),
     );
-    if (guarded.skipped.size > 0) this.#schedule(policy.staleness.requeue.baseMs);
+    if (guarded.retryAfterMs !== undefined) this.#schedule(guarded.retryAfterMs);
     if (plan.requeueAfterMs !== undefined) this.#schedule(plan.requeueAfterMs);
     // Record what needs no write: holds, expiries, stale skips.
     this.#emitPassEvents(policy, plan);
     const records = recordsWithoutWrites(plan, guarded);
     if (records.length > 0) this.#deps.audit.record(records);
     const { toSend, skipped } = guarded;
+    const staleRetry =
+      guarded.staleRetryAfterMs === undefined
+        ? {}
+        : { staleRetryAfterMs: guarded.staleRetryAfterMs };
     if (toSend.length === 0)
-      return { decisions: plan.decisions, sent: 0, skipped, settled: Promise.resolve() };
+      return {
+        decisions: plan.decisions,
+        sent: 0,
+        skipped,
+        ...staleRetry,
+        settled: Promise.resolve(),
+      };
     // Record intents, send, settle: beside the next passes.
     const planMs = Math.round(performance.now() - startedAt);
     const settled = this.#carryOut(intentParts(toSend, this.#firstIntentBatch), {
@@ -370,7 +398,7 @@ class GateReleaseRunner {
     });
     this.#pending.add(settled);
     void settled.finally(() => this.#pending.delete(settled));
-    return { decisions: plan.decisions, sent: toSend.length, skipped, settled };
+    return { decisions: plan.decisions, sent: toSend.length, skipped, ...staleRetry, settled };
   }
 
   #notePolicy(policy: Policy): void {
@@ -511,7 +539,9 @@ class GateReleaseRunner {
   }
 
   /** The live-read judgment (cluster/stale-guard.ts `checkLive`), then the dispatcher. */
-  async #send(sending: Sending): Promise<void> {
+  async #send(decided: Sending): Promise<void> {
+    const sending = decided.decideLive ? await this.#decideOnLive(decided) : decided;
+    if (sending === undefined) return;
     const { write } = sending;
     // No await unless a live read is taken: the writes of a pass reach the dispatcher in
     // plan order within the turn that sends them.
@@ -543,6 +573,35 @@ class GateReleaseRunner {
       }
       await this.#deps.dispatcher.whenNotFull();
     }
+  }
+
+  /**
+   * The cache stayed behind tollgate's write to this pod for N skips: one live read (the
+   * bounded reader) decides. The write goes on against the live pod, or is cancelled
+   * with the reason (gone, gate already removed, read refused: the key keeps waiting).
+   */
+  async #decideOnLive(sending: Sending): Promise<Sending | undefined> {
+    const { write } = sending;
+    const guard = this.#deps.staleGuard;
+    const readPod = this.#deps.readPod;
+    const cancel = (message: string): undefined => {
+      this.#settle(sending, { result: 'cancelled', message });
+      return undefined;
+    };
+    if (!readPod) return cancel('the cache stayed behind and no live read can be taken');
+    let live: V1Pod | undefined;
+    try {
+      live = await readPod(write.target.namespace, write.target.name);
+    } catch (error) {
+      return cancel(`live read refused: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    const sameUid = live?.metadata?.uid === write.target.uid;
+    guard?.liveDecided?.(write.key, sameUid ? live?.metadata?.resourceVersion : undefined);
+    const policy = this.#deps.policy();
+    const judged = retargetOnLive(write, live, (pod) => !!policy && !!ownedGate(pod, policy));
+    if (judged.action === 'cancel') return cancel(judged.reason);
+    this.#log.info({ pod: write.key }, 'cache stayed behind; decided on a live read');
+    return { ...sending, write: judged.write, pod: live, decideLive: false };
   }
 
   /**
@@ -712,64 +771,117 @@ export interface GuardedWrites {
   readonly toSend: readonly Sending[];
   /** key -> why its write was skipped this pass. */
   readonly skipped: Map<ObjectKey, string>;
+  /** Skips to record (a key waiting inside its backoff is not recorded again). */
   readonly skips: readonly { readonly write: PlannedWrite; readonly record: Decision }[];
+  /** Every write held back this pass, recorded or not. */
+  readonly held: readonly PlannedWrite[];
   /** Keys whose earlier conflict the view has moved past. */
   readonly conflictsPassed: readonly ObjectKey[];
+  /** When the soonest held key is due again; undefined = none held. */
+  readonly retryAfterMs: number | undefined;
+  /** The same, of the keys held as stale only. */
+  readonly staleRetryAfterMs: number | undefined;
 }
+
+/** The guard's per-key answer; a guard with `isFresh` only skips at the policy's base delay. */
+function freshnessOf(
+  guard: Pick<GateReleaseStaleGuard, 'isFresh' | 'check'>,
+  key: ObjectKey,
+  pod: V1Pod,
+  baseMs: number,
+): Freshness {
+  if (guard.check) return guard.check(key, pod.metadata?.resourceVersion);
+  if (guard.isFresh(key, pod)) return { fresh: true };
+  const detail = "the view has not yet seen tollgate's last write to this pod";
+  return {
+    fresh: false,
+    reason: 'behind',
+    detail,
+    retryAfterMs: baseMs,
+    waiting: false,
+    decideLive: false,
+  };
+}
+
+const soonest = (a: number | undefined, b: number): number =>
+  a === undefined ? b : Math.min(a, b);
 
 /**
  * The guard step: never act on a pod whose cache is behind tollgate's own write, or
  * still at the resourceVersion a write of ours conflicted on (for at most
- * `conflictWaitMs`). Each skipped write becomes a SkipStale record.
+ * `conflictWaitMs`). A stale key waits its own backoff (recorded as SkipStale when the
+ * skip is counted, not again while it waits); after N skips it is sent to be decided on
+ * one live read (`decideLive`).
  */
 export function guardWrites(
   plan: Pick<Plan, 'decisions' | 'writes'>,
   context: {
     readonly view: Pick<ClusterView, 'pod'>;
-    readonly staleGuard: Pick<GateReleaseStaleGuard, 'isFresh'> | undefined;
+    readonly staleGuard: Pick<GateReleaseStaleGuard, 'isFresh' | 'check'> | undefined;
     readonly conflicted: ReadonlyMap<ObjectKey, { resourceVersion: string; at: number }>;
     readonly now: number;
     readonly conflictWaitMs: number;
+    /** The policy's requeue base: the retry of a conflict, or of a guard without `check`. */
+    readonly requeueBaseMs?: number;
   },
 ): GuardedWrites {
   const { now } = context;
+  const baseMs = context.requeueBaseMs ?? 1_000;
   const byId = new Map(plan.decisions.map((d) => [d.id, d]));
   const toSend: Sending[] = [];
   const skipped = new Map<ObjectKey, string>();
   const skips: { write: PlannedWrite; record: Decision }[] = [];
+  const held: PlannedWrite[] = [];
   const conflictsPassed: ObjectKey[] = [];
+  let retryAfterMs: number | undefined;
+  let staleRetryAfterMs: number | undefined;
   for (const write of plan.writes) {
     const decision = byId.get(write.decisionId) as Decision;
     const pod = context.view.pod(write.target.namespace, write.target.name);
     const conflict = context.conflicted.get(write.key);
+    const freshness =
+      pod && context.staleGuard
+        ? freshnessOf(context.staleGuard, write.key, pod, baseMs)
+        : ({ fresh: true } as const);
+    if (!freshness.fresh && freshness.decideLive) {
+      toSend.push({ decision, write, pod, decideLive: true });
+      continue;
+    }
     let why: string | undefined;
-    if (pod && context.staleGuard && !context.staleGuard.isFresh(write.key, pod)) {
+    let record = true;
+    if (!freshness.fresh) {
       why = "the view has not yet seen tollgate's last write to this pod";
+      record = !freshness.waiting;
+      staleRetryAfterMs = soonest(staleRetryAfterMs, freshness.retryAfterMs);
+      retryAfterMs = soonest(retryAfterMs, freshness.retryAfterMs);
     } else if (
       conflict &&
       conflict.resourceVersion === write.target.resourceVersion &&
       now - conflict.at < context.conflictWaitMs
     ) {
       why = `a write at resourceVersion ${conflict.resourceVersion} conflicted; waiting for the view to move past it`;
+      retryAfterMs = soonest(retryAfterMs, baseMs);
     }
     if (why) {
       skipped.set(write.key, why);
-      skips.push({
-        write,
-        record: {
-          ...decision,
-          id: `gate-release:SkipStale:${decision.target.uid}:${decision.target.resourceVersion}:${now}`,
-          kind: 'SkipStale',
-          reason: `${decision.kind} skipped: ${why}`,
-          outcome: { result: 'recorded' },
-        },
-      });
+      held.push(write);
+      if (record) skips.push({ write, record: skipStaleRecord(decision, why, now) });
       continue;
     }
     if (conflict) conflictsPassed.push(write.key);
     toSend.push({ decision, write, pod });
   }
-  return { toSend, skipped, skips, conflictsPassed };
+  return { toSend, skipped, skips, held, conflictsPassed, retryAfterMs, staleRetryAfterMs };
+}
+
+function skipStaleRecord(decision: Decision, why: string, now: number): Decision {
+  return {
+    ...decision,
+    id: `gate-release:SkipStale:${decision.target.uid}:${decision.target.resourceVersion}:${now}`,
+    kind: 'SkipStale',
+    reason: `${decision.kind} skipped: ${why}`,
+    outcome: { result: 'recorded' },
+  };
 }
 
 /** The pass's decisions that need no write (recorded holds, expiries), then its skips. */

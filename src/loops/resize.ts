@@ -17,7 +17,12 @@
  * waits for room (backpressure) rather than dropping a rollback.
  */
 import type { V1Pod } from '@kubernetes/client-node';
-import { checkLive, type LiveCheck, type LiveDecision } from '../cluster/stale-guard.ts';
+import {
+  checkLive,
+  type Freshness,
+  type LiveCheck,
+  type LiveDecision,
+} from '../cluster/stale-guard.ts';
 import type { ClusterView, ObjectKey, ViewChange } from '../cluster/types.ts';
 import { objectKey } from '../cluster/types.ts';
 import type { AuditSink } from '../audit/types.ts';
@@ -63,6 +68,13 @@ import { fingerprintOf, wakeCause, wakeCauses } from './resize-wake.ts';
  */
 export interface ResizeStaleGuard {
   isFresh(key: ObjectKey, pod: V1Pod): boolean;
+  /**
+   * The per-key answer behind `isFresh`: inside its backoff a pod waits (nothing
+   * recorded again); after N consecutive skips one live read decides. Absent = `isFresh`.
+   */
+  check?(key: ObjectKey, cachedResourceVersion: string | undefined): Freshness;
+  /** The live read asked for by `decideLive` found this resourceVersion (undefined: gone). */
+  liveDecided?(key: ObjectKey, liveResourceVersion: string | undefined): void;
   recordWrite(key: ObjectKey, resourceVersion: string): void;
   /**
    * Before a write of a kind the StalenessPolicy lists as destructive (by default
@@ -111,6 +123,12 @@ export interface ResizeLoopDeps {
   readonly quotaChargeMaxAgeMs?: number;
   /** A live GET, used to decide again after a 409. */
   readonly readPod?: (namespace: string, name: string) => Promise<V1Pod | undefined>;
+  /**
+   * False: a Rollback on a pod the view is behind on is not skipped; it goes on one live
+   * read (the rollback switch of `--rollback-stale-skip off`). The skip is still counted.
+   * Default true.
+   */
+  readonly staleSkipRollback?: boolean;
   /** Parallel per-pod Prometheus queries when a query cannot be batched. Default 4. */
   readonly queryConcurrency?: number;
   readonly logger?: Logger;
@@ -126,6 +144,8 @@ export interface PassSummary {
   readonly pods: number;
   readonly decisions: readonly Decision[];
   readonly skipped: ReadonlyMap<ObjectKey, string>;
+  /** When the soonest pod skipped as stale is due again (its own backoff); undefined = none. */
+  readonly staleRetryAfterMs?: number;
 }
 
 /** What the loop needs of the cluster view for quotas (LiveClusterView has it). */
@@ -141,6 +161,26 @@ export function quotasFromView(
   return {
     quotas: (namespace) => view.resourceQuotas(namespace),
     quotasSeenThrough: () => view.lastResourceVersion('resourcequotas'),
+  };
+}
+
+/** The guard's per-key answer; a guard with `isFresh` only retries at `retryAfterMs`. */
+function freshnessOf(
+  guard: ResizeStaleGuard,
+  key: ObjectKey,
+  pod: V1Pod,
+  retryAfterMs: number,
+): Freshness {
+  if (guard.check) return guard.check(key, pod.metadata?.resourceVersion);
+  if (guard.isFresh(key, pod)) return { fresh: true };
+  const detail = "the view has not seen tollgate's last write to this pod";
+  return {
+    fresh: false,
+    reason: 'behind',
+    detail,
+    retryAfterMs,
+    waiting: false,
+    decideLive: false,
   };
 }
 
@@ -207,6 +247,7 @@ export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
 interface PassCollector {
   readonly all: Decision[];
   readonly skipped: Map<ObjectKey, string>;
+  staleRetryAfterMs?: number;
 }
 
 /** One pod of a pass, as decided on. */
@@ -246,6 +287,8 @@ class ResizeRunner {
   /** Pods woken by a change, reconciled together by the next wake-up pass. */
   readonly #woken = new Set<ObjectKey>();
   #wakeScheduled = false;
+  /** Pods skipped as stale, each woken when its own backoff ends. */
+  readonly #staleTimers = new Map<ObjectKey, NodeJS.Timeout>();
   /** Pods whose SkipStale is recorded (by decision kind) while the view stays behind. */
   readonly #staleRecorded = new Map<ObjectKey, string>();
   /** Observe-only: what was last recorded per pod, so the same would-be decision is recorded once. */
@@ -333,6 +376,23 @@ class ResizeRunner {
     this.#seen.set(key, fingerprint);
     if (!cause || this.#stopped || !this.#deps.view.synced) return;
     resizeWakeupsTotal.inc({ cause });
+    this.#wake(key);
+  }
+
+  /** A stale pod is decided again when its own backoff ends, not at the next timer pass. */
+  #wakeAfter(key: ObjectKey, ms: number): void {
+    if (this.#stopped) return;
+    clearTimeout(this.#staleTimers.get(key));
+    const timer = setTimeout(() => {
+      this.#staleTimers.delete(key);
+      if (!this.#stopped && this.#deps.view.synced) this.#wake(key);
+    }, ms);
+    timer.unref?.();
+    this.#staleTimers.set(key, timer);
+  }
+
+  /** The pod joins the next wake-up pass (one pass for the pods woken meanwhile). */
+  #wake(key: ObjectKey): void {
     this.#woken.add(key);
     if (this.#wakeScheduled) return;
     this.#wakeScheduled = true;
@@ -351,6 +411,8 @@ class ResizeRunner {
   async stop(): Promise<void> {
     this.#stopped = true;
     if (this.#timer) clearTimeout(this.#timer);
+    for (const timer of this.#staleTimers.values()) clearTimeout(timer);
+    this.#staleTimers.clear();
     this.#abort.abort();
     this.#unsubscribe();
     await this.#running?.catch(() => undefined);
@@ -408,7 +470,14 @@ class ResizeRunner {
     }
     await Promise.all(work);
     this.#updateGauges();
-    return { pods: count, decisions: pass.all, skipped: pass.skipped };
+    return {
+      pods: count,
+      decisions: pass.all,
+      skipped: pass.skipped,
+      ...(pass.staleRetryAfterMs === undefined
+        ? {}
+        : { staleRetryAfterMs: pass.staleRetryAfterMs }),
+    };
   }
 
   #updateGauges(): void {
@@ -533,10 +602,12 @@ class ResizeRunner {
       for (const d of plan.decisions) await this.#emit(current, d);
       return undefined;
     }
-    // Guard: the view must have seen our last write; then the live-read judgment.
-    if (this.#guard.isFresh(key, current)) this.#staleRecorded.delete(key);
-    else {
-      this.#skipStale(key, plan, pass);
+    // Guard: the view must have seen our last write (else the pod waits its own
+    // backoff, or one live read decides); then the live-read judgment.
+    const stale = this.#staleness(key, current, plan, round);
+    if (stale === 'live') return this.#decideOnLive(current, key, pass);
+    if (stale !== 'fresh') {
+      this.#skipStale(key, plan, pass, stale);
       return undefined;
     }
     let check = this.#checkLive(current, plan, key, round);
@@ -635,12 +706,76 @@ class ResizeRunner {
   }
 
   /**
-   * The view has not seen our last write: decided again next pass. One SkipStale
-   * record per pod and decision kind while the view stays behind, not one per pass.
+   * Fresh; or one live read decides (after N consecutive skips, or at once for a
+   * Rollback when the skip path is off for rollback); else the guard's answer to skip.
    */
-  #skipStale(key: ObjectKey, plan: PodResizePlan, pass: PassCollector): void {
-    resizesTotal.inc({ result: 'stale' });
+  #staleness(
+    key: ObjectKey,
+    current: V1Pod,
+    plan: PodResizePlan,
+    round: number,
+  ): 'fresh' | 'live' | Extract<Freshness, { fresh: false }> {
+    const freshness = freshnessOf(this.#guard, key, current, this.#deps.intervalMs);
+    if (freshness.fresh) {
+      this.#staleRecorded.delete(key);
+      return 'fresh';
+    }
+    const rollbackLive =
+      this.#deps.staleSkipRollback === false && plan.decisions.some((d) => d.kind === 'Rollback');
+    const canRead = round === 0 && this.#deps.readPod !== undefined;
+    return (freshness.decideLive || rollbackLive) && canRead ? 'live' : freshness;
+  }
+
+  /**
+   * The view stayed behind tollgate's write: one live read (the bounded reader) decides.
+   * The pod is decided again on the live object; a refused read or a pod gone skips it.
+   */
+  async #decideOnLive(
+    current: V1Pod,
+    key: ObjectKey,
+    pass: PassCollector,
+  ): Promise<V1Pod | undefined> {
+    const namespace = current.metadata?.namespace ?? '';
+    const name = current.metadata?.name ?? '';
+    let live: V1Pod | undefined;
+    try {
+      live = await this.#deps.readPod!(namespace, name);
+    } catch (error) {
+      const retryAfterMs = (error as { retryAfterMs?: number }).retryAfterMs ?? 1_000;
+      pass.skipped.set(key, `stale: live read refused: ${errorText(error)}`);
+      this.#noteStaleRetry(key, pass, retryAfterMs);
+      return undefined;
+    }
+    const same = live?.metadata?.uid === current.metadata?.uid;
+    this.#guard.liveDecided?.(key, same ? live?.metadata?.resourceVersion : undefined);
+    if (!live || !same) {
+      pass.skipped.set(key, 'stale: live read found the pod gone or replaced');
+      return undefined;
+    }
+    this.#log.info({ pod: key }, 'resize: the view stayed behind; decided again on a live read');
+    return live;
+  }
+
+  #noteStaleRetry(key: ObjectKey, pass: PassCollector, retryAfterMs: number): void {
+    pass.staleRetryAfterMs = Math.min(pass.staleRetryAfterMs ?? retryAfterMs, retryAfterMs);
+    this.#wakeAfter(key, retryAfterMs);
+  }
+
+  /**
+   * The view has not seen our last write: decided again when the pod's own backoff
+   * ends. One SkipStale record per pod and decision kind while the view stays behind,
+   * not one per pass; a pass inside the backoff counts nothing.
+   */
+  #skipStale(
+    key: ObjectKey,
+    plan: PodResizePlan,
+    pass: PassCollector,
+    freshness: Extract<Freshness, { fresh: false }>,
+  ): void {
     pass.skipped.set(key, 'stale');
+    this.#noteStaleRetry(key, pass, freshness.retryAfterMs);
+    if (freshness.waiting) return;
+    resizesTotal.inc({ result: 'stale' });
     const first = plan.decisions[0] as Decision;
     if (this.#staleRecorded.get(key) === first.kind) return;
     this.#staleRecorded.set(key, first.kind);

@@ -203,6 +203,7 @@ function startResizeLoopIfConfigured(
       prometheus: createPrometheusClient({ url: prometheusUrl }),
       intervalMs: config.resize.intervalMs,
       staleGuard: parts.guards.resize,
+      staleSkipRollback: config.stale.skipRollback,
       events: parts.events,
       readPod,
       ...quotasFromView(view),

@@ -93,16 +93,20 @@ export interface LoopGuards {
  * One stale-guard per loop, for the life of the process: a write made in one leader
  * term is still guarded in the next. Built once the view has synced (until then nothing
  * counts as fresh), fed the view's lag as measured on tollgate's own pod writes, and
- * the staleness policy of each new snapshot.
+ * the staleness policy of each new snapshot; `stale` (run configuration): after how many
+ * consecutive skips one live read decides.
  */
 export function createStaleGuards(
   first: Policy,
   view: { readonly cacheLag: Pick<CacheLagMeter, 'onMeasured'> },
   policies: Pick<PolicyFeed, 'onPolicy'>,
+  stale: Partial<Pick<RunConfig['stale'], 'liveReadAfterSkips'>> = {},
 ): LoopGuards {
+  const { liveReadAfterSkips } = stale;
+  const knobs = liveReadAfterSkips === undefined ? {} : { liveReadAfterSkips };
   const guards: LoopGuards = {
-    gate: new StaleGuard({ policy: first.staleness, loop: 'gate-release' }),
-    resize: new StaleGuard({ policy: first.staleness, loop: 'resize' }),
+    gate: new StaleGuard({ policy: first.staleness, loop: 'gate-release', ...knobs }),
+    resize: new StaleGuard({ policy: first.staleness, loop: 'resize', ...knobs }),
   };
   for (const guard of Object.values(guards)) guard.markSynced();
   view.cacheLag.onMeasured((ms) => {

@@ -77,6 +77,7 @@ describe('tollgate run configuration', () => {
           recoverySuccesses: 10,
         },
       },
+      stale: { liveReadAfterSkips: 5, skipRollback: true },
       resize: { intervalMs: 30_000 },
       shutdownTimeoutMs: 20_000,
       logLevel: 'info',

@@ -94,12 +94,17 @@ for (const row of checks) {
 }
 
 test('a stale key backs off exponentially up to the cap, and only that key waits', async () => {
-  const guard = synced();
+  // Each check when the key's backoff is due (a check inside it waits, uncounted:
+  // stale-guard-backoff.test.ts); no live read asked within these six.
+  const clock = new ManualClock();
+  const guard = new StaleGuard({ policy, loop: 'gate-release', clock, liveReadAfterSkips: 10 });
+  guard.markSynced();
   const skipsBefore = await value('tollgate_stale_skips_total', { loop: 'gate-release' });
   guard.recordWrite('ns/slow', '100');
   const delays = [1, 2, 3, 4, 5, 6].map(() => {
     const result = guard.check('ns/slow', '90');
     assert.equal(result.fresh, false);
+    if (!result.fresh) clock.advance(result.retryAfterMs);
     return result.fresh ? 0 : result.retryAfterMs;
   });
   assert.deepEqual(delays, [100, 200, 400, 800, 1000, 1000]);
