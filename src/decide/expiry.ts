@@ -48,6 +48,8 @@ export interface HoldState {
   readonly attempts: number;
   /** When a timer-driven re-check is due; absent once `maxAttempts` is spent (only cluster changes re-check it then). */
   readonly nextCheckAt?: number;
+  /** The Hold last recorded in the audit trail: its reviewed key and when (release-record.ts). */
+  readonly recorded?: { readonly key: string; readonly at: number };
 }
 
 export function recheckDelay(recheck: GatePolicy['recheck'], attempts: number): number | undefined {

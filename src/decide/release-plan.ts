@@ -15,8 +15,8 @@
  *    weight, each unit checked against the tenant budget (ramped after an increase), max
  *    in flight, batch size and the token buckets (global, tenant, policy);
  * 5. `recordVerdicts` (release-record.ts): what the phases concluded, in order, as
- *    decisions and writes; a Hold only when a pod's hold reason changes, so a quiet
- *    cluster produces no audit records.
+ *    decisions and writes; a Hold only when what blocks a pod changes in a way a
+ *    reviewer cares about (debounced), so a quiet cluster produces no audit records.
  *
  * Safety never depends on `state`: budget and in-flight counts come from the snapshot
  * every pass, so a controller restarted with empty state cannot exceed them.
@@ -30,7 +30,7 @@ import { normaliseServed, type Bucket, type Ramp } from './pacing.ts';
 import { admitUnits } from './release-admit.ts';
 import { classifyPods } from './release-classify.ts';
 import { judgePods } from './release-judge.ts';
-import { recordVerdicts } from './release-record.ts';
+import { recordVerdicts, type HoldChange } from './release-record.ts';
 import { groupReleaseUnits } from './release-units.ts';
 import type { Policy } from '../policy/model.ts';
 
@@ -100,6 +100,8 @@ export interface PassSummary {
 
 export interface Plan {
   readonly decisions: readonly Decision[];
+  /** Held pods whose exact hold reason changed (Events, metrics); the audit records fewer. */
+  readonly holdChanges: readonly HoldChange[];
   readonly writes: readonly PlannedWrite[];
   readonly nextState: PlanState;
   /** When the next pass is due even if nothing changes (refill, expiry, re-check); undefined = only on change. */
@@ -130,6 +132,7 @@ export function planReleases(
   const weights = new Map([...policy.tenants.values()].map((t) => [t.name, t.weight]));
   return {
     decisions: recorded.decisions,
+    holdChanges: recorded.holdChanges,
     writes: recorded.writes,
     nextState: {
       buckets: { ...state.buckets, ...admitted.buckets },

@@ -1,9 +1,16 @@
 /**
  * Phase 5 of a gate-release pass: record the verdicts, in order, as decisions and the
- * writes that carry them out. A Hold is recorded only when the pod's hold reason changes
- * (with a re-check backoff), so a quiet cluster produces no audit records; every other
- * verdict is a decision with a write, and the pod counts as acted on until the view
- * shows the write.
+ * writes that carry them out. Every other verdict is a decision with a write, and the
+ * pod counts as acted on until the view shows the write.
+ *
+ * A Hold is a decision without a write, recorded in the audit trail only when what
+ * blocks the pod changes in a way a reviewer cares about (`reviewedHoldKey`): the budget
+ * and the pacing limits are one thing to a reviewer (the pod waits for capacity), so a
+ * pod that a release wave holds now by its budget, now by the in-flight limit, is
+ * recorded held once. Other changes are debounced: recorded at once when the last Hold
+ * record of the pod is `HOLD_RECORD_QUIET_MS` old, else when that quiet time ends (a
+ * wake-up) if the change has stayed. Every exact change of reason is in `holdChanges`,
+ * for Events and metrics; a quiet cluster produces no audit records.
  */
 import type { ConditionInput, Decision, DecisionKind, PolicyRef, Target } from './decision.ts';
 import { nextHold, type HoldState } from './expiry.ts';
@@ -21,8 +28,43 @@ const defaultRecheck: GatePolicy['recheck'] = {
   maxAttempts: 10,
 };
 
+/** Between two Hold records of one pod whose blocking conditions changed. */
+export const HOLD_RECORD_QUIET_MS = 60_000;
+
+/** The pacing limits and the budget: a pod whose own conditions hold waits for capacity. */
+const capacityKeys = new Set(['Budget', 'Pacing']);
+
+/** What a reviewer tells apart among hold reasons: capacity, or the exact blocking set. */
+export function reviewedHoldKey(reasonKey: string): string {
+  return capacityKeys.has(reasonKey) ? 'Capacity' : reasonKey;
+}
+
+/** An exact change of a held pod's reason (Events and metrics; the audit may skip it). */
+export interface HoldChange {
+  readonly target: Target;
+  readonly tenant: string;
+  readonly reasonKey: string;
+  readonly reason: string;
+}
+
+type HoldRecordDue = { readonly now: true } | { readonly now: false; readonly at?: number };
+
+/** Whether a Hold for `key` is recorded now, later (at the end of the quiet time), or not. */
+export function holdRecordDue(
+  recorded: HoldState['recorded'],
+  key: string,
+  now: number,
+): HoldRecordDue {
+  if (recorded === undefined) return { now: true };
+  if (recorded.key === key) return { now: false };
+  const quietEnds = recorded.at + HOLD_RECORD_QUIET_MS;
+  return now >= quietEnds ? { now: true } : { now: false, at: quietEnds };
+}
+
 export interface RecordedPass {
   readonly decisions: readonly Decision[];
+  /** Every held pod whose exact hold reason changed this pass. */
+  readonly holdChanges: readonly HoldChange[];
   readonly writes: readonly PlannedWrite[];
   /** Hold state of every held pod (a pod not held this pass is dropped). */
   readonly holds: Readonly<Record<string, HoldState>>;
@@ -43,6 +85,7 @@ export function recordVerdicts(
   const holds: Record<string, HoldState> = {};
   const acting: Record<string, Acting> = {};
   const wakeups: number[] = [];
+  const holdChanges: HoldChange[] = [];
   const decide = (verdict: Verdict, kind: DecisionKind, reason = verdict.reason): Decision => {
     const decision = decisionOf(policy, verdict, kind, reason, now);
     decisions.push(decision);
@@ -68,11 +111,11 @@ export function recordVerdicts(
     const uid = verdict.pod.metadata?.uid ?? '';
     switch (verdict.kind) {
       case 'Hold': {
-        const recheck = verdict.gatePolicy?.recheck ?? defaultRecheck;
-        const { hold, changed } = nextHold(previousHolds[uid], verdict.reasonKey, recheck, now);
-        holds[uid] = hold;
-        if (hold.nextCheckAt !== undefined) wakeups.push(hold.nextCheckAt);
-        if (changed) decide(verdict, 'Hold');
+        const held = holdOf(verdict, previousHolds[uid], now);
+        holds[uid] = held.hold;
+        wakeups.push(...held.wakeups);
+        if (held.changed) holdChanges.push(holdChangeOf(verdict));
+        if (held.record) decide(verdict, 'Hold');
         break;
       }
       case 'Cancel': {
@@ -97,7 +140,39 @@ export function recordVerdicts(
       }
     }
   }
-  return { decisions, writes, holds, acting, wakeups };
+  return { decisions, holdChanges, writes, holds, acting, wakeups };
+}
+
+/** A held pod's next hold state, whether its exact reason changed, and whether to record it. */
+function holdOf(
+  verdict: Verdict & { kind: 'Hold' },
+  previous: HoldState | undefined,
+  now: number,
+): { hold: HoldState; changed: boolean; record: boolean; wakeups: number[] } {
+  const recheck = verdict.gatePolicy?.recheck ?? defaultRecheck;
+  const { hold, changed } = nextHold(previous, verdict.reasonKey, recheck, now);
+  const key = reviewedHoldKey(verdict.reasonKey);
+  const due = holdRecordDue(previous?.recorded, key, now);
+  const recorded = due.now ? { key, at: now } : previous?.recorded;
+  const wakeups = [hold.nextCheckAt, due.now ? undefined : due.at].filter(
+    (at): at is number => at !== undefined,
+  );
+  return {
+    hold: { ...hold, ...(recorded ? { recorded } : {}) },
+    changed,
+    record: due.now,
+    wakeups,
+  };
+}
+
+function holdChangeOf(verdict: Verdict): HoldChange {
+  const reasonKey = verdict.kind === 'Hold' ? verdict.reasonKey : verdict.kind;
+  return {
+    target: targetOf(verdict.pod),
+    tenant: verdict.tenant.name,
+    reasonKey,
+    reason: verdict.reason,
+  };
 }
 
 function decisionOf(

@@ -105,6 +105,34 @@ export const blockedWritesTotal = getOrCreate(
     }),
 );
 
+/** Hold reasons as metric labels: a failing condition set is `Conditions`. */
+export const holdReasons = [
+  'Budget',
+  'Pacing',
+  'GangMember',
+  'Review',
+  'NoPolicy',
+  'Orphaned',
+  'Conditions',
+] as const;
+
+export function holdReasonLabel(reasonKey: string): (typeof holdReasons)[number] {
+  return (holdReasons as readonly string[]).includes(reasonKey)
+    ? (reasonKey as (typeof holdReasons)[number])
+    : 'Conditions';
+}
+
+export const holdChangesTotal = getOrCreate(
+  'tollgate_hold_changes_total',
+  () =>
+    new Counter({
+      name: 'tollgate_hold_changes_total',
+      help: 'Held pods whose exact hold reason changed, by tenant and the new reason (every change, also those the audit trail does not record: it records a Hold when the blocking condition set changes, debounced).',
+      labelNames: ['tenant', 'reason'],
+      registers: [registry],
+    }),
+);
+
 const precreated = new Set<string>();
 
 /** Creates every series of the policy's tenants at zero, once per tenant. */
@@ -115,6 +143,7 @@ export function precreateGateReleaseSeries(policy: Policy): void {
     precreated.add(tenant);
     for (const result of releaseResults) releasesTotal.inc({ tenant, result }, 0);
     for (const state of podStates) podsByState.set({ tenant, state }, 0);
+    for (const reason of holdReasons) holdChangesTotal.inc({ tenant, reason }, 0);
     gateDwellSeconds.zero({ tenant });
   }
   for (const gp of policy.gatePolicies) gatedPods.set({ tenant: gp.tenant, gate: gp.gate }, 0);

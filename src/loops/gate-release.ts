@@ -47,6 +47,8 @@ import {
   blockedWritesTotal,
   expiredTotal,
   gateDwellSeconds,
+  holdChangesTotal,
+  holdReasonLabel,
   precreateGateReleaseSeries,
   publishSummary,
   releasesTotal,
@@ -408,8 +410,13 @@ class GateReleaseRunner {
     this.#log.info({ commit: policy.commit }, 'gate-release: policy in force');
   }
 
-  /** Expiries (counted, a Warning Event) and recorded holds (a Normal Event). */
+  /** Expiries (counted, a Warning Event) and every change of hold reason (counted, a Normal Event). */
   #emitPassEvents(policy: Policy, plan: Plan): void {
+    for (const change of plan.holdChanges) {
+      holdChangesTotal.inc({ tenant: change.tenant, reason: holdReasonLabel(change.reasonKey) });
+      const pod = this.#deps.view.pod(change.target.namespace, change.target.name);
+      this.#emit(pod, 'Normal', 'GateHeld', 'Hold', change.reason);
+    }
     for (const d of plan.decisions) {
       if (d.kind === 'Expire') {
         const action = policy.gatePolicies.find(
@@ -418,9 +425,6 @@ class GateReleaseRunner {
         if (action) expiredTotal.inc({ action });
         const pod = this.#deps.view.pod(d.target.namespace, d.target.name);
         this.#emit(pod, 'Warning', 'GateExpired', 'Expire', d.reason);
-      } else if (d.kind === 'Hold') {
-        const pod = this.#deps.view.pod(d.target.namespace, d.target.name);
-        this.#emit(pod, 'Normal', 'GateHeld', 'Hold', d.reason);
       }
     }
   }
