@@ -78,4 +78,5 @@ for (const batch of batchKinds) {
   auditCommitsTotal.inc({ batch }, 0);
   auditDecisionsTotal.inc({ batch }, 0);
 }
+auditCommitsTotal.inc({ batch: 'checkpoint' }, 0);
 for (const reason of pushFailureReasons) auditPushFailuresTotal.inc({ reason }, 0);

@@ -9,6 +9,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import git, { Errors } from 'isomorphic-git';
+import { isCheckpointFile, parseCheckpoint } from './checkpoint.ts';
 import { parseTrailers } from './message.ts';
 import { parseBatch, type AuditRecord } from './record.ts';
 import { AuditRepo } from './repo.ts';
@@ -29,6 +30,8 @@ export interface AuditCommit {
   readonly records: readonly (AuditRecord & { readonly file: string; readonly line?: number })[];
   /** Files that could not be parsed, with the reason (named file, line and field). */
   readonly errors: readonly string[];
+  /** A checkpoint of open intents the commit added (checkpoint.ts); its lines are not records. */
+  readonly checkpoint?: { readonly file: string; readonly open: readonly AuditRecord[] };
   /** The commit's SSH/GPG signature and the exact bytes it signs, when signed. */
   readonly signature?: { readonly armored: string; readonly payload: string };
 }
@@ -67,6 +70,8 @@ export async function openAuditSource(
       branch,
       ...(options.token === undefined ? {} : { token: options.token }),
       author: { name: 'tollgate audit reader', email: 'reader@tollgate.invalid' },
+      // Readers (log, show, verify) take the whole history.
+      shallowDepth: 0,
     });
     try {
       await repo.open();
@@ -153,6 +158,7 @@ async function readOneCommit(
   const changes = await diffTrees(source, parentTree, commit.tree);
   const records: (AuditRecord & { file: string; line: number })[] = [];
   const errors: string[] = [];
+  let checkpoint: AuditCommit['checkpoint'];
   for (const change of changes) {
     if (change.change !== 'added' || !change.path.endsWith('.jsonl')) continue;
     if (options.pathPrefix && !change.path.startsWith(options.pathPrefix)) continue;
@@ -162,12 +168,13 @@ async function readOneCommit(
       oid: change.oid,
       cache: source.cache,
     });
+    const text = Buffer.from(blob).toString('utf8');
     try {
-      for (const [index, record] of parseBatch(
-        Buffer.from(blob).toString('utf8'),
-        change.path,
-      ).entries())
-        records.push({ ...record, file: change.path, line: index + 1 });
+      if (isCheckpointFile(change.path))
+        checkpoint = { file: change.path, open: parseCheckpoint(text, change.path) };
+      else
+        for (const [index, record] of parseBatch(text, change.path).entries())
+          records.push({ ...record, file: change.path, line: index + 1 });
     } catch (error) {
       errors.push((error as Error).message);
     }
@@ -187,6 +194,7 @@ async function readOneCommit(
     changes,
     records,
     errors,
+    ...(checkpoint ? { checkpoint } : {}),
     ...(commit.gpgsig
       ? { signature: { armored: commit.gpgsig, payload: await signedPayload(source, oid) } }
       : {}),

@@ -44,29 +44,42 @@ export function intentsWithoutOutcome(
 }
 
 /**
- * The same answer as `intentsWithoutOutcome`, streamed from the tip back: memory holds
- * the open intents and a digest per outcome id met, never the history's records, so a
- * term start over a long trail does not need a heap the size of the trail.
+ * The same answer as `intentsWithoutOutcome`, streamed from the tip back to the
+ * cluster's last checkpoint (checkpoint.ts), or to the root when there is none: memory
+ * holds the open intents and a digest per outcome id met, never the history's records,
+ * and the commits read are those since the last checkpoint, so a term start does not
+ * grow with the length of the trail. `stats.commits` counts the commits read.
  */
 export async function openIntents(
   source: AuditSource,
   cluster: string,
-  options: { readonly since?: number } = {},
+  options: { readonly since?: number; readonly stats?: { commits: number } } = {},
 ): Promise<AuditRecord[]> {
   const prefix = `audit/${cluster}/`;
   const closed = new Set<string>();
   const seen = new Set<string>();
   const open: AuditRecord[] = [];
-  for await (const commit of walkAuditHistory(source, { pathPrefix: prefix, ...options })) {
+  const note = (record: AuditRecord): void => {
+    const key = shortDigest(record.id);
+    if (record.phase === 'outcome') closed.add(key);
+    else if (record.phase === 'intent' && !closed.has(key) && !seen.has(key)) {
+      seen.add(key);
+      open.push(record);
+    }
+  };
+  const walk = {
+    pathPrefix: prefix,
+    ...(options.since === undefined ? {} : { since: options.since }),
+  };
+  for await (const commit of walkAuditHistory(source, walk)) {
+    if (options.stats) options.stats.commits += 1;
     for (let index = commit.records.length - 1; index >= 0; index -= 1) {
       const record = commit.records[index] as AuditCommit['records'][number];
-      if (!record.file.startsWith(prefix)) continue;
-      const key = shortDigest(record.id);
-      if (record.phase === 'outcome') closed.add(key);
-      else if (record.phase === 'intent' && !closed.has(key) && !seen.has(key)) {
-        seen.add(key);
-        open.push(record);
-      }
+      if (record.file.startsWith(prefix)) note(record);
+    }
+    if (commit.checkpoint?.file.startsWith(prefix)) {
+      for (const intent of [...commit.checkpoint.open].reverse()) note(intent);
+      break;
     }
   }
   return open.reverse();

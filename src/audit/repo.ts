@@ -73,6 +73,12 @@ export interface AuditRepoOptions {
   readonly sleep?: (ms: number) => Promise<void>;
   /** Signs every commit (SSH, see sign.ts); replayed commits are signed again. */
   readonly signer?: SshSigner;
+  /**
+   * A fresh clone fetches this many commits of the branch, not its whole history; term
+   * start deepens it (doubling) only while recovery has not reached a checkpoint of open
+   * intents (checkpoint.ts). Default 1,000; 0 fetches the whole history (readers).
+   */
+  readonly shallowDepth?: number;
 }
 
 export interface LocalCommit {
@@ -171,6 +177,9 @@ export class AuditRepo implements Repo {
   readonly #random: () => number;
   readonly #sleep: (ms: number) => Promise<void>;
   readonly #signer: SshSigner | undefined;
+  readonly #shallowDepth: number;
+  /** How many commits the next `deepen` adds: the clone's depth so far. */
+  #depth: number;
 
   constructor(options: AuditRepoOptions) {
     this.gitdir = options.dir;
@@ -204,6 +213,8 @@ export class AuditRepo implements Repo {
     this.#retry = { ...defaultRetry, ...options.retry };
     this.#random = options.random ?? Math.random;
     this.#signer = options.signer;
+    this.#shallowDepth = options.shallowDepth ?? 1_000;
+    this.#depth = this.#shallowDepth;
     this.#sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
   }
 
@@ -397,6 +408,9 @@ export class AuditRepo implements Repo {
     let tip = remote.oid;
     const present = known === remote.oid && (await this.#has(remote.oid));
     if (!present) {
+      // A fresh clone takes the recent history only (term start deepens it as needed).
+      const fresh =
+        this.#shallowDepth > 0 && known === undefined && (await this.localTip()) === undefined;
       const result = await git
         .fetch({
           fs,
@@ -406,6 +420,7 @@ export class AuditRepo implements Repo {
           ref: this.branch,
           singleBranch: true,
           tags: false,
+          ...(fresh ? { depth: this.#shallowDepth } : {}),
           onAuth: this.#onAuth,
           onAuthFailure: this.#onAuthFailure,
           cache: this.cache,
@@ -450,6 +465,40 @@ export class AuditRepo implements Repo {
         force: true,
       });
     return tip;
+  }
+
+  /** The clone's shallow boundary commits (none: the clone holds the whole history). */
+  shallowCommits(): string[] {
+    const file = join(this.gitdir, 'shallow');
+    if (!fs.existsSync(file)) return [];
+    return fs
+      .readFileSync(file, 'utf8')
+      .split('\n')
+      .filter((line) => /^[0-9a-f]{40}$/.test(line));
+  }
+
+  /**
+   * Fetches as many older commits again as the shallow clone holds (its depth doubles);
+   * false when the clone already holds the whole history.
+   */
+  async deepen(): Promise<boolean> {
+    if (this.shallowCommits().length === 0) return false;
+    await git.fetch({
+      fs,
+      http: withUnbornHeadRepair(this.branch),
+      gitdir: this.gitdir,
+      remote: remoteName,
+      ref: this.branch,
+      singleBranch: true,
+      tags: false,
+      depth: this.#depth,
+      relative: true,
+      onAuth: this.#onAuth,
+      onAuthFailure: this.#onAuthFailure,
+      cache: this.cache,
+    });
+    this.#depth *= 2;
+    return true;
   }
 
   /**

@@ -11,6 +11,7 @@
  *   cancelled), about the same kind and pod; no outcome without its intent; an intent
  *   younger than `graceMs` may still be in flight;
  * - records: no record appears twice (the same intent id twice, or the same line);
+ * - checkpoints (checkpoint.ts): each lists exactly the intents open at its place;
  * - signatures (with an allowed-signers list): every commit carries a valid SSH
  *   signature by a listed key; an unsigned commit is a problem then;
  * - released pods (with the pods now in the cluster): every pod the gate-release loop
@@ -22,12 +23,20 @@
  * in flight), plus a 16-byte digest per intent id and per no-write record seen, which
  * is what detecting a repeat anywhere in the history costs (about 100 bytes each).
  */
+import { CheckpointChain } from './checkpoint.ts';
 import type { AuditCommit } from './reader.ts';
 import { phaseOf, serializeRecord, shortDigest, type AuditRecord } from './record.ts';
 import { verifySshSignature, type AllowedSigner } from './sign.ts';
 
 export type VerifyCheck =
-  'branch' | 'chain' | 'record' | 'intent-outcome' | 'duplicate' | 'signature' | 'released-pod';
+  | 'branch'
+  | 'chain'
+  | 'record'
+  | 'intent-outcome'
+  | 'duplicate'
+  | 'checkpoint'
+  | 'signature'
+  | 'released-pod';
 
 export interface VerifyProblem {
   readonly check: VerifyCheck;
@@ -110,6 +119,7 @@ export class TrailVerifier {
   readonly #ungated = new Map<string, PodSnapshot>();
   readonly #decidedByGateRelease = new Set<string>();
   readonly #released = new Set<string>();
+  readonly #checkpoints = new CheckpointChain();
   #previous: AuditCommit | undefined;
   #commits = 0;
   #records = 0;
@@ -134,6 +144,7 @@ export class TrailVerifier {
     this.#checkLink(commit);
     this.#checkChanges(commit);
     this.#checkSignature(commit);
+    this.#checkpoints.add(commit);
     const label = `commit ${short(commit.oid)}`;
     for (const error of commit.errors)
       this.problem({ check: 'record', commit: commit.oid, message: `${label}: ${error}` });
@@ -340,6 +351,8 @@ export class TrailVerifier {
           record: where(record),
           message: `${where(record)} in commit ${short(commit)}: outcome of ${id} has no intent`,
         });
+    for (const { commit, file, message } of this.#checkpoints.finish(!this.#options.partial))
+      this.problem({ check: 'checkpoint', commit, record: file, message });
     let podsChecked = 0;
     for (const [uid, pod] of this.#ungated) {
       if (!this.#decidedByGateRelease.has(uid)) continue;

@@ -24,12 +24,19 @@
  * background with a growing interval; it never blocks a loop forever.
  */
 import { join } from 'node:path';
+import { Errors } from 'isomorphic-git';
 import type { Decision } from '../decide/decision.ts';
 import type { Settings } from '../policy/model.ts';
 import type { TokenSource } from '../policy/credentials.ts';
 import { systemClock, type Clock } from '../lib/clock.ts';
 import { silentLogger, type Logger } from '../observe/log.ts';
 import { Batcher, RecordDeduper, type BatchLimits } from './batcher.ts';
+import {
+  checkpointMessage,
+  checkpointPath,
+  OpenIntents,
+  serializeCheckpoint,
+} from './checkpoint.ts';
 import { commitMessage } from './message.ts';
 import {
   auditCommitsTotal,
@@ -37,8 +44,16 @@ import {
   auditDroppedTotal,
   trackBacklog,
 } from './metrics.ts';
-import { batchKinds, batchOf, phaseOf, serializeBatch, type BatchKind } from './record.ts';
+import {
+  batchKinds,
+  batchOf,
+  phaseOf,
+  serializeBatch,
+  type AuditRecord,
+  type BatchKind,
+} from './record.ts';
 import { repoSource, type AuditSource } from './reader.ts';
+import { openIntents } from './recover.ts';
 import { AuditRepo, type RetryOptions } from './repo.ts';
 import type { SshSigner } from './sign.ts';
 import type { AuditSink } from './types.ts';
@@ -90,6 +105,8 @@ export interface AuditWriterOptions {
   readonly maxBacklog?: number;
   /** Local clone maintenance (pack, prune) after this many commits, once they are pushed (default 200). */
   readonly maintainEvery?: number;
+  /** A checkpoint of open intents (checkpoint.ts) after this many commits (default 1,000). */
+  readonly checkpointEvery?: number;
   /** First delay before a background push retry after a failed cycle; doubles up to 5 minutes. */
   readonly retryIntervalMs?: number;
   readonly clock?: Clock;
@@ -177,6 +194,10 @@ export class GitAuditWriter implements AuditSink {
   #fence: AuditFence = () => true;
   #commitsSinceMaintenance = 0;
   readonly #maintainEvery: number;
+  /** This cluster's open intents, known from term start on (undefined before: no checkpoint). */
+  #open: OpenIntents | undefined;
+  #commitsSinceCheckpoint = 0;
+  readonly #checkpointEvery: number;
 
   constructor(options: AuditWriterOptions) {
     this.#store = options.store;
@@ -186,6 +207,7 @@ export class GitAuditWriter implements AuditSink {
     this.#limits = options.batch;
     this.#maxBacklog = options.maxBacklog ?? 100_000;
     this.#maintainEvery = options.maintainEvery ?? 200;
+    this.#checkpointEvery = options.checkpointEvery ?? 1_000;
     this.#retryIntervalMs = options.retryIntervalMs ?? Math.max(1_000, options.batch.maxDelayMs);
     this.#retryDelay = this.#retryIntervalMs;
     this.#clock = options.clock ?? systemClock;
@@ -220,6 +242,8 @@ export class GitAuditWriter implements AuditSink {
       readonly retry?: Partial<RetryOptions>;
       readonly author?: { readonly name: string; readonly email: string };
       readonly signer?: SshSigner;
+      /** Commits a fresh clone fetches (AuditRepoOptions.shallowDepth). */
+      readonly shallowDepth?: number;
       /**
        * Leave commits a previous run did not push for `reconcile` at the first term
        * (a fenced writer: a process that does not lead pushes nothing). Default: push now.
@@ -242,6 +266,7 @@ export class GitAuditWriter implements AuditSink {
       logger,
       ...(options.retry ? { retry: options.retry } : {}),
       ...(options.signer ? { signer: options.signer } : {}),
+      ...(options.shallowDepth === undefined ? {} : { shallowDepth: options.shallowDepth }),
     });
     await repo.open();
     try {
@@ -313,7 +338,18 @@ export class GitAuditWriter implements AuditSink {
         `${decisions} audit decisions not pushed; recovery waits until they are (the remote is unreachable or refuses pushes)`,
       );
     }
-    return this.#store instanceof AuditRepo ? repoSource(this.#store) : undefined;
+    if (!(this.#store instanceof AuditRepo)) return undefined;
+    this.seedOpenIntents(await openIntentsDeepening(this.#store, this.#cluster));
+    return repoSource(this.#store);
+  }
+
+  /**
+   * The cluster's open intents at the local tip (term start): from here on the writer
+   * keeps them as its commits land and writes them as a checkpoint every
+   * `checkpointEvery` commits.
+   */
+  seedOpenIntents(open: readonly Decision[]): void {
+    this.#open = new OpenIntents(open);
   }
 
   get backlog(): number {
@@ -479,6 +515,7 @@ export class GitAuditWriter implements AuditSink {
         }
       }
     }
+    if (!failure && this.#fence()) failure = await this.#checkpointIfDue();
     if (this.#unpushed > 0 && !failure && !this.#fence()) {
       failure = new AuditNotLeaderError(`${this.#unpushed} decisions kept local, not pushed`);
       this.#logger.warn({ backlog: this.backlog }, failure.message);
@@ -501,6 +538,31 @@ export class GitAuditWriter implements AuditSink {
     if (waiters.length > 0) this.#settle(waiters, failure, committedIntents);
     this.#arm();
     return failure;
+  }
+
+  /** Every `checkpointEvery` commits, the open intents as a checkpoint commit (checkpoint.ts). */
+  async #checkpointIfDue(): Promise<Error | undefined> {
+    if (!this.#open || this.#commitsSinceCheckpoint < this.#checkpointEvery) return undefined;
+    const open = this.#open.list();
+    this.#sequence += 1;
+    const path = auditFilePath(this.#cluster, this.#controller, this.#clock.now(), this.#sequence);
+    try {
+      await this.#store.commitFile(
+        checkpointPath(path),
+        serializeCheckpoint(this.#cluster, open),
+        checkpointMessage(open.length, { controller: this.#controller, cluster: this.#cluster }),
+      );
+      this.#commitsSinceCheckpoint = 0;
+      this.#commitsSinceMaintenance += 1;
+      auditCommitsTotal.inc({ batch: 'checkpoint' });
+      return undefined;
+    } catch (error) {
+      const failure = new AuditWriteError(
+        `audit checkpoint commit failed: ${this.#redact((error as Error).message)}`,
+      );
+      this.#logger.error({ err: failure.message }, 'audit checkpoint commit failed');
+      return failure;
+    }
   }
 
   /** Packs the clone every `maintainEvery` commits; a failure is logged, the trail is not at stake. */
@@ -546,6 +608,8 @@ export class GitAuditWriter implements AuditSink {
       cluster: this.#cluster,
     });
     await this.#store.commitFile(path, serializeBatch(decisions), message);
+    this.#open?.committed(decisions);
+    this.#commitsSinceCheckpoint += 1;
     this.#commitsSinceMaintenance += 1;
     auditCommitsTotal.inc({ batch });
     auditDecisionsTotal.inc({ batch }, decisions.length);
@@ -593,6 +657,25 @@ export class GitAuditWriter implements AuditSink {
       this.#retryTimer = undefined;
       void this.#requestCycle(true);
     }, delay);
+  }
+}
+
+/**
+ * The open intents at the clone's local tip, read back to the last checkpoint; a shallow
+ * clone that ends before one is deepened (doubling) until it is reached or whole.
+ */
+export async function openIntentsDeepening(
+  repo: AuditRepo,
+  cluster: string,
+  stats?: { commits: number },
+): Promise<AuditRecord[]> {
+  for (;;) {
+    try {
+      return await openIntents(await repoSource(repo), cluster, stats ? { stats } : {});
+    } catch (error) {
+      if (!(error instanceof Errors.NotFoundError) || !(await repo.deepen())) throw error;
+      if (stats) stats.commits = 0;
+    }
   }
 }
 
