@@ -122,6 +122,14 @@ export class AuditPushError extends Error {
 
 const remoteName = 'origin';
 
+/** isomorphic-git's cache of pack indexes (and the packs it read), by file name. */
+function packfileCache(cache: object): Map<string, unknown> | undefined {
+  const key = Object.getOwnPropertySymbols(cache).find(
+    (symbol) => symbol.description === 'PackfileCache',
+  );
+  return key === undefined ? undefined : (cache as Record<symbol, Map<string, unknown>>)[key];
+}
+
 /** Loose objects of a git dir: oid -> file path. */
 function looseObjects(gitdir: string): Map<string, string> {
   const found = new Map<string, string>();
@@ -132,6 +140,35 @@ function looseObjects(gitdir: string): Map<string, string> {
       if (/^[0-9a-f]{38}$/.test(file)) found.set(folder + file, join(objects, folder, file));
   }
   return found;
+}
+
+/**
+ * Which packs to merge so the rest form a geometric progression (factor 2): sorted by
+ * size, every pack smaller than twice the sum of all smaller ones is merged. What is
+ * kept is then at most about log2(total) packs, and an object is rewritten about
+ * log2(total) times over the life of the clone, not at every maintenance.
+ */
+export function packsToMerge<T extends { readonly size: number }>(packs: readonly T[]): T[] {
+  const sorted = [...packs].sort((a, b) => a.size - b.size);
+  let below = 0;
+  let split = 0;
+  for (const [index, pack] of sorted.entries()) {
+    if (index > 0 && pack.size < 2 * below) split = index + 1;
+    below += pack.size;
+  }
+  return split >= 2 ? sorted.slice(0, split) : [];
+}
+
+/** The object ids a pack index (version 2) lists. */
+function packIndexOids(idx: Buffer): string[] {
+  if (idx.readUInt32BE(0) !== 0xff744f63 || idx.readUInt32BE(4) !== 2)
+    throw new Error('pack index is not version 2');
+  const count = idx.readUInt32BE(8 + 255 * 4);
+  const start = 8 + 256 * 4;
+  const oids: string[] = [];
+  for (let index = 0; index < count; index += 1)
+    oids.push(idx.subarray(start + index * 20, start + (index + 1) * 20).toString('hex'));
+  return oids;
 }
 
 function errorCode(error: unknown): string {
@@ -537,7 +574,12 @@ export class AuditRepo implements Repo {
    * the first packed commit and costs what was written since the last maintenance.
    * Run between writes (the writer calls it in its serial cycle).
    */
-  async maintain(): Promise<{ packed: number; pruned: number }> {
+  async maintain(): Promise<{ packed: number; pruned: number; merged: number }> {
+    const { packed, pruned } = await this.#packLoose();
+    return { packed, pruned, merged: await this.#mergePacks() };
+  }
+
+  async #packLoose(): Promise<{ packed: number; pruned: number }> {
     const loose = looseObjects(this.gitdir);
     if (loose.size === 0) return { packed: 0, pruned: 0 };
     const reachable = new Set<string>();
@@ -583,6 +625,50 @@ export class AuditRepo implements Repo {
     for (const folder of new Set([...loose.values()].map((path) => dirname(path))))
       if (fs.readdirSync(folder).length === 0) fs.rmdirSync(folder);
     return { packed: reachable.size, pruned: loose.size - reachable.size };
+  }
+
+  /**
+   * Merges small packs (packsToMerge) into one, so the clone holds a few packs whatever
+   * its age: every object lookup scans the pack indexes, and isomorphic-git keeps each
+   * pack it read in memory. Returns how many packs were merged (0: none).
+   */
+  async #mergePacks(): Promise<number> {
+    const folder = join(this.gitdir, 'objects', 'pack');
+    const packs = (fs.existsSync(folder) ? fs.readdirSync(folder) : [])
+      .filter(
+        (name) =>
+          name.endsWith('.pack') && fs.existsSync(join(folder, name.replace(/pack$/, 'idx'))),
+      )
+      .map((name) => ({ name, size: fs.statSync(join(folder, name)).size }));
+    const merging = packsToMerge(packs);
+    if (merging.length === 0) return 0;
+    const oids = new Set<string>();
+    for (const { name } of merging)
+      for (const oid of packIndexOids(fs.readFileSync(join(folder, name.replace(/pack$/, 'idx')))))
+        oids.add(oid);
+    const { filename } = await git.packObjects({
+      fs,
+      gitdir: this.gitdir,
+      oids: [...oids],
+      write: true,
+      cache: this.cache,
+    });
+    await git.indexPack({
+      fs,
+      dir: this.gitdir,
+      gitdir: this.gitdir,
+      filepath: `objects/pack/${filename}`,
+      cache: this.cache,
+    });
+    const packCache = packfileCache(this.cache);
+    for (const { name } of merging) {
+      if (name === filename) continue;
+      for (const file of [name, name.replace(/pack$/, 'idx')]) {
+        packCache?.delete(join(folder, file));
+        fs.rmSync(join(folder, file), { force: true });
+      }
+    }
+    return merging.length;
   }
 
   /**

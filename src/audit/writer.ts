@@ -183,6 +183,8 @@ export class GitAuditWriter implements AuditSink {
 
   #waiters: IntentWaiter[] = [];
   #unpushed = 0;
+  /** Commits not yet pushed, checkpoints (no decisions) included. */
+  #unpushedCommits = 0;
   #inFlight = 0;
   #sequence = 0;
   #chain: Promise<unknown> = Promise.resolve();
@@ -286,6 +288,7 @@ export class GitAuditWriter implements AuditSink {
   async #loadUnpushed(pushNow: boolean): Promise<void> {
     const left = await this.#store.unpushed();
     this.#unpushed = left.reduce((sum, commit) => sum + commit.decisions, 0);
+    this.#unpushedCommits = left.length;
     if (left.length > 0 && !pushNow) {
       this.#logger.info(
         { commits: left.length, decisions: this.#unpushed },
@@ -323,10 +326,9 @@ export class GitAuditWriter implements AuditSink {
     const sync = this.#store.sync?.bind(this.#store);
     const run = this.#chain.then(async () => {
       if (sync) await sync();
-      this.#unpushed = (await this.#store.unpushed()).reduce(
-        (sum, commit) => sum + commit.decisions,
-        0,
-      );
+      const left = await this.#store.unpushed();
+      this.#unpushed = left.reduce((sum, commit) => sum + commit.decisions, 0);
+      this.#unpushedCommits = left.length;
     });
     this.#chain = run.catch(() => undefined);
     await run;
@@ -339,7 +341,11 @@ export class GitAuditWriter implements AuditSink {
       );
     }
     if (!(this.#store instanceof AuditRepo)) return undefined;
-    this.seedOpenIntents(await openIntentsDeepening(this.#store, this.#cluster));
+    const stats = { commits: 0 };
+    this.seedOpenIntents(await openIntentsDeepening(this.#store, this.#cluster, stats));
+    // As far from the last checkpoint as recovery read: a trail without one (written
+    // before checkpoints) gets its first with the term's first cycle.
+    this.#commitsSinceCheckpoint = stats.commits;
     return repoSource(this.#store);
   }
 
@@ -516,13 +522,14 @@ export class GitAuditWriter implements AuditSink {
       }
     }
     if (!failure && this.#fence()) failure = await this.#checkpointIfDue();
-    if (this.#unpushed > 0 && !failure && !this.#fence()) {
+    if (this.#unpushedCommits > 0 && !failure && !this.#fence()) {
       failure = new AuditNotLeaderError(`${this.#unpushed} decisions kept local, not pushed`);
       this.#logger.warn({ backlog: this.backlog }, failure.message);
-    } else if (this.#unpushed > 0 && !failure) {
+    } else if (this.#unpushedCommits > 0 && !failure) {
       try {
         await this.#store.push();
         this.#unpushed = 0;
+        this.#unpushedCommits = 0;
         this.#retryDelay = this.#retryIntervalMs;
         await this.#maintain();
       } catch (error) {
@@ -533,7 +540,7 @@ export class GitAuditWriter implements AuditSink {
         );
       }
     }
-    if (failure && this.#unpushed > 0 && !(failure instanceof AuditNotLeaderError))
+    if (failure && this.#unpushedCommits > 0 && !(failure instanceof AuditNotLeaderError))
       this.#scheduleRetry();
     if (waiters.length > 0) this.#settle(waiters, failure, committedIntents);
     this.#arm();
@@ -553,6 +560,7 @@ export class GitAuditWriter implements AuditSink {
         checkpointMessage(open.length, { controller: this.#controller, cluster: this.#cluster }),
       );
       this.#commitsSinceCheckpoint = 0;
+      this.#unpushedCommits += 1;
       this.#commitsSinceMaintenance += 1;
       auditCommitsTotal.inc({ batch: 'checkpoint' });
       return undefined;
@@ -609,6 +617,7 @@ export class GitAuditWriter implements AuditSink {
     });
     await this.#store.commitFile(path, serializeBatch(decisions), message);
     this.#open?.committed(decisions);
+    this.#unpushedCommits += 1;
     this.#commitsSinceCheckpoint += 1;
     this.#commitsSinceMaintenance += 1;
     auditCommitsTotal.inc({ batch });

@@ -29,7 +29,10 @@ before(async () => {
 });
 after(() => server.close());
 
-async function leader(name: string, options: { shallowDepth?: number } = {}) {
+async function leader(
+  name: string,
+  options: { shallowDepth?: number; checkpointEvery?: number } = {},
+) {
   const { writer, repo } = await GitAuditWriter.open({
     url,
     token: server.token,
@@ -37,7 +40,7 @@ async function leader(name: string, options: { shallowDepth?: number } = {}) {
     cluster: 'prod',
     controller: name,
     batch: { maxDecisions: 100, maxDelayMs: 1_000 },
-    checkpointEvery: 8,
+    checkpointEvery: options.checkpointEvery ?? 8,
     leftoversAtTermStart: true,
     clock,
     ...(options.shallowDepth ? { shallowDepth: options.shallowDepth } : {}),
@@ -65,12 +68,18 @@ test('a new leader on a fresh cache fetches only recent history, recovers the op
   const left = await rounds(first.writer, 0, 40);
   await first.writer.close();
 
-  const second = await leader('c1', { shallowDepth: 4 });
+  const second = await leader('c1', { shallowDepth: 4, checkpointEvery: 2 });
   const stats = { commits: 0 };
   await second.writer.reconcile();
   const open = await openIntentsDeepening(second.repo, 'prod', stats);
   assert.ok(second.repo.shallowCommits().length > 0, 'the clone is shallow');
   assert.ok(stats.commits <= 9, `recovery read ${stats.commits} commits`);
+  // Recovery read further back than checkpointEvery: the term's first cycle writes a
+  // checkpoint, and pushes it though it carries no decision.
+  const before = await second.repo.localTip();
+  await second.writer.flush();
+  assert.notEqual(await second.repo.localTip(), before, 'a checkpoint was committed');
+  assert.deepEqual(await second.repo.unpushed(), []);
 
   const full = await openAuditSource(url, 'tollgate/audit', { token: server.token });
   try {

@@ -10,7 +10,7 @@ import { mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import git from 'isomorphic-git';
-import { AuditRepo } from '../../../src/audit/repo.ts';
+import { AuditRepo, packsToMerge } from '../../../src/audit/repo.ts';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
 import { serializeBatch } from '../../../src/audit/record.ts';
 import { intentsWithoutOutcome, openIntents } from '../../../src/audit/recover.ts';
@@ -110,4 +110,67 @@ test('recovery streams the open intents of its cluster from a real clone: the sa
     streamed.map((intent) => intent.id),
     intentsWithoutOutcome(await readAuditHistory(source), 'prod').map((intent) => intent.id),
   );
+});
+
+const packCount = (gitdir: string): number =>
+  readdirSync(join(gitdir, 'objects', 'pack')).filter((name) => name.endsWith('.pack')).length;
+
+test('maintenance merges small packs geometrically: after many rounds the clone holds a few packs, not one per round, and the trail stays whole', async () => {
+  const { dir, clock, repo } = await localClone();
+  const rounds = 24;
+  const packs: number[] = [];
+  for (let round = 0; round < rounds; round += 1) {
+    for (let index = 0; index < 3; index += 1) {
+      const intent = aDecision('Release', `p${round}-${index}`).obj();
+      clock.advance(10_000);
+      await repo.commitFile(
+        `audit/prod/${round}-${index}.jsonl`,
+        serializeBatch([intent, outcomeOf(intent)]),
+        `r ${round} ${index}\n`,
+      );
+    }
+    await repo.maintain();
+    packs.push(packCount(dir));
+  }
+  // Each pack kept is at least twice as large as all smaller ones together: about log2(rounds).
+  assert.ok(Math.max(...packs) <= 6, `packs after each round: ${packs.join(',')}`);
+  assert.equal(looseCount(dir), 0);
+  const source = await openAuditSource(dir, 'tollgate/audit');
+  const report = verifyTrail(await readAuditHistory(source));
+  assert.deepEqual([report.ok, report.commits, report.intents], [true, rounds * 3, rounds * 3]);
+  // The clone stays writable and readable through the writer's own cache after merges.
+  await repo.commitFile(
+    'audit/prod/last.jsonl',
+    serializeBatch([aDecision('Hold', 'x').obj()]),
+    'x\n',
+  );
+  assert.equal(
+    (await readAuditHistory(await openAuditSource(dir, 'tollgate/audit'))).length,
+    rounds * 3 + 1,
+  );
+});
+
+test('packsToMerge: every pack smaller than twice all smaller ones together is merged; a geometric set is left alone', async (t) => {
+  const cases: { name: string; sizes: number[]; merged: number[] }[] = [
+    { name: 'one pack: nothing to merge', sizes: [10], merged: [] },
+    { name: 'two equal packs are merged', sizes: [10, 10], merged: [10, 10] },
+    { name: 'a geometric set is left alone', sizes: [1, 2, 6, 20], merged: [] },
+    {
+      name: 'a big pack stays, the small ones are merged',
+      sizes: [1000, 10, 10, 10],
+      merged: [10, 10, 10],
+    },
+    {
+      name: 'a pack that breaks the progression takes all smaller ones with it',
+      sizes: [1, 2, 6, 10, 100],
+      merged: [1, 2, 6, 10],
+    },
+  ];
+  for (const c of cases)
+    await t.test(c.name, () =>
+      assert.deepEqual(
+        packsToMerge(c.sizes.map((size) => ({ size }))).map((pack) => pack.size),
+        c.merged,
+      ),
+    );
 });
