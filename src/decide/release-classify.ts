@@ -122,13 +122,45 @@ export function gangMembers(
   groupLabel: string,
   classified: Pick<Classification, 'pods' | 'stateOf'>,
 ): PodLike[] {
-  const value = pod.metadata?.labels?.[groupLabel];
-  return classified.pods.filter(
-    (p) =>
-      p.metadata?.namespace === pod.metadata?.namespace &&
-      p.metadata?.labels?.[groupLabel] === value &&
-      classified.stateOf.get(p) !== 'succeeded' &&
-      classified.stateOf.get(p) !== 'failed' &&
-      !p.metadata?.deletionTimestamp,
-  );
+  const key = gangKey(pod.metadata?.namespace, pod.metadata?.labels?.[groupLabel]);
+  return gangIndex(classified, groupLabel).get(key) ?? [];
+}
+
+function gangKey(namespace: string | undefined, value: string | undefined): string {
+  return `${namespace ?? ''}\u0000${value ?? '\u0001'}`;
+}
+
+/**
+ * Unfinished pods by namespace and group label value, built once per classification and
+ * label (a pass asks for the members of every gang pod: a scan per question would make a
+ * pass quadratic in pods). Remembered beside the classification's state map, which is
+ * new for every pass.
+ */
+const gangIndexes = new WeakMap<
+  ReadonlyMap<PodLike, unknown>,
+  { pods: readonly PodLike[]; byLabel: Map<string, Map<string, PodLike[]>> }
+>();
+
+function gangIndex(
+  classified: Pick<Classification, 'pods' | 'stateOf'>,
+  groupLabel: string,
+): Map<string, PodLike[]> {
+  let memo = gangIndexes.get(classified.stateOf);
+  if (memo?.pods !== classified.pods) {
+    memo = { pods: classified.pods, byLabel: new Map() };
+    gangIndexes.set(classified.stateOf, memo);
+  }
+  let index = memo.byLabel.get(groupLabel);
+  if (index) return index;
+  index = new Map();
+  for (const p of classified.pods) {
+    const state = classified.stateOf.get(p);
+    if (state === 'succeeded' || state === 'failed' || p.metadata?.deletionTimestamp) continue;
+    const key = gangKey(p.metadata?.namespace, p.metadata?.labels?.[groupLabel]);
+    const members = index.get(key);
+    if (members) members.push(p);
+    else index.set(key, [p]);
+  }
+  memo.byLabel.set(groupLabel, index);
+  return index;
 }
