@@ -282,7 +282,8 @@ export class Finisher {
       this.#core.listPodForAllNamespaces(),
     );
     const onPod = (pod: V1Pod) => {
-      const key = `${pod.metadata?.namespace}/${pod.metadata?.name}`;
+      // By uid: a pod deleted and re-created under the same name is another pod to finish.
+      const key = `${pod.metadata?.namespace}/${pod.metadata?.name}/${pod.metadata?.uid}`;
       if (this.#stopped || !namespaces.includes(pod.metadata?.namespace ?? '') || exempt(pod))
         return;
       if (pod.status?.phase !== 'Running' || this.#done.has(key)) return;

@@ -1,0 +1,123 @@
+/**
+ * The soak's end checks as pure functions of what was observed: memory growth per
+ * replica process after warm-up, file descriptors and the audit clone bounded, and every
+ * release the watcher saw matched by an intent and a succeeded outcome in Git.
+ */
+import type { MemorySample } from './replicas.ts';
+
+export interface Check {
+  readonly name: string;
+  readonly pass: boolean;
+  readonly detail: string;
+}
+
+export interface GrowthOptions {
+  /** Samples this long after a process started are warm-up and ignored. */
+  readonly warmupMs: number;
+  /** Fewer samples after warm-up: not enough to judge (reported, not failed). */
+  readonly minSamples: number;
+  readonly limit: number;
+}
+
+export interface Growth {
+  readonly process: string;
+  readonly samples: number;
+  /** Mean of the last three samples over the mean of the first three, minus 1 (NaN: too few). */
+  readonly rss: number;
+  readonly heap: number;
+}
+
+const mean = (values: readonly number[]): number =>
+  values.reduce((sum, v) => sum + v, 0) / values.length;
+
+/** Growth of RSS and heap per process (identity and incarnation), after warm-up. */
+export function memoryGrowth(samples: readonly MemorySample[], options: GrowthOptions): Growth[] {
+  const byProcess = new Map<string, MemorySample[]>();
+  for (const s of samples) {
+    const key = `${s.identity}#${s.incarnation}`;
+    byProcess.set(key, [...(byProcess.get(key) ?? []), s]);
+  }
+  return [...byProcess].map(([process, all]) => {
+    const firstAt = all[0]!.at;
+    const warm = all.filter((s) => s.at - firstAt >= options.warmupMs);
+    const ratio = (pick: (s: MemorySample) => number): number =>
+      warm.length < options.minSamples
+        ? Number.NaN
+        : mean(warm.slice(-3).map(pick)) / mean(warm.slice(0, 3).map(pick)) - 1;
+    return {
+      process,
+      samples: warm.length,
+      rss: ratio((s) => s.rssBytes),
+      heap: ratio((s) => s.heapUsedBytes),
+    };
+  });
+}
+
+const percent = (ratio: number): string =>
+  Number.isNaN(ratio) ? 'n/a' : `${(ratio * 100).toFixed(1)}%`;
+
+export function growthCheck(growth: readonly Growth[], options: GrowthOptions): Check {
+  const judged = growth.filter((g) => g.samples >= options.minSamples);
+  const over = judged.filter((g) => g.rss > options.limit || g.heap > options.limit);
+  const detail = growth
+    .map(
+      (g) => `${g.process}: ${g.samples} samples, rss ${percent(g.rss)}, heap ${percent(g.heap)}`,
+    )
+    .join('; ');
+  return {
+    name: `memory growth after warm-up within ${options.limit * 100}%`,
+    pass: over.length === 0,
+    detail:
+      judged.length === 0
+        ? `not judged: no process lived ${options.minSamples} samples past warm-up (${detail})`
+        : detail,
+  };
+}
+
+export function boundedCheck(
+  name: string,
+  samples: readonly MemorySample[],
+  pick: (s: MemorySample) => number,
+  bound: number,
+): Check {
+  const values = samples.map(pick).filter((v) => !Number.isNaN(v));
+  const max = values.length > 0 ? Math.max(...values) : Number.NaN;
+  return {
+    name: `${name} at most ${bound}`,
+    pass: values.length > 0 && max <= bound,
+    detail: `max ${max} over ${values.length} samples`,
+  };
+}
+
+export interface AuditRelease {
+  readonly uid: string;
+  readonly phase: string;
+  readonly result: string;
+}
+
+/** Every release the watcher saw has a Release intent and a succeeded Release outcome. */
+export function releasesInAudit(
+  seen: readonly { uid: string; pod: string }[],
+  records: readonly AuditRelease[],
+): Check {
+  const intents = new Set(records.filter((r) => r.phase === 'intent').map((r) => r.uid));
+  const succeeded = new Set(
+    records.filter((r) => r.phase === 'outcome' && r.result === 'succeeded').map((r) => r.uid),
+  );
+  const missing = seen.filter((r) => !intents.has(r.uid) || !succeeded.has(r.uid));
+  return {
+    name: 'every release the watcher saw has an intent and a succeeded outcome in Git',
+    pass: missing.length === 0,
+    detail: `${seen.length} releases seen, ${missing.length} without both${
+      missing.length > 0
+        ? `: ${missing
+            .slice(0, 10)
+            .map(
+              (r) =>
+                `${r.pod} (${r.uid}, intent ${intents.has(r.uid)}, outcome ${succeeded.has(r.uid)})`,
+            )
+            .join(', ')}`
+        : ''
+    }`,
+  };
+}

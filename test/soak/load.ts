@@ -1,0 +1,256 @@
+/**
+ * The soak's steady stream of work: every tick one unit, in turn a Job (data-pipeline,
+ * gated in its pod template), a gang of three trainers (ml-training, created one by one
+ * so the gang is incomplete for a while), a held load that a person approves by a policy
+ * commit a few ticks later (data-pipeline), and an eval pod (ml-training). Released pods
+ * run on the simulated kubelet and finish (Finisher); finished pods are deleted, so the
+ * cluster stays the same size however long the soak runs. Four api pods run under the
+ * ResizePolicy while the soak moves their queue-length signal. A few pods carry only
+ * another controller's gate: tollgate must never touch them.
+ */
+import { BatchV1Api, CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { aPod } from '../builders/pod.ts';
+import { creatable } from '../support/eventually.ts';
+import type { Exporter } from '../support/prometheus.ts';
+import { Finisher } from '../e2e/gate-release/harness.ts';
+import { foreignGate, gates, namespaces, queueMetric, type PolicyRepo } from './policy.ts';
+
+const unitKinds = ['job', 'gang', 'load', 'eval'] as const;
+export const gangSize = 3;
+const apiPods = 4;
+const signalLevels = [150, 60, 5] as const;
+/** Approvals expire long after any soak ends (derived from now, never a fixed date). */
+const approvalLifetimeMs = 24 * 3600_000;
+
+export interface LoadCounts {
+  units: Record<(typeof unitKinds)[number], number>;
+  pods: number;
+  recreated: number;
+  reaped: number;
+}
+
+export class Load {
+  readonly counts: LoadCounts = {
+    units: { job: 0, gang: 0, load: 0, eval: 0 },
+    pods: 0,
+    recreated: 0,
+    reaped: 0,
+  };
+  readonly #core: CoreV1Api;
+  readonly #batch: BatchV1Api;
+  readonly #policy: PolicyRepo;
+  readonly #exporter: Exporter;
+  readonly #finisher: Finisher;
+  readonly #unapproved: string[] = [];
+  readonly #timers: NodeJS.Timeout[] = [];
+  #tick = 0;
+  #producing = false;
+  #errors: string[] = [];
+
+  constructor(kc: KubeConfig, policy: PolicyRepo, exporter: Exporter) {
+    this.#core = kc.makeApiClient(CoreV1Api);
+    this.#batch = kc.makeApiClient(BatchV1Api);
+    this.#policy = policy;
+    this.#exporter = exporter;
+    this.#finisher = new Finisher(kc, [namespaces.ml, namespaces.etl], 4000);
+  }
+
+  /** The last errors the load met (creating, approving, reaping): reported, never thrown. */
+  get errors(): readonly string[] {
+    return this.#errors.slice(-20);
+  }
+
+  async setUp(): Promise<void> {
+    for (const name of Object.values(namespaces))
+      await this.#core.createNamespace({ body: { metadata: { name } } });
+    await this.#finisher.start();
+    for (let i = 0; i < apiPods; i++)
+      await this.#create(
+        aPod(`api-${i}`, namespaces.api)
+          .label('app', 'api-frontend')
+          .requests({ cpu: '500m', memory: '256Mi' })
+          .obj(),
+      );
+    for (let i = 0; i < 3; i++)
+      await this.#create(aPod(`foreign-${i}`, namespaces.etl).gated(foreignGate).obj());
+    this.moveSignals(0);
+  }
+
+  /** Starts the stream (one unit per tickMs), the approver, the reaper and the signal mover. */
+  start(tickMs: number, seed: number): void {
+    this.#producing = true;
+    this.#every(tickMs, () => this.#produce());
+    this.#every(tickMs * 3, () => this.#approvePending());
+    this.#every(10_000, () => this.#reap());
+    let step = seed;
+    this.#every(15_000, () => this.moveSignals(++step));
+  }
+
+  /** Ends the stream; finishing, reaping and signal moves go on until stop(). */
+  async stopProducing(): Promise<void> {
+    this.#producing = false;
+    await this.#approvePending();
+  }
+
+  async stop(): Promise<void> {
+    for (const timer of this.#timers) clearInterval(timer);
+    await this.#finisher.stop();
+  }
+
+  /** The queue-length signal of every api pod moves to the next level (seeded start). */
+  moveSignals(step: number): void {
+    for (let i = 0; i < apiPods; i++)
+      this.#exporter.set(
+        queueMetric,
+        { namespace: namespaces.api, pod: `api-${i}` },
+        signalLevels[(step + i) % signalLevels.length]!,
+      );
+  }
+
+  /** Deletes up to `count` held eval pods and re-creates each at once under the same name. */
+  async recreateHeld(pick: number, count = 3): Promise<string[]> {
+    const held = (await this.#core.listNamespacedPod({ namespace: namespaces.ml })).items.filter(
+      (p) => p.metadata?.name?.startsWith('eval-') && (p.spec?.schedulingGates ?? []).length > 0,
+    );
+    const chosen = held.slice(pick % Math.max(1, held.length)).slice(0, count);
+    for (const pod of chosen) {
+      const name = pod.metadata!.name!;
+      await this.#core.deleteNamespacedPod({
+        namespace: namespaces.ml,
+        name,
+        gracePeriodSeconds: 0,
+      });
+      await this.#create(this.#evalPod(name));
+      this.counts.recreated += 1;
+    }
+    return chosen.map((p) => p.metadata!.name!);
+  }
+
+  #every(ms: number, work: () => Promise<void> | void): void {
+    this.#timers.push(
+      setInterval(() => {
+        Promise.resolve(work()).catch((error: unknown) => this.#error(error));
+      }, ms),
+    );
+  }
+
+  #error(error: unknown): void {
+    this.#errors.push(`${new Date().toISOString()} ${(error as Error).message}`);
+  }
+
+  async #produce(): Promise<void> {
+    if (!this.#producing) return;
+    const kind = unitKinds[this.#tick++ % unitKinds.length]!;
+    this.counts.units[kind] += 1;
+    const n = this.counts.units[kind];
+    if (kind === 'job') await this.#createJob(`batch-${n}`);
+    if (kind === 'eval') await this.#create(this.#evalPod(`eval-${n}`));
+    if (kind === 'load') {
+      await this.#create(
+        aPod(`load-${n}`, namespaces.etl)
+          .label('app', 'nightly-load')
+          .gated(gates.load)
+          .requests({ cpu: '100m', memory: '32Mi' })
+          .obj(),
+      );
+      this.#unapproved.push(`load-${n}`);
+    }
+    if (kind === 'gang')
+      for (let member = 0; member < gangSize; member++) {
+        await this.#create(
+          aPod(`gang-${n}-${member}`, namespaces.ml)
+            .label('app.kubernetes.io/component', 'trainer')
+            .label('ml.tollgate.io/gang', `gang-${n}`)
+            .annotate('ml.tollgate.io/gang-size', String(gangSize))
+            .gated(gates.gang)
+            .requests({ cpu: '100m', memory: '32Mi' })
+            .obj(),
+        );
+        await sleep(300);
+      }
+  }
+
+  #evalPod(name: string): V1Pod {
+    return aPod(name, namespaces.ml)
+      .label('app.kubernetes.io/component', 'evaluator')
+      .gated(gates.eval)
+      .requests({ cpu: '100m', memory: '32Mi' })
+      .obj();
+  }
+
+  async #createJob(name: string): Promise<void> {
+    await this.#batch.createNamespacedJob({
+      namespace: namespaces.etl,
+      body: {
+        metadata: { name },
+        spec: {
+          backoffLimit: 0,
+          ttlSecondsAfterFinished: 5,
+          template: {
+            metadata: { labels: { app: 'batch' } },
+            spec: {
+              restartPolicy: 'Never',
+              schedulingGates: [{ name: gates.job }],
+              containers: [
+                {
+                  name: 'app',
+                  image: 'registry.example/app:1',
+                  resources: { requests: { cpu: '100m', memory: '32Mi' } },
+                },
+              ],
+            },
+          },
+        },
+      },
+    });
+    this.counts.pods += 1;
+  }
+
+  async #create(pod: V1Pod): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.#core.createNamespacedPod({
+          namespace: pod.metadata!.namespace!,
+          body: creatable(pod),
+        });
+        this.counts.pods += 1;
+        return;
+      } catch (error) {
+        if (attempt >= 20) throw error;
+        await sleep(500);
+      }
+    }
+  }
+
+  /** One commit approving every held load created since the last, pruning reaped ones. */
+  async #approvePending(): Promise<void> {
+    // Taken off the list only once the commit is pushed: a failed attempt (API server or
+    // Git away) is retried on the next turn, as a person would.
+    const names = [...this.#unapproved];
+    const existing = new Set(
+      (await this.#core.listNamespacedPod({ namespace: namespaces.etl })).items.map(
+        (p) => p.metadata?.name,
+      ),
+    );
+    const expiresAt = new Date(Date.now() + approvalLifetimeMs).toISOString();
+    await this.#policy.change(`approve ${names.length} loads`, (state) => {
+      const approvals = new Map([...state.approvals].filter(([name]) => existing.has(name)));
+      for (const name of names) approvals.set(name, expiresAt);
+      return { ...state, approvals };
+    });
+    this.#unapproved.splice(0, names.length);
+  }
+
+  async #reap(): Promise<void> {
+    for (const namespace of [namespaces.ml, namespaces.etl]) {
+      const pods = (await this.#core.listNamespacedPod({ namespace })).items;
+      for (const pod of pods.filter((p) => p.status?.phase === 'Succeeded')) {
+        await this.#core
+          .deleteNamespacedPod({ namespace, name: pod.metadata!.name!, gracePeriodSeconds: 0 })
+          .catch(() => undefined);
+        this.counts.reaped += 1;
+      }
+    }
+  }
+}

@@ -1,0 +1,381 @@
+/**
+ * The chaos soak: `npm run soak -- [--minutes 30] [--seed N] [--settle-minutes 5]`.
+ *
+ * Two real `tollgate run` replicas (shipped lease timings) against the real control plane
+ * (etcd, kube-apiserver, scheduler, controller-manager), the simulated kubelet, a real Git
+ * server and a real Prometheus, each server behind a proxy the soak can take away; three
+ * tenants; a steady stream of Jobs, gangs, approved loads and eval pods; api pods under a
+ * ResizePolicy on a moving signal. For `--minutes` a seeded fault schedule runs while an
+ * independent watcher checks the invariants all the time. Then the faults stop, the soak
+ * waits for the system to settle and runs the end checks. Prints a timeline, the figures
+ * and a pass/fail line; writes JSON to bench/results/soak-<seed>-<minutes>m.json; exits 1
+ * on any failed check.
+ */
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { startControlPlane, type ControlPlane } from '../support/control-plane.ts';
+import { SimulatedKubelet } from '../support/kubelet.ts';
+import { startGitServer, type GitServer } from '../support/git-server.ts';
+import { startPrometheus, type TestPrometheus } from '../support/prometheus.ts';
+import { repoRoot } from '../e2e/deploy/tools.ts';
+import { openAuditSource, readAuditHistory } from '../../src/audit/reader.ts';
+import { countByKind, faultSchedule } from './schedule.ts';
+import { startProxy, type FaultyProxy } from './proxy.ts';
+import { PolicyRepo, namespaces, soakPolicyFiles, tenants } from './policy.ts';
+import { Load } from './load.ts';
+import { Replica, type MemorySample } from './replicas.ts';
+import { SoakWatcher } from './watcher.ts';
+import { Chaos } from './faults.ts';
+import { Timeline, format } from './timeline.ts';
+import {
+  boundedCheck,
+  growthCheck,
+  memoryGrowth,
+  releasesInAudit,
+  type Check,
+  type AuditRelease,
+} from './judge.ts';
+
+const run = promisify(execFile);
+const failingNode = 'soak-node-3';
+const sampleEveryMs = 60_000;
+const growthOptions = { warmupMs: 2 * 60_000, minSamples: 6, limit: 0.1 };
+
+interface Options {
+  minutes: number;
+  seed: number;
+  settleMinutes: number;
+}
+
+function options(): Options {
+  const { values } = parseArgs({
+    options: {
+      minutes: { type: 'string', default: '30' },
+      seed: { type: 'string', default: '1' },
+      'settle-minutes': { type: 'string', default: '5' },
+    },
+  });
+  const number = (name: string, text: string): number => {
+    const value = Number(text);
+    if (!Number.isFinite(value) || value <= 0) {
+      process.stderr.write(`soak: --${name} must be a positive number, got "${text}"\n`);
+      process.exit(2);
+    }
+    return value;
+  };
+  return {
+    minutes: number('minutes', values.minutes),
+    seed: Math.trunc(number('seed', values.seed)),
+    settleMinutes: number('settle-minutes', values['settle-minutes']),
+  };
+}
+
+interface World {
+  cp: ControlPlane;
+  admin: KubeConfig;
+  kubelet: SimulatedKubelet;
+  git: GitServer;
+  prom: TestPrometheus;
+  gitProxy: FaultyProxy;
+  promProxy: FaultyProxy;
+  policyUrl: string;
+  auditUrl: string;
+  policy: PolicyRepo;
+  load: Load;
+  watcher: SoakWatcher;
+  replicas: Replica[];
+  work: string;
+}
+
+async function startWorld(timeline: Timeline): Promise<World> {
+  const cp = await startControlPlane({ name: 'soak' });
+  const admin = cp.kubeConfig('admin');
+  const kubelet = new SimulatedKubelet(admin, { concurrency: 8 });
+  for (const node of ['soak-node-1', 'soak-node-2', failingNode])
+    await kubelet.addNode(node, { cpu: '64', memory: '256Gi', pods: 300 });
+  await kubelet.start();
+  const git = await startGitServer();
+  const policyUrl = git.createRepo('policy');
+  const auditUrl = git.createRepo('audit');
+  const prom = await startPrometheus({ scrapeIntervalMs: 1000 });
+  const gitProxy = await startProxy(git.url);
+  const promProxy = await startProxy(prom.url);
+  const policy = new PolicyRepo(git, policyUrl, promProxy.url);
+  await policy.change('policy v1', (state) => state);
+  const load = new Load(admin, policy, prom.exporter);
+  await load.setUp();
+  const watcher = new SoakWatcher(admin);
+  await watcher.start();
+  const work = mkdtempSync(join(tmpdir(), 'tollgate-soak-'));
+  const viaProxy = (url: string): string => url.replace(git.url, gitProxy.url);
+  const replicas = ['replica-a', 'replica-b'].map(
+    (identity) =>
+      new Replica(
+        identity,
+        {
+          kubeconfig: cp.tollgateKubeconfig,
+          policyUrl: viaProxy(policyUrl),
+          auditUrl: viaProxy(auditUrl),
+          gitToken: git.token,
+          work,
+        },
+        (what) => timeline.note(what),
+      ),
+  );
+  for (const replica of replicas) await replica.start();
+  await Promise.all(replicas.map((r) => r.ready()));
+  return {
+    cp,
+    admin,
+    kubelet,
+    git,
+    prom,
+    gitProxy,
+    promProxy,
+    policyUrl,
+    auditUrl,
+    policy,
+    load,
+    watcher,
+    replicas,
+    work,
+  };
+}
+
+async function stopWorld(world: World): Promise<void> {
+  for (const replica of world.replicas) await replica.stop();
+  await world.load.stop();
+  await world.watcher.stop();
+  await world.gitProxy.close();
+  await world.promProxy.close();
+  await world.kubelet.stop();
+  await world.prom.stop();
+  await world.git.close();
+  await world.cp.stop();
+}
+
+/** Samples every replica now and then every minute, until stopped. */
+function startSampling(world: World, samples: MemorySample[]): () => void {
+  const sample = async (): Promise<void> => {
+    for (const replica of world.replicas) {
+      const s = await replica.sample();
+      if (s) samples.push(s);
+    }
+  };
+  void sample();
+  const timer = setInterval(() => void sample(), sampleEveryMs);
+  return () => clearInterval(timer);
+}
+
+/** Pods in the gated namespaces still carrying tollgate's gate (foreign-only pods excluded). */
+async function stillGated(admin: KubeConfig): Promise<string[]> {
+  const core = admin.makeApiClient(CoreV1Api);
+  const prefixes = Object.values(tenants).map((t) => t.ourPrefix);
+  const held: string[] = [];
+  for (const namespace of [namespaces.ml, namespaces.etl]) {
+    for (const pod of (await core.listNamespacedPod({ namespace })).items) {
+      const ours = (pod.spec?.schedulingGates ?? []).some((g) =>
+        prefixes.some((p) => g.name.startsWith(p)),
+      );
+      if (ours && !pod.metadata?.deletionTimestamp) held.push(`${namespace}/${pod.metadata?.name}`);
+    }
+  }
+  return held;
+}
+
+async function settle(world: World, settleMs: number, chaos: Chaos): Promise<Check> {
+  const deadline = Date.now() + settleMs;
+  let held = await stillGated(world.admin);
+  while (held.length > 0 && Date.now() < deadline) {
+    await sleep(2000);
+    held = await stillGated(world.admin);
+  }
+  chaos.note(`settled: ${held.length} pods still held`);
+  const why = await Promise.all(held.slice(0, 5).map((pod) => explain(world, pod)));
+  return {
+    name: 'after settling, every pod whose conditions hold is released',
+    pass: held.length === 0,
+    detail:
+      held.length === 0
+        ? 'none held'
+        : `${held.length} held: ${held.slice(0, 10).join(', ')}\n${why.join('\n')}`,
+  };
+}
+
+/** `tollgate explain` for a held pod, against the policy as last pushed. */
+async function explain(world: World, pod: string): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-soak-policy-'));
+  for (const [path, text] of Object.entries(
+    soakPolicyFiles(world.policy.state, world.promProxy.url),
+  )) {
+    mkdirSync(dirname(join(dir, path)), { recursive: true });
+    writeFileSync(join(dir, path), text);
+  }
+  const args = ['explain', pod, '--policy-dir', dir, '--kubeconfig', world.cp.adminKubeconfig];
+  const result = await run(process.execPath, [join(repoRoot, 'src/cli/main.ts'), ...args], {
+    encoding: 'utf8',
+  }).catch((e: { stdout?: string; stderr?: string }) => ({
+    stdout: `${e.stdout ?? ''}${e.stderr ?? ''}`,
+  }));
+  return `--- tollgate explain ${pod}:\n${result.stdout.trim()}`;
+}
+
+async function auditVerify(world: World): Promise<Check> {
+  const result = await run(
+    process.execPath,
+    [
+      join(repoRoot, 'src/cli/main.ts'),
+      'audit',
+      'verify',
+      '--repo',
+      world.auditUrl,
+      '--git-token-env',
+      'SOAK_GIT_TOKEN',
+    ],
+    { env: { ...process.env, SOAK_GIT_TOKEN: world.git.token }, encoding: 'utf8' },
+  ).then(
+    (r) => ({ code: 0, out: r.stdout }),
+    (e: { code?: number; stdout?: string; stderr?: string }) => ({
+      code: e.code ?? -1,
+      out: `${e.stdout ?? ''}${e.stderr ?? ''}`,
+    }),
+  );
+  return {
+    name: '`tollgate audit verify` exits 0',
+    pass: result.code === 0,
+    detail: `exit ${result.code}: ${result.out.trim().split('\n').slice(0, 12).join(' | ')}`,
+  };
+}
+
+async function auditReleases(world: World): Promise<{ records: AuditRelease[]; total: number }> {
+  const source = await openAuditSource(world.auditUrl, 'tollgate/audit', {
+    token: world.git.token,
+  });
+  try {
+    const all = (await readAuditHistory(source)).flatMap((c) => c.records);
+    return {
+      total: all.length,
+      records: all
+        .filter((r) => r.kind === 'Release')
+        .map((r) => ({ uid: r.target.uid, phase: r.phase, result: r.outcome.result })),
+    };
+  } finally {
+    source.close();
+  }
+}
+
+/** Each violation with the faults active when it was seen (its likely cause). */
+function violationsWithCauses(world: World, chaos: Chaos, startedAt: number) {
+  return world.watcher.violations.map((v) => {
+    const atMs = v.at - startedAt;
+    const active = chaos.injected
+      .filter((f) => f.atMs <= atMs && atMs <= f.atMs + f.holdMs + 20_000)
+      .map((f) => `${f.kind}@${Math.round(f.atMs / 1000)}s`);
+    return { atMs, what: v.what, activeFaults: active };
+  });
+}
+
+function print(lines: string[]): void {
+  process.stdout.write(`${lines.join('\n')}\n`);
+}
+
+async function main(): Promise<void> {
+  const opts = options();
+  const schedule = faultSchedule(opts.seed, opts.minutes);
+  print([
+    `# soak: seed ${opts.seed}, ${opts.minutes} min of chaos, ${schedule.length} faults scheduled; load ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  ]);
+  const timeline = new Timeline();
+  const world = await startWorld(timeline);
+  const samples: MemorySample[] = [];
+  const stopSampling = startSampling(world, samples);
+  timeline.startedAt = Date.now();
+  const startedAt = timeline.startedAt;
+  const chaos = new Chaos({ ...world, failingNode }, timeline);
+  world.load.start(2000, opts.seed);
+  chaos.note('chaos begins: load stream on, both replicas ready');
+  await Promise.all([chaos.run(schedule), sleep(opts.minutes * 60_000)]);
+  await world.load.stopProducing();
+  chaos.note('chaos ends: faults over, load stream off, settling');
+  const checks: Check[] = [await settle(world, opts.settleMinutes * 60_000, chaos)];
+  stopSampling();
+  for (const replica of world.replicas) {
+    const s = await replica.sample();
+    if (s) samples.push(s);
+  }
+  const violations = violationsWithCauses(world, chaos, startedAt);
+  checks.push({
+    name: 'no invariant violated (double release, budget, resize bounds, foreign gates)',
+    pass: violations.length === 0,
+    detail: `${violations.length} violations`,
+  });
+  checks.push(await auditVerify(world));
+  const audit = await auditReleases(world);
+  checks.push(releasesInAudit([...world.watcher.releases.values()], audit.records));
+  checks.push(growthCheck(memoryGrowth(samples, growthOptions), growthOptions));
+  checks.push(boundedCheck('open fds per replica', samples, (s) => s.openFds, 256));
+  checks.push(
+    boundedCheck('audit clone bytes per replica', samples, (s) => s.cloneBytes, 64 * 2 ** 20),
+  );
+  const figures = {
+    seed: opts.seed,
+    minutes: opts.minutes,
+    faultsPerKind: countByKind(chaos.injected),
+    violations: violations.length,
+    releases: world.watcher.releases.size,
+    resizes: world.watcher.resizes,
+    auditRecords: audit.total,
+    policyCommits: world.policy.commits,
+    load: world.load.counts,
+    peakReleasedUnfinished: Object.fromEntries(
+      Object.keys(tenants).map((t) => [t, world.watcher.peak(t)]),
+    ),
+    replicaExits: Object.fromEntries(world.replicas.map((r) => [r.identity, r.exits])),
+    replicaCrashes: Object.fromEntries(world.replicas.map((r) => [r.identity, r.crashes])),
+    gitRefused: world.gitProxy.refused,
+    prometheusRefused: world.promProxy.refused,
+    loadAverage: loadavg(),
+  };
+  const pass = checks.every((c) => c.pass);
+  await stopWorld(world);
+  const report = {
+    pass,
+    figures,
+    checks,
+    violations,
+    timeline: timeline.entries,
+    samples,
+    loadErrors: world.load.errors,
+  };
+  const dir = join(repoRoot, 'bench/results');
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, `soak-${opts.seed}-${opts.minutes}m.json`);
+  writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+  print([
+    '## timeline',
+    ...timeline.entries.map(format),
+    '## violations',
+    ...(violations.length === 0
+      ? ['none']
+      : violations.map(
+          (v) =>
+            `${(v.atMs / 1000).toFixed(1)}s ${v.what} (active: ${v.activeFaults.join(', ') || 'none'})`,
+        )),
+    '## figures',
+    JSON.stringify(figures),
+    '## checks',
+    ...checks.map((c) => `${c.pass ? 'PASS' : 'FAIL'} ${c.name}: ${c.detail}`),
+    `soak ${pass ? 'PASSED' : 'FAILED'}: seed ${opts.seed}, ${opts.minutes} min, ${violations.length} violations; ${file}`,
+  ]);
+  process.exitCode = pass ? 0 : 1;
+}
+
+await main();

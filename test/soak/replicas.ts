@@ -1,0 +1,206 @@
+/**
+ * `tollgate run` replicas as real processes with the shipped lease timings (15 s / 10 s /
+ * 2 s: no lease flags), as the unprivileged `tollgate` identity, restarted after a kill
+ * the way a Deployment restarts a pod. Each replica's heap, RSS and open fds are read
+ * from its own /metrics (prom-client's process and Node.js series) and /proc.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
+import { openSync, readdirSync, closeSync } from 'node:fs';
+import { join } from 'node:path';
+import { CoordinationV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { freePort, repoRoot } from '../e2e/deploy/tools.ts';
+import { metricValue } from '../e2e/gate-release/harness.ts';
+import { eventually } from '../support/eventually.ts';
+
+export const leaseName = 'tollgate-soak';
+export const leaseNamespace = 'tollgate-system';
+
+export interface ReplicaConfig {
+  readonly kubeconfig: string;
+  readonly policyUrl: string;
+  readonly auditUrl: string;
+  readonly gitToken: string;
+  readonly work: string;
+}
+
+export interface MemorySample {
+  readonly at: number;
+  readonly identity: string;
+  /** Which start of this replica (0 = first): a restart begins a new series. */
+  readonly incarnation: number;
+  readonly rssBytes: number;
+  readonly heapUsedBytes: number;
+  readonly openFds: number;
+  readonly cloneBytes: number;
+}
+
+/** Every replica process still running: killed when the soak exits, however it ends. */
+const live = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const child of live) child.kill('SIGKILL');
+});
+
+/** Like the kubelet's CrashLoopBackOff, shorter: 2 s doubling up to 20 s. */
+const crashBackoffMs = (crashes: number): number => Math.min(2_000 * 2 ** crashes, 20_000);
+
+export class Replica {
+  readonly identity: string;
+  incarnation = -1;
+  child: ChildProcess | undefined;
+  url = '';
+  exits: (number | string | null)[] = [];
+  /** Exits nobody asked for (the replica gave up by itself), each followed by a restart. */
+  crashes = 0;
+  readonly #config: ReplicaConfig;
+  readonly #note: (what: string) => void;
+  #exited: Promise<void> = Promise.resolve();
+  #exitExpected = false;
+  #stopped = false;
+
+  constructor(identity: string, config: ReplicaConfig, note: (what: string) => void) {
+    this.identity = identity;
+    this.#config = config;
+    this.#note = note;
+  }
+
+  get running(): boolean {
+    return (
+      this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null
+    );
+  }
+
+  get cacheDir(): string {
+    return join(this.#config.work, this.identity);
+  }
+
+  async start(): Promise<void> {
+    const port = await freePort();
+    this.incarnation += 1;
+    const out = openSync(this.logFile, 'a');
+    const c = this.#config;
+    const child = spawn(
+      process.execPath,
+      [
+        join(repoRoot, 'src/cli/main.ts'),
+        'run',
+        ...['--kubeconfig', c.kubeconfig, '--policy-repo', c.policyUrl, '--policy-ref', 'main'],
+        ...['--git-token-env', 'SOAK_GIT_TOKEN', '--git-cache-dir', this.cacheDir],
+        ...['--audit-repo', c.auditUrl, '--identity', this.identity],
+        ...['--metrics-address', `127.0.0.1:${port}`],
+        ...['--lease-namespace', leaseNamespace, '--lease-name', leaseName, '--log-level', 'info'],
+      ],
+      // Only what a replica needs: nothing TOLLGATE_* or KUBECONFIG from the outer shell.
+      {
+        env: {
+          PATH: process.env.PATH ?? '/usr/bin:/bin',
+          HOME: process.env.HOME ?? '/tmp',
+          SOAK_GIT_TOKEN: c.gitToken,
+        },
+        stdio: ['ignore', out, out],
+      },
+    );
+    closeSync(out);
+    this.child = child;
+    live.add(child);
+    this.url = `http://127.0.0.1:${port}`;
+    this.#exitExpected = false;
+    this.#exited = new Promise((resolve) =>
+      child.once('exit', (code, signal) => {
+        live.delete(child);
+        this.exits.push(signal ?? code);
+        if (!this.#exitExpected && !this.#stopped) this.#restartAfterCrash(signal ?? code);
+        resolve();
+      }),
+    );
+  }
+
+  #restartAfterCrash(exit: number | string | null): void {
+    const delay = crashBackoffMs(this.crashes);
+    this.crashes += 1;
+    this.#note(
+      `${this.identity} exited by itself (${exit}; log ${this.logFile}); restarted in ${delay} ms`,
+    );
+    setTimeout(() => {
+      if (this.#stopped || this.running) return;
+      void this.start().then(() => this.#note(`${this.identity} restarted after its exit`));
+    }, delay);
+  }
+
+  get logFile(): string {
+    return join(this.#config.work, `${this.identity}-${this.incarnation}.log`);
+  }
+
+  /** Ready (/readyz 200) within the timeout, or an error naming the log. */
+  async ready(timeoutMs = 120_000): Promise<void> {
+    await eventually(
+      `${this.identity} ready (log ${this.logFile})`,
+      async () => (await fetch(`${this.url}/readyz`).catch(() => undefined))?.status === 200,
+      { timeoutMs, intervalMs: 250 },
+    );
+  }
+
+  /** Sends a signal; SIGKILL and SIGTERM are the soak's own kills (no crash restart). */
+  signal(name: NodeJS.Signals): void {
+    if (!this.running) return;
+    if (name === 'SIGKILL' || name === 'SIGTERM') this.#exitExpected = true;
+    this.child!.kill(name);
+  }
+
+  exited(): Promise<void> {
+    return this.#exited;
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    if (!this.running) return;
+    this.child!.kill('SIGCONT');
+    this.child!.kill('SIGTERM');
+    const timer = setTimeout(() => this.child?.kill('SIGKILL'), 25_000);
+    await this.#exited;
+    clearTimeout(timer);
+  }
+
+  /** One sample, or undefined while the replica cannot answer (killed, paused). */
+  async sample(): Promise<MemorySample | undefined> {
+    if (!this.running) return undefined;
+    const text = await fetch(`${this.url}/metrics`, { signal: AbortSignal.timeout(3000) })
+      .then((r) => r.text())
+      .catch(() => undefined);
+    if (text === undefined) return undefined;
+    return {
+      at: Date.now(),
+      identity: this.identity,
+      incarnation: this.incarnation,
+      rssBytes: metricValue(text, 'process_resident_memory_bytes') ?? Number.NaN,
+      heapUsedBytes: metricValue(text, 'nodejs_heap_size_used_bytes') ?? Number.NaN,
+      openFds: countFds(this.child!.pid!),
+      cloneBytes: duBytes(this.cacheDir),
+    };
+  }
+}
+
+function countFds(pid: number): number {
+  try {
+    return readdirSync(`/proc/${pid}/fd`).length;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+function duBytes(dir: string): number {
+  try {
+    return Number(execFileSync('du', ['-sb', dir], { encoding: 'utf8' }).split('\t')[0]);
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** The replica holding the Lease now (undefined when nobody holds it). */
+export async function leaseHolder(admin: KubeConfig): Promise<string | undefined> {
+  const lease = await admin
+    .makeApiClient(CoordinationV1Api)
+    .readNamespacedLease({ namespace: leaseNamespace, name: leaseName })
+    .catch(() => undefined);
+  return lease?.spec?.holderIdentity ?? undefined;
+}

@@ -1,0 +1,148 @@
+/**
+ * The soak's fault schedule: a pure function of (seed, minutes), so a run is reproducible
+ * from its seed. Kinds are drawn in seeded shuffled cycles (every kind once per cycle,
+ * once-only kinds in the first cycle only), spaced by seeded gaps, and a fault never
+ * overlaps another of its group (one process fault at a time, one Git fault at a time,
+ * one policy fault at a time), while faults of different groups do overlap: production
+ * delivers them together. Every fault ends (start + hold) before the chaos phase ends.
+ */
+import fc from 'fast-check';
+
+export const faultKinds = [
+  'leader-sigkill',
+  'leader-sigterm',
+  'replica-sigstop',
+  'apiserver-restart',
+  'git-down',
+  'git-slow',
+  'audit-push-race',
+  'prometheus-down',
+  'bad-policy',
+  'unserved-kind',
+  'pod-recreate',
+  'node-failure',
+] as const;
+export type FaultKind = (typeof faultKinds)[number];
+
+type Group = 'process' | 'apiserver' | 'git' | 'prometheus' | 'policy' | 'pods' | 'nodes';
+
+interface KindSpec {
+  readonly group: Group;
+  /** How long the fault lasts (a killed replica is restarted after it, like a Deployment). */
+  readonly holdMs: number;
+  readonly once?: boolean;
+}
+
+/** Shipped lease duration (15 s): a paused replica stays paused past it. */
+export const shippedLeaseMs = 15_000;
+
+export const kindSpecs: Readonly<Record<FaultKind, KindSpec>> = {
+  'leader-sigkill': { group: 'process', holdMs: 5_000 },
+  'leader-sigterm': { group: 'process', holdMs: 5_000 },
+  'replica-sigstop': { group: 'process', holdMs: shippedLeaseMs + 5_000 },
+  'apiserver-restart': { group: 'apiserver', holdMs: 0 },
+  'git-down': { group: 'git', holdMs: 60_000 },
+  'git-slow': { group: 'git', holdMs: 30_000 },
+  'audit-push-race': { group: 'git', holdMs: 0 },
+  'prometheus-down': { group: 'prometheus', holdMs: 30_000 },
+  'bad-policy': { group: 'policy', holdMs: 20_000 },
+  'unserved-kind': { group: 'policy', holdMs: 20_000 },
+  'pod-recreate': { group: 'pods', holdMs: 0 },
+  'node-failure': { group: 'nodes', holdMs: 0, once: true },
+};
+
+export interface Fault {
+  /** Milliseconds after the chaos phase began. */
+  readonly atMs: number;
+  readonly kind: FaultKind;
+  readonly holdMs: number;
+  /** Seeded choice for the fault's own randomness (which pods, which replica). */
+  readonly pick: number;
+}
+
+export interface ScheduleOptions {
+  /** No fault before this (the replicas elect a leader and release a first wave). */
+  readonly warmupMs?: number;
+  readonly minGapMs?: number;
+  readonly maxGapMs?: number;
+}
+
+interface Draws {
+  readonly cycles: FaultKind[][];
+  readonly gaps: number[];
+  readonly picks: number[];
+}
+
+const maxCycles = 40;
+
+function drawFor(seed: number, gaps: number): Draws {
+  const cycle = fc.shuffledSubarray([...faultKinds], {
+    minLength: faultKinds.length,
+    maxLength: faultKinds.length,
+  });
+  const unit = fc.array(fc.integer({ min: 0, max: 999 }), { minLength: gaps, maxLength: gaps });
+  const [draws] = fc.sample(
+    fc.record({
+      cycles: fc.array(cycle, { minLength: maxCycles, maxLength: maxCycles }),
+      gaps: unit,
+      picks: unit,
+    }),
+    { seed, numRuns: 1 },
+  );
+  return draws!;
+}
+
+/** The kinds in drawing order: once-only kinds appear in the first cycle alone. */
+function kindOrder(cycles: readonly FaultKind[][]): FaultKind[] {
+  return cycles.flatMap((cycle, index) =>
+    index === 0 ? cycle : cycle.filter((kind) => !kindSpecs[kind].once),
+  );
+}
+
+export function faultSchedule(
+  seed: number,
+  minutes: number,
+  options: ScheduleOptions = {},
+): Fault[] {
+  const warmupMs = options.warmupMs ?? 20_000;
+  const minGapMs = options.minGapMs ?? 6_000;
+  const maxGapMs = options.maxGapMs ?? 18_000;
+  const endMs = minutes * 60_000;
+  const slots = Math.ceil(endMs / minGapMs) + 1;
+  const draws = drawFor(seed, slots);
+  const pending = kindOrder(draws.cycles);
+  const busyUntil = new Map<Group, number>();
+  const faults: Fault[] = [];
+  let atMs = warmupMs;
+  for (let slot = 0; slot < slots && atMs < endMs; slot++) {
+    const index = pending.findIndex((kind) => fits(kind, atMs, endMs, busyUntil));
+    if (index >= 0) {
+      const [kind] = pending.splice(index, 1) as [FaultKind];
+      const spec = kindSpecs[kind];
+      faults.push({ atMs, kind, holdMs: spec.holdMs, pick: draws.picks[slot]! });
+      busyUntil.set(spec.group, atMs + spec.holdMs);
+    }
+    atMs += minGapMs + Math.round(((maxGapMs - minGapMs) * draws.gaps[slot]!) / 999);
+  }
+  return faults;
+}
+
+function fits(
+  kind: FaultKind,
+  atMs: number,
+  endMs: number,
+  busyUntil: ReadonlyMap<Group, number>,
+): boolean {
+  const spec = kindSpecs[kind];
+  return atMs >= (busyUntil.get(spec.group) ?? 0) && atMs + spec.holdMs <= endMs;
+}
+
+/** Faults injected per kind (every kind listed, 0 when absent). */
+export function countByKind(faults: readonly { kind: FaultKind }[]): Record<FaultKind, number> {
+  const counts = Object.fromEntries(faultKinds.map((kind) => [kind, 0])) as Record<
+    FaultKind,
+    number
+  >;
+  for (const fault of faults) counts[fault.kind] += 1;
+  return counts;
+}

@@ -1,0 +1,107 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { boundedCheck, growthCheck, memoryGrowth, releasesInAudit } from '../../soak/judge.ts';
+import type { MemorySample } from '../../soak/replicas.ts';
+
+const minute = 60_000;
+const options = { warmupMs: 2 * minute, minSamples: 6, limit: 0.1 };
+
+/** One sample per minute of one process, RSS and heap from `mib` (MiB per minute). */
+function series(identity: string, incarnation: number, mib: readonly number[]): MemorySample[] {
+  return mib.map((value, minuteIndex) => ({
+    at: minuteIndex * minute,
+    identity,
+    incarnation,
+    rssBytes: value * 2 ** 20,
+    heapUsedBytes: (value / 2) * 2 ** 20,
+    openFds: 40,
+    cloneBytes: 2 ** 20,
+  }));
+}
+
+describe('the soak end checks', () => {
+  for (const { name, mib, pass } of [
+    {
+      name: 'flat after warm-up passes',
+      mib: [50, 90, 100, 101, 99, 100, 102, 100, 101],
+      pass: true,
+    },
+    {
+      name: 'warm-up growth is not counted',
+      mib: [10, 60, 100, 100, 100, 100, 100, 100, 100],
+      pass: true,
+    },
+    {
+      name: '15% growth after warm-up fails',
+      mib: [90, 95, 100, 100, 100, 105, 115, 115, 115],
+      pass: false,
+    },
+  ])
+    it(`memory: ${name}`, () => {
+      const growth = memoryGrowth(series('replica-a', 0, mib), options);
+      assert.equal(growthCheck(growth, options).pass, pass, JSON.stringify(growth));
+    });
+
+  it('memory: a restart starts a new series (the restarted process is not compared with the killed one)', () => {
+    const samples = [
+      ...series('replica-a', 0, [100, 100, 100, 100, 100, 100, 100, 100]),
+      ...series('replica-a', 1, [30, 30, 30, 30, 30, 30, 30, 30]),
+    ];
+    const growth = memoryGrowth(samples, options);
+    assert.deepEqual(
+      growth.map((g) => [g.process, g.rss]),
+      [
+        ['replica-a#0', 0],
+        ['replica-a#1', 0],
+      ],
+    );
+  });
+
+  it('memory: too few samples past warm-up is reported as not judged, not as a pass in disguise', () => {
+    const check = growthCheck(memoryGrowth(series('replica-b', 0, [50, 60, 70]), options), options);
+    assert.equal(check.pass, true);
+    assert.match(check.detail, /^not judged/);
+  });
+
+  it('fds and clone size: the largest sample is held to the bound; no sample at all fails', () => {
+    const samples = series('replica-a', 0, [1, 1]);
+    assert.equal(boundedCheck('fds', samples, (s) => s.openFds, 40).pass, true);
+    assert.equal(boundedCheck('fds', samples, (s) => s.openFds, 39).pass, false);
+    assert.equal(boundedCheck('fds', [], (s) => s.openFds, 40).pass, false);
+  });
+
+  for (const { name, records, pass } of [
+    {
+      name: 'an intent and a succeeded outcome: found',
+      records: [
+        { uid: 'u1', phase: 'intent', result: 'pending' },
+        { uid: 'u1', phase: 'outcome', result: 'succeeded' },
+      ],
+      pass: true,
+    },
+    {
+      name: 'an intent alone: missing',
+      records: [{ uid: 'u1', phase: 'intent', result: 'pending' }],
+      pass: false,
+    },
+    {
+      name: 'a failed outcome: missing',
+      records: [
+        { uid: 'u1', phase: 'intent', result: 'pending' },
+        { uid: 'u1', phase: 'outcome', result: 'failed' },
+      ],
+      pass: false,
+    },
+    {
+      name: "another pod's records: missing",
+      records: [
+        { uid: 'u2', phase: 'intent', result: 'pending' },
+        { uid: 'u2', phase: 'outcome', result: 'succeeded' },
+      ],
+      pass: false,
+    },
+  ])
+    it(`audit: a release the watcher saw, ${name}`, () => {
+      assert.equal(releasesInAudit([{ uid: 'u1', pod: 'soak-ml/eval-1' }], records).pass, pass);
+    });
+});
