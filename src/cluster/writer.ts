@@ -4,7 +4,8 @@
  * fails instead of overwriting someone else's change:
  *
  * - removeGate: JSON Patch `test` of metadata.resourceVersion and of the gate's name
- *   at its index, then `remove` of that index. Only tollgate's gate goes; a foreign
+ *   at its index, then `remove` of that index, and (when asked) the annotation
+ *   tollgate.io/released in the same patch. Only tollgate's gate goes; a foreign
  *   gate at another index stays. Removing the last gate leaves `schedulingGates: []`,
  *   which the API server accepts (gates may be removed, never added, after creation).
  * - resize: strategic merge patch on the `pods/resize` subresource carrying
@@ -51,6 +52,7 @@ import type {
   WriteRequest,
   ResourceList,
 } from '../dispatch/types.ts';
+import { RELEASED_ANNOTATION } from '../decide/lifecycle.ts';
 import { KubeApiError, toKubeError } from './errors.ts';
 
 /** The HTTP status kube-apiserver returns for a JSON Patch whose `test` fails (measured; see the module comment). */
@@ -103,11 +105,17 @@ function resourcesPatch(resources: ResourceList): Record<string, Record<string, 
   return patch;
 }
 
-/** The JSON Patch that removes tollgate's gate only if the pod is still at the decided version and the gate still sits at the decided index. */
+/**
+ * The JSON Patch that removes tollgate's gate only if the pod is still at the decided
+ * version and the gate still sits at the decided index; with `markReleased`, the same
+ * patch sets the annotation tollgate.io/released to the gate (a JSON Patch `add` needs
+ * the annotations map to exist: the decided version says whether it does).
+ */
 export function removeGatePatch(
   resourceVersion: string,
   gate: string,
   gateIndex: number,
+  markReleased?: { readonly annotationsPresent: boolean },
 ): object[] {
   if (!Number.isInteger(gateIndex) || gateIndex < 0)
     throw new Error(`removeGate: gateIndex must be a non-negative integer, got ${gateIndex}`);
@@ -115,7 +123,18 @@ export function removeGatePatch(
     { op: 'test', path: '/metadata/resourceVersion', value: resourceVersion },
     { op: 'test', path: `/spec/schedulingGates/${gateIndex}/name`, value: gate },
     { op: 'remove', path: `/spec/schedulingGates/${gateIndex}` },
+    ...(markReleased ? [releasedMarkPatch(gate, markReleased.annotationsPresent)] : []),
   ];
+}
+
+function releasedMarkPatch(gate: string, annotationsPresent: boolean): object {
+  return annotationsPresent
+    ? {
+        op: 'add',
+        path: `/metadata/annotations/${RELEASED_ANNOTATION.replace('/', '~1')}`,
+        value: gate,
+      }
+    : { op: 'add', path: '/metadata/annotations', value: { [RELEASED_ANNOTATION]: gate } };
 }
 
 /** The strategic merge patch for pods/resize; containers merge by name. */
@@ -167,7 +186,7 @@ export function createWriteExecutor(
             {
               name,
               namespace,
-              body: removeGatePatch(resourceVersion, op.gate, op.gateIndex),
+              body: removeGatePatch(resourceVersion, op.gate, op.gateIndex, op.markReleased),
               fieldManager,
             },
             requestOptions(signal, PatchStrategy.JsonPatch),

@@ -6,7 +6,7 @@
 import type { ConditionInput } from './decision.ts';
 import type { Approval, GateCondition, Policy } from '../policy/model.ts';
 import { imageMatches, normaliseImage, type ImageRef } from './images.ts';
-import { chargesBudget, classifyPod } from './lifecycle.ts';
+import { chargeReason, classifyPod } from './lifecycle.ts';
 import type { NodeLike, PodLike, ClusterSnapshot } from './objects.ts';
 import { podRequests, addInto, type Amounts } from './requests.ts';
 import { tenantOfNamespace } from './gates.ts';
@@ -32,7 +32,7 @@ export function tenantUsage(policy: Policy, pods: Iterable<PodLike>): Map<string
   for (const name of policy.tenants.keys()) usage.set(name, emptyUsage());
   for (const pod of pods) {
     const tenant = tenantOfNamespace(policy, pod.metadata?.namespace ?? '');
-    if (!tenant || !chargesBudget(classifyPod(pod, policy))) continue;
+    if (!tenant || !chargeReason(pod, classifyPod(pod, policy), tenant)) continue;
     addUsage(usage.get(tenant.name) as Usage, { pods: 1, resources: podRequests(pod) });
   }
   return usage;

@@ -3,11 +3,16 @@
  * from the pod alone (plus which gates are ours), never from memory, so a restarted
  * controller sees exactly what the last one left: a released pod is one without our gate.
  */
-import type { Policy } from '../policy/model.ts';
+import type { Policy, Tenant } from '../policy/model.ts';
 import { orphanedGate, ownedGate } from './gates.ts';
 import type { PodLike } from './objects.ts';
 
 export const REVIEW_ANNOTATION = 'tollgate.io/review';
+/**
+ * Set by tollgate in the same JSON patch that removes its gate (value: the gate removed),
+ * so a pod tollgate released is told apart from one it never gated.
+ */
+export const RELEASED_ANNOTATION = 'tollgate.io/released';
 
 export const podStates = [
   'gated', // carries tollgate's gate
@@ -56,4 +61,29 @@ export function chargesBudget(state: PodState): boolean {
   return (
     state === 'pending' || state === 'unschedulable' || state === 'scheduled' || state === 'running'
   );
+}
+
+/** Why a pod takes from its tenant's budget: tollgate released it, or it never gated it. */
+export const chargeReasons = ['released', 'neverGated'] as const;
+export type ChargeReason = (typeof chargeReasons)[number];
+
+export function releasedByTollgate(pod: PodLike): boolean {
+  return pod.metadata?.annotations?.[RELEASED_ANNOTATION] !== undefined;
+}
+
+/**
+ * Why this pod, in this state, is charged to its tenant's budget, or undefined when it is
+ * not. A pod tollgate released (its mark, or `releasing`: tollgate's gate removal is sent
+ * and the view does not show it yet) is always charged; any other pod that can be
+ * scheduled or runs only when the tenant's `budget.neverGatedPods` is Charge.
+ */
+export function chargeReason(
+  pod: PodLike,
+  state: PodState,
+  tenant: Pick<Tenant, 'budget'>,
+  releasing = false,
+): ChargeReason | undefined {
+  if (!chargesBudget(state)) return undefined;
+  if (releasing || releasedByTollgate(pod)) return 'released';
+  return tenant.budget.neverGatedPods === 'Charge' ? 'neverGated' : undefined;
 }

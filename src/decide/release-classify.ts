@@ -1,13 +1,23 @@
 /**
  * Phase 1 of a gate-release pass: classify every pod from the cluster alone (released =
  * no tollgate gate), counting writes tollgate has decided but the view does not show yet
- * (`acting`) as done (one pending decision per pod: the judge skips such pods), and total what the budget and pacing phases need: each tenant's
- * charged usage, the pods in flight, and the pass summary.
+ * (`acting`) as done (one pending decision per pod: the judge skips such pods), and total
+ * what the budget and pacing phases need: each tenant's charged usage (by `chargeReason`:
+ * released by tollgate, or never gated when the tenant charges those), the pods in
+ * flight, and the pass summary.
  */
 import { addUsage, emptyUsage, type Usage } from './conditions.ts';
 import { gateSetAt, inReview } from './expiry.ts';
 import { gateIndex, ownedGate, ownedGates, tenantOfNamespace } from './gates.ts';
-import { chargesBudget, classifyPod, isInFlight, podStates, type PodState } from './lifecycle.ts';
+import {
+  chargeReason,
+  chargeReasons,
+  classifyPod,
+  isInFlight,
+  podStates,
+  type ChargeReason,
+  type PodState,
+} from './lifecycle.ts';
 import type { PodLike } from './objects.ts';
 import { podRequests } from './requests.ts';
 import type { Acting, PassSummary } from './release-plan.ts';
@@ -67,12 +77,17 @@ export function classifyPods(
   let globalInFlight = 0;
   const inFlightPods: PodLike[] = [];
   const states: Record<string, Record<PodState, number>> = {};
+  const charged: Record<string, Record<ChargeReason, number>> = {};
   const gatedCounts = new Map<string, { tenant: string; gate: string; count: number }>();
   const oldestGatedAt: Record<string, number> = {};
   for (const t of policy.tenants.values()) {
     usage.set(t.name, emptyUsage());
     inFlight.set(t.name, 0);
     states[t.name] = Object.fromEntries(podStates.map((s) => [s, 0])) as Record<PodState, number>;
+    charged[t.name] = Object.fromEntries(chargeReasons.map((r) => [r, 0])) as Record<
+      ChargeReason,
+      number
+    >;
   }
   for (const pod of pods) {
     let podState = classifyPod(pod, policy);
@@ -96,8 +111,12 @@ export function classifyPods(
       if (setAt !== undefined && !(setAt >= (oldestGatedAt[tenant.name] ?? Infinity)))
         oldestGatedAt[tenant.name] = setAt;
     }
-    if (chargesBudget(podState))
+    const releasing = acting[uid]?.write === 'release';
+    const reason = chargeReason(pod, podState, tenant, releasing);
+    if (reason) {
+      (charged[tenant.name] as Record<ChargeReason, number>)[reason] += 1;
       addUsage(usage.get(tenant.name) as Usage, { pods: 1, resources: podRequests(pod) });
+    }
     if (isInFlight(podState)) {
       inFlight.set(tenant.name, (inFlight.get(tenant.name) ?? 0) + 1);
       globalInFlight += 1;
@@ -112,7 +131,7 @@ export function classifyPods(
     inFlight,
     globalInFlight,
     inFlightPods,
-    summary: { gated: [...gatedCounts.values()], states, oldestGatedAt },
+    summary: { gated: [...gatedCounts.values()], states, charged, oldestGatedAt },
   };
 }
 

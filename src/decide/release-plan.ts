@@ -24,7 +24,7 @@
 import type { Decision, Target } from './decision.ts';
 import type { HoldState } from './expiry.ts';
 import type { BlockedWrite } from './release-blocked.ts';
-import type { PodState } from './lifecycle.ts';
+import type { ChargeReason, PodState } from './lifecycle.ts';
 import type { ClusterSnapshot } from './objects.ts';
 import { normaliseServed, type Bucket, type Ramp } from './pacing.ts';
 import { admitUnits } from './release-admit.ts';
@@ -36,7 +36,13 @@ import type { Policy } from '../policy/model.ts';
 
 /** A write the loop hands to the dispatcher; the shape mirrors dispatch's `WriteOperation`. */
 export type PlannedOperation =
-  | { readonly type: 'removeGate'; readonly gate: string; readonly gateIndex: number }
+  | {
+      readonly type: 'removeGate';
+      readonly gate: string;
+      readonly gateIndex: number;
+      /** The pod is marked `tollgate.io/released` in the same patch (see lifecycle.ts). */
+      readonly markReleased: { readonly annotationsPresent: boolean };
+    }
   | { readonly type: 'delete'; readonly reason: string }
   | { readonly type: 'annotate'; readonly annotations: Readonly<Record<string, string | null>> };
 
@@ -94,6 +100,8 @@ export interface PassSummary {
   readonly gated: readonly { tenant: string; gate: string; count: number }[];
   /** Pods of each tenant by lifecycle state. */
   readonly states: Readonly<Record<string, Readonly<Record<PodState, number>>>>;
+  /** Pods of each tenant charged to its budget, by why they are charged. */
+  readonly charged: Readonly<Record<string, Readonly<Record<ChargeReason, number>>>>;
   /** Per tenant with gated pods: when its oldest gated pod got its gate (epoch ms). */
   readonly oldestGatedAt: Readonly<Record<string, number>>;
 }

@@ -133,7 +133,9 @@ export function recordVerdicts(
       }
       case 'Release': {
         const { gate, index } = verdict.gate;
-        const op: PlannedOperation = { type: 'removeGate', gate, gateIndex: index };
+        const annotationsPresent = Object.keys(verdict.pod.metadata?.annotations ?? {}).length > 0;
+        const markReleased = { annotationsPresent };
+        const op: PlannedOperation = { type: 'removeGate', gate, gateIndex: index, markReleased };
         write(decide(verdict, 'Release'), verdict, op, verdict.expiryForced);
         acting[uid] = { write: 'release', gate };
         break;

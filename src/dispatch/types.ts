@@ -17,6 +17,8 @@ export type WriteOperation =
       readonly type: 'removeGate';
       readonly gate: string;
       readonly gateIndex: number;
+      /** Also set the annotation tollgate.io/released (the gate) in the same patch; whether the pod had annotations at the decided version. */
+      readonly markReleased?: { readonly annotationsPresent: boolean };
     }
   | {
       /** pods/resize subresource, with the resourceVersion decided on. */

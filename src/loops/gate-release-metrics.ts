@@ -5,7 +5,7 @@
  */
 import { Counter, Gauge, Histogram } from 'prom-client';
 import type { Policy } from '../policy/model.ts';
-import { podStates } from '../decide/lifecycle.ts';
+import { chargeReasons, podStates } from '../decide/lifecycle.ts';
 import type { PassSummary } from '../decide/release-plan.ts';
 import { registry } from '../observe/metrics.ts';
 
@@ -56,6 +56,17 @@ export const podsByState = getOrCreate(
       name: 'tollgate_pods',
       help: 'Pods of each tenant by lifecycle state (gated, review, waiting, pending, unschedulable, scheduled, running, succeeded, failed).',
       labelNames: ['tenant', 'state'],
+      registers: [registry],
+    }),
+);
+
+export const budgetChargedPods = getOrCreate(
+  'tollgate_budget_charged_pods',
+  () =>
+    new Gauge({
+      name: 'tollgate_budget_charged_pods',
+      help: "Pods charged to each tenant's budget, by reason: released (tollgate removed its gate, annotation tollgate.io/released) or neverGated (tollgate never released it; charged only when the tenant's budget.neverGatedPods is Charge).",
+      labelNames: ['tenant', 'reason'],
       registers: [registry],
     }),
 );
@@ -144,12 +155,13 @@ export function precreateGateReleaseSeries(policy: Policy): void {
     for (const result of releaseResults) releasesTotal.inc({ tenant, result }, 0);
     for (const state of podStates) podsByState.set({ tenant, state }, 0);
     for (const reason of holdReasons) holdChangesTotal.inc({ tenant, reason }, 0);
+    for (const reason of chargeReasons) budgetChargedPods.set({ tenant, reason }, 0);
     gateDwellSeconds.zero({ tenant });
   }
   for (const gp of policy.gatePolicies) gatedPods.set({ tenant: gp.tenant, gate: gp.gate }, 0);
 }
 
-/** Publishes a pass's view of the cluster: gated counts and lifecycle states. */
+/** Publishes a pass's view of the cluster: gated counts, lifecycle states, charged pods by reason. */
 export function publishSummary(policy: Policy, summary: PassSummary): void {
   gatedPods.reset();
   for (const gp of policy.gatePolicies) gatedPods.set({ tenant: gp.tenant, gate: gp.gate }, 0);
@@ -159,5 +171,8 @@ export function publishSummary(policy: Policy, summary: PassSummary): void {
     oldestGatedPodTimestamp.set({ tenant }, at / 1000);
   for (const [tenant, states] of Object.entries(summary.states)) {
     for (const state of podStates) podsByState.set({ tenant, state }, states[state]);
+  }
+  for (const [tenant, reasons] of Object.entries(summary.charged)) {
+    for (const reason of chargeReasons) budgetChargedPods.set({ tenant, reason }, reasons[reason]);
   }
 }

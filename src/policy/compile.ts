@@ -381,6 +381,7 @@ function compileTenant(t: Located<TenantDocument>, report: Report): Tenant {
     budget: {
       ...(spec.budget?.pods !== undefined ? { pods: spec.budget.pods } : {}),
       resources,
+      neverGatedPods: spec.budget?.neverGatedPods ?? 'Charge',
     },
     pacing: pacingOf(spec.pacing, defaultPacing),
     orphanedGates: spec.orphanedGates ?? 'Review',

@@ -47,7 +47,12 @@ export interface Tenant {
   /** Fair-share weight among tenants (default 1). */
   readonly weight: number;
   /** Budget of released-but-unfinished pods: a count and resource sums (requests). Absent key = unlimited. */
-  readonly budget: { readonly pods?: number; readonly resources: ResourceAmounts };
+  readonly budget: {
+    readonly pods?: number;
+    readonly resources: ResourceAmounts;
+    /** Whether pods tollgate never released (no `tollgate.io/released` mark) count once they can be scheduled (default Charge). */
+    readonly neverGatedPods: 'Charge' | 'Ignore';
+  };
   readonly pacing: Pacing;
   /** What happens to a gate under the tenant's prefixes that no GatePolicy names (default Review). */
   readonly orphanedGates: 'Review' | 'Release' | 'Cancel';

@@ -38,7 +38,7 @@ export class TenantBuilder {
       namespaces: [name],
       gatePrefixes: [`${name}.tollgate.io/`],
       weight: 1,
-      budget: { resources: {} },
+      budget: { resources: {}, neverGatedPods: 'Charge' },
       pacing: generous,
       orphanedGates: 'Review',
     };
@@ -61,8 +61,16 @@ export class TenantBuilder {
     for (const [key, value] of Object.entries(budget)) {
       if (key !== 'pods' && value !== undefined) resources[key] = toStoredAmount(key, value);
     }
+    const { neverGatedPods } = this.#tenant.budget;
     this.#tenant.budget =
-      budget.pods !== undefined ? { pods: budget.pods, resources } : { resources };
+      budget.pods !== undefined
+        ? { pods: budget.pods, resources, neverGatedPods }
+        : { resources, neverGatedPods };
+    return this;
+  }
+  /** Whether pods tollgate never released count toward the budget (default Charge). */
+  neverGatedPods(choice: Tenant['budget']['neverGatedPods']): this {
+    this.#tenant.budget = { ...this.#tenant.budget, neverGatedPods: choice };
     return this;
   }
   pacing(pacing: Partial<Pacing>): this {

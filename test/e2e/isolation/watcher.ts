@@ -4,7 +4,8 @@
  * - the budget invariant: per tenant, pods that can be scheduled or run (no scheduling
  *   gate left, not finished, not deleting) never exceed the tenant's pod budget;
  * - that pods gated only by another controller are never touched: their gates stay as
- *   created and they are not deleted;
+ *   created (unless the test, acting as that controller, said it admits them) and they
+ *   are not deleted;
  * and it records, per pod, when tollgate's gate left it (each pod released once).
  */
 import { CoreV1Api, makeInformer, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
@@ -14,6 +15,12 @@ export interface WatchedTenant {
   /** Gate prefix of tollgate's gates for this tenant (a pod carrying one is tollgate-gated). */
   readonly ourPrefix: string;
   readonly pods?: number;
+  /**
+   * Whether pods tollgate never gated count toward the budget once they can be scheduled
+   * (the tenant's `budget.neverGatedPods`: Charge, the default, or Ignore). When false only
+   * pods seen carrying tollgate's gate are counted.
+   */
+  readonly chargesNeverGated?: boolean;
 }
 
 interface Seen {
@@ -33,6 +40,7 @@ export class IsolationWatcher {
   readonly violations: string[] = [];
   readonly peak = new Map<string, number>();
   readonly #seen = new Map<string, Seen>();
+  readonly #admittedByOther = new Set<string>();
   readonly #tenants: () => Record<string, WatchedTenant>;
   readonly #informer: ReturnType<typeof makeInformer<V1Pod>>;
   #stopped = false;
@@ -61,6 +69,11 @@ export class IsolationWatcher {
   /** Times tollgate's gate was seen leaving the pod (at most 1 for a correct controller). */
   releases(namespace: string, name: string): number {
     return this.#seen.get(`${namespace}/${name}`)?.releases ?? 0;
+  }
+
+  /** The test, acting as the other controller, is about to remove that controller's gate. */
+  admittedByOther(namespace: string, name: string): void {
+    this.#admittedByOther.add(`${namespace}/${name}`);
   }
 
   gates(namespace: string, name: string): string[] | undefined {
@@ -103,7 +116,11 @@ export class IsolationWatcher {
       if (wasOurs && !ours) seen.releases += 1;
       seen.pod = pod;
     }
-    if (seen.foreignOnly && gates.join(',') !== seen.createdGates.join(','))
+    if (
+      seen.foreignOnly &&
+      !this.#admittedByOther.has(key) &&
+      gates.join(',') !== seen.createdGates.join(',')
+    )
       this.violations.push(
         `${key}: gated only by another controller, its gates changed from [${seen.createdGates}] to [${gates}]`,
       );
@@ -117,6 +134,7 @@ export class IsolationWatcher {
       const p = s.pod;
       if (!limits.namespaces.includes(p.metadata?.namespace ?? '')) continue;
       if (gatesOf(p).length > 0 || finished(p) || p.metadata?.deletionTimestamp) continue;
+      if (limits.chargesNeverGated === false && !s.ourGateSeen) continue;
       schedulable += 1;
     }
     this.peak.set(tenantName, Math.max(this.peak.get(tenantName) ?? 0, schedulable));

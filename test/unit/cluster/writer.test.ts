@@ -17,6 +17,22 @@ test('the removeGate patch tests the resourceVersion and the gate at its index b
   assert.throws(() => removeGatePatch('42', 'g', -1), /gateIndex must be a non-negative integer/);
 });
 
+test('the removeGate patch marks the pod released: into its annotations, or as its annotations when it has none', () => {
+  const removal = removeGatePatch('42', 'tollgate.io/gate', 0).slice(0, 3);
+  assert.deepEqual(removeGatePatch('42', 'tollgate.io/gate', 0, { annotationsPresent: true }), [
+    ...removal,
+    { op: 'add', path: '/metadata/annotations/tollgate.io~1released', value: 'tollgate.io/gate' },
+  ]);
+  assert.deepEqual(removeGatePatch('42', 'tollgate.io/gate', 0, { annotationsPresent: false }), [
+    ...removal,
+    {
+      op: 'add',
+      path: '/metadata/annotations',
+      value: { 'tollgate.io/released': 'tollgate.io/gate' },
+    },
+  ]);
+});
+
 test('the resize patch carries the resourceVersion precondition, containers by name and pod-level resources', () => {
   assert.deepEqual(
     resizePatch('7', {

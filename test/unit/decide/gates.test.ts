@@ -1,7 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { gateIndex, ownedGate } from '../../../src/decide/gates.ts';
-import { chargesBudget, classifyPod } from '../../../src/decide/lifecycle.ts';
+import {
+  chargeReason,
+  chargesBudget,
+  classifyPod,
+  RELEASED_ANNOTATION,
+} from '../../../src/decide/lifecycle.ts';
 import { tenantUsage } from '../../../src/decide/conditions.ts';
 import { aPod } from '../../builders/pod.ts';
 import { aGatePolicy, aPolicy, aTenant } from '../../builders/policy.ts';
@@ -195,4 +200,84 @@ test("tenantUsage charges no pod held by another controller's gate", () => {
   const usage = tenantUsage(policy, pods).get('team-a');
   assert.equal(usage?.pods, 1);
   assert.equal(usage?.resources.cpu, 1000);
+});
+
+test("chargeReason: pods tollgate never released are charged by the tenant's choice", async (t) => {
+  const charge = aTenant('team-a').obj();
+  const ignore = aTenant('team-a').neverGatedPods('Ignore').obj();
+  const marked = (pod: ReturnType<typeof aPod>) =>
+    pod.annotate(RELEASED_ANNOTATION, 'team-a.tollgate.io/ready');
+  const cases = [
+    {
+      name: 'a running pod tollgate released is charged as released under Charge',
+      pod: marked(aPod('p', 'team-a').boundTo('n1').running()),
+      tenant: charge,
+      want: 'released',
+    },
+    {
+      name: 'a running pod tollgate released is charged as released under Ignore',
+      pod: marked(aPod('p', 'team-a').boundTo('n1').running()),
+      tenant: ignore,
+      want: 'released',
+    },
+    {
+      name: 'a running pod tollgate never gated is charged as neverGated under Charge',
+      pod: aPod('p', 'team-a').boundTo('n1').running(),
+      tenant: charge,
+      want: 'neverGated',
+    },
+    {
+      name: 'a running pod tollgate never gated is not charged under Ignore',
+      pod: aPod('p', 'team-a').boundTo('n1').running(),
+      tenant: ignore,
+      want: undefined,
+    },
+    {
+      name: 'a pod whose release is sent but not yet seen is charged as released under Ignore',
+      pod: aPod('p', 'team-a').gated('team-a.tollgate.io/ready'),
+      tenant: ignore,
+      releasing: true,
+      state: 'pending' as const,
+      want: 'released',
+    },
+    {
+      name: "a pod still carrying Kueue's gate is not charged under Charge",
+      pod: aPod('p', 'team-a').gated('kueue.x-k8s.io/admission'),
+      tenant: charge,
+      want: undefined,
+    },
+    {
+      name: 'a finished pod tollgate released is not charged',
+      pod: marked(aPod('p', 'team-a').boundTo('n1').phase('Succeeded')),
+      tenant: charge,
+      want: undefined,
+    },
+  ];
+  for (const c of cases) {
+    await t.test(c.name, () => {
+      const pod = c.pod.obj();
+      const state = c.state ?? classifyPod(pod, policy);
+      assert.equal(chargeReason(pod, state, c.tenant, c.releasing), c.want);
+    });
+  }
+});
+
+test('tenantUsage under Ignore charges only the pods tollgate released', () => {
+  const ignoring = aPolicy()
+    .tenant(aTenant('team-a').neverGatedPods('Ignore'))
+    .gatePolicy(aGatePolicy('ready', 'team-a'))
+    .obj();
+  const pods = [
+    ...Array.from({ length: 4 }, (_, i) =>
+      aPod(`kueue-run-${i}`, 'team-a').boundTo('n1').running().requests({ cpu: '1' }).obj(),
+    ),
+    aPod('ours', 'team-a')
+      .annotate(RELEASED_ANNOTATION, 'team-a.tollgate.io/ready')
+      .boundTo('n1')
+      .running()
+      .requests({ cpu: '1' })
+      .obj(),
+  ];
+  assert.equal(tenantUsage(ignoring, pods).get('team-a')?.pods, 1);
+  assert.equal(tenantUsage(policy, pods).get('team-a')?.pods, 5);
 });

@@ -1,6 +1,7 @@
 /**
  * Fault isolation in the gate-release plan: a pod with two of tollgate's gates, one
- * pending decision per pod, and gates whose GatePolicy was renamed (orphaned).
+ * pending decision per pod, gates whose GatePolicy was renamed (orphaned), and running
+ * pods tollgate never gated (charged or not by the tenant's `budget.neverGatedPods`).
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -9,6 +10,7 @@ import { snapshotOf, type PodLike } from '../../../src/decide/objects.ts';
 import type { Policy } from '../../../src/policy/model.ts';
 import { aPod, type PodBuilder } from '../../builders/pod.ts';
 import { aGatePolicy, aPolicy, aTenant } from '../../builders/policy.ts';
+import { RELEASED_ANNOTATION } from '../../../src/decide/lifecycle.ts';
 
 const now = Date.UTC(2026, 10, 29, 8, 0, 0);
 const first = 'team-a.tollgate.io/first';
@@ -63,7 +65,14 @@ describe('a pod with two gates tollgate owns', () => {
     const p = plan(twoGates(), [pod()]);
     assert.deepEqual(
       p.writes.map((w) => w.op),
-      [{ type: 'removeGate', gate: first, gateIndex: 0 }],
+      [
+        {
+          type: 'removeGate',
+          gate: first,
+          gateIndex: 0,
+          markReleased: { annotationsPresent: false },
+        },
+      ],
     );
   });
 
@@ -87,7 +96,14 @@ describe('a pod with two gates tollgate owns', () => {
     const released = plan(twoGates(), [after()], p1.nextState, true);
     assert.deepEqual(
       released.writes.map((w) => w.op),
-      [{ type: 'removeGate', gate: second, gateIndex: 0 }],
+      [
+        {
+          type: 'removeGate',
+          gate: second,
+          gateIndex: 0,
+          markReleased: { annotationsPresent: false },
+        },
+      ],
     );
   });
 });
@@ -180,5 +196,39 @@ describe('gates whose GatePolicy was renamed (orphaned)', () => {
   it('an orphaned pod is never charged to the budget', () => {
     const p = plan(policy('Review', 0), pods());
     assert.equal(p.summary.states['team-a']?.pending, 0);
+  });
+});
+
+describe("running pods tollgate never gated, by the tenant's budget.neverGatedPods", () => {
+  const withChoice = (choice: 'Charge' | 'Ignore') =>
+    aPolicy()
+      .tenant(aTenant('team-a').budget({ pods: 2 }).neverGatedPods(choice))
+      .gatePolicy(aGatePolicy('first', 'team-a').gate(first).conditions({ type: 'Budget' }))
+      .obj();
+  const pods = () => [
+    ...[1, 2, 3].map((i) => aPod(`kueue-${i}`, 'team-a').boundTo('n1').running()),
+    aPod('ours', 'team-a')
+      .gated(first)
+      .createdAt(now - 60_000),
+  ];
+  const cases = [
+    { choice: 'Charge' as const, want: ['Hold ours'], charged: { released: 0, neverGated: 3 } },
+    { choice: 'Ignore' as const, want: ['Release ours'], charged: { released: 0, neverGated: 0 } },
+  ];
+  for (const c of cases) {
+    it(`${c.choice}: ${c.want[0]}`, () => {
+      const p = plan(withChoice(c.choice), pods());
+      assert.deepEqual(kinds(p), c.want);
+      assert.deepEqual(p.summary.charged['team-a'], c.charged);
+    });
+  }
+
+  it('Ignore: a pod tollgate released stays charged, so the budget still holds the next', () => {
+    const released = [1, 2].map((i) =>
+      aPod(`ours-${i}`, 'team-a').annotate(RELEASED_ANNOTATION, first).boundTo('n1').running(),
+    );
+    const p = plan(withChoice('Ignore'), [...released, ...pods()]);
+    assert.deepEqual(kinds(p), ['Hold ours']);
+    assert.deepEqual(p.summary.charged['team-a'], { released: 2, neverGated: 0 });
   });
 });

@@ -326,6 +326,7 @@ describe('phase 5, recordVerdicts: decisions and writes, in verdict order', () =
       type: 'removeGate',
       gate: 'team-a.tollgate.io/ready',
       gateIndex: 0,
+      markReleased: { annotationsPresent: false },
     });
     assert.equal(recorded.writes[0]?.expiryForced, true);
     assert.equal(recordVerdicts(policy, [release(false)], {}, now).writes[0]?.expiryForced, false);

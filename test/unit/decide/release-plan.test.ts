@@ -122,9 +122,42 @@ test('the write removes only our gate, tested at its index, on the resourceVersi
   const result = plan(policyWith(aTenant('team-a')), [pod]);
   assert.deepEqual(
     result.writes.map((w) => [w.op, w.target.resourceVersion, w.key]),
-    [[{ type: 'removeGate', gate: gateA, gateIndex: 1 }, '42', 'team-a/p']],
+    [
+      [
+        {
+          type: 'removeGate',
+          gate: gateA,
+          gateIndex: 1,
+          markReleased: { annotationsPresent: false },
+        },
+        '42',
+        'team-a/p',
+      ],
+    ],
   );
   assert.equal(result.decisions[0]?.id, `gate-release:Release:uid-team-a-p:42:${now}`);
+});
+
+test('the removal marks the pod released in the same patch, saying whether it has annotations', async (t) => {
+  const cases = [
+    { name: 'a pod without annotations', pod: aPod('p', 'team-a').gated(gateA), present: false },
+    {
+      name: 'a pod with annotations',
+      pod: aPod('p', 'team-a').annotate('team.example/owner', 'x').gated(gateA),
+      present: true,
+    },
+  ];
+  for (const c of cases) {
+    await t.test(c.name, () => {
+      const [write] = plan(policyWith(aTenant('team-a')), [c.pod]).writes;
+      assert.deepEqual(write?.op, {
+        type: 'removeGate',
+        gate: gateA,
+        gateIndex: 0,
+        markReleased: { annotationsPresent: c.present },
+      });
+    });
+  }
 });
 
 test('a pod carrying only a foreign gate gets no decision at all', () => {

@@ -98,8 +98,8 @@ test('intents are recorded before the writes, and every outcome after', async ()
   assert.deepEqual(
     h.requests.map((r) => r.op),
     [
-      { type: 'removeGate', gate, gateIndex: 0 },
-      { type: 'removeGate', gate, gateIndex: 0 },
+      { type: 'removeGate', gate, gateIndex: 0, markReleased: { annotationsPresent: false } },
+      { type: 'removeGate', gate, gateIndex: 0, markReleased: { annotationsPresent: false } },
     ],
   );
   assert.deepEqual(

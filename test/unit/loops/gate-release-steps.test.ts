@@ -39,7 +39,12 @@ function writeOf(decision: Decision, op: PlannedWrite['op'], expiryForced = fals
     expiryForced,
   };
 }
-const removeGate: PlannedWrite['op'] = { type: 'removeGate', gate: 'g', gateIndex: 0 };
+const removeGate: PlannedWrite['op'] = {
+  type: 'removeGate',
+  gate: 'g',
+  gateIndex: 0,
+  markReleased: { annotationsPresent: false },
+};
 const view = { pod: (_ns: string, name: string) => aPod(name, 'team-a').obj() };
 
 describe('gate-release steps', () => {

@@ -20,7 +20,9 @@ test('the example policy repository validates and compiles', async () => {
   assert.deepEqual(ml?.budget, {
     pods: 64,
     resources: { cpu: 256_000, memory: 2 * 2 ** 40, 'nvidia.com/gpu': 32 },
+    neverGatedPods: 'Charge',
   });
+  assert.equal(policy.tenants.get('data-pipeline')?.budget.neverGatedPods, 'Ignore');
   const gang = policy.gatePolicies.find((g) => g.name === 'gpu-gang');
   assert.deepEqual(gang?.expiry, { afterMs: 12 * 3_600_000, action: 'Cancel' });
   assert.deepEqual(gang?.conditions[2], { type: 'ImagePresent', minNodes: 2 });
