@@ -67,6 +67,15 @@ export function chargesBudget(state: PodState): boolean {
 export const chargeReasons = ['released', 'neverGated'] as const;
 export type ChargeReason = (typeof chargeReasons)[number];
 
+/**
+ * How the gate removal marks this pod released: the JSON patch adds the annotation into
+ * the pod's annotations, or adds the annotations map when the pod has none (decided on
+ * the version the patch tests, so it never replaces annotations it did not see).
+ */
+export function releaseMarkFor(pod: PodLike): { readonly annotationsPresent: boolean } {
+  return { annotationsPresent: Object.keys(pod.metadata?.annotations ?? {}).length > 0 };
+}
+
 export function releasedByTollgate(pod: PodLike): boolean {
   return pod.metadata?.annotations?.[RELEASED_ANNOTATION] !== undefined;
 }

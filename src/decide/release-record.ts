@@ -14,7 +14,7 @@
  */
 import type { ConditionInput, Decision, DecisionKind, PolicyRef, Target } from './decision.ts';
 import { nextHold, type HoldState } from './expiry.ts';
-import { REVIEW_ANNOTATION } from './lifecycle.ts';
+import { releaseMarkFor, REVIEW_ANNOTATION } from './lifecycle.ts';
 import { podKey, type PodLike } from './objects.ts';
 import type { Acting, PlannedOperation, PlannedWrite } from './release-plan.ts';
 import type { Verdict } from './release-verdict.ts';
@@ -133,8 +133,7 @@ export function recordVerdicts(
       }
       case 'Release': {
         const { gate, index } = verdict.gate;
-        const annotationsPresent = Object.keys(verdict.pod.metadata?.annotations ?? {}).length > 0;
-        const markReleased = { annotationsPresent };
+        const markReleased = releaseMarkFor(verdict.pod);
         const op: PlannedOperation = { type: 'removeGate', gate, gateIndex: index, markReleased };
         write(decide(verdict, 'Release'), verdict, op, verdict.expiryForced);
         acting[uid] = { write: 'release', gate };

@@ -5,6 +5,7 @@
  * is cancelled with the reason. Pure: the loop takes the read and sends.
  */
 import { gateIndex } from './gates.ts';
+import { releaseMarkFor } from './lifecycle.ts';
 import type { PodLike } from './objects.ts';
 import type { PlannedWrite } from './release-plan.ts';
 
@@ -29,7 +30,9 @@ export function retargetOnLive(
     const gate = write.op.gate;
     const index = gateIndex(live, gate);
     if (index < 0) return { action: 'cancel', reason: `live read: gate ${gate} already removed` };
-    return { action: 'send', write: { ...write, target, op: { ...write.op, gateIndex: index } } };
+    // The mark is decided again on the live pod too: its annotations may have changed.
+    const op = { ...write.op, gateIndex: index, markReleased: releaseMarkFor(live) };
+    return { action: 'send', write: { ...write, target, op } };
   }
   if (!owned(live))
     return { action: 'cancel', reason: "live read: the pod no longer carries tollgate's gate" };

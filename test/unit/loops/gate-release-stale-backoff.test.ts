@@ -137,7 +137,12 @@ test('after N consecutive skips one live read decides: the gate is removed at th
   assert.equal(w.liveReads(), 1);
   assert.equal(w.requests.length, 1);
   assert.equal(w.requests[0]!.target.resourceVersion, '25');
-  assert.deepEqual(w.requests[0]!.op, { type: 'removeGate', gate, gateIndex: 0 });
+  assert.deepEqual(w.requests[0]!.op, {
+    type: 'removeGate',
+    gate,
+    gateIndex: 0,
+    markReleased: { annotationsPresent: false },
+  });
   assert.equal(w.guard.size, 1, 'the new write is what the guard waits for now');
 });
 
