@@ -26,11 +26,9 @@
  *
  * Results: a table (median [min-max]) on stdout, the raw figures in bench/results/.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -45,9 +43,18 @@ import {
   listAllPods,
   median,
 } from './lib.ts';
+import {
+  SHIPPED_LEASE,
+  SHIPPED_RESYNC,
+  spawnTollgate,
+  stopReplica,
+  waitLine,
+  lineAt,
+  type LeaseTimings,
+  type Replica,
+} from './tollgate-process.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const cli = join(resolve(here, '..'), 'src/cli/main.ts');
 const { values } = parseArgs({
   options: {
     pods: { type: 'string', default: '10000' },
@@ -87,14 +94,6 @@ const load = (): string =>
     .map((l) => l.toFixed(2))
     .join(' ');
 
-/** Lease timings as flags of `tollgate run`. */
-interface LeaseTimings {
-  readonly name: string;
-  readonly lease: string;
-  readonly renew: string;
-  readonly retry: string;
-}
-const SHIPPED_LEASE: LeaseTimings = { name: 'shipped', lease: '15s', renew: '10s', retry: '2s' };
 /**
  * Short but safe on a loaded machine. The shortest valid timings (1s / 800ms / 500ms:
  * whole-second lease > renew deadline > 1.2 x retry period) lose the lease without any
@@ -102,7 +101,6 @@ const SHIPPED_LEASE: LeaseTimings = { name: 'shipped', lease: '15s', renew: '10s
  * figures would measure flapping, not failover.
  */
 const SHORT_LEASE: LeaseTimings = { name: 'short', lease: '3s', renew: '2s', retry: '500ms' };
-const SHIPPED_RESYNC = '*/30 * * * * *';
 const SHORT_RESYNC = '* * * * * *';
 
 // ---- policy
@@ -217,171 +215,6 @@ async function topUp(kc: KubeConfig, namespace: string, count: number): Promise<
       concurrency: 32,
     });
     say(`${namespace}: created ${missing} gated pods in ${(millis / 1000).toFixed(1)} s`);
-  }
-}
-
-// ---- tollgate run as a child process
-
-interface LogLine {
-  time: number;
-  msg: string;
-  [key: string]: unknown;
-}
-
-interface Replica {
-  readonly identity: string;
-  readonly child: ChildProcess;
-  readonly spawnedAt: number;
-  readonly lines: LogLine[];
-  readonly exited: Promise<number | null>;
-  readonly url: string;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.address() as { port: number }).port;
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
-}
-
-function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [key, value] of Object.entries(process.env)) {
-    if (key.startsWith('TOLLGATE_') || key.startsWith('KUBERNETES_') || key === 'KUBECONFIG')
-      continue;
-    env[key] = value;
-  }
-  return { ...env, ...extra };
-}
-
-interface Spawn {
-  identity: string;
-  cp: ControlPlane;
-  git: GitServer;
-  policyUrl: string;
-  auditUrl: string;
-  leaseName: string;
-  timings: LeaseTimings;
-  policyResync?: string;
-  cpuProfDir?: string;
-  work: string;
-}
-
-async function spawnTollgate(s: Spawn): Promise<Replica> {
-  const port = await freePort();
-  const cacheDir = mkdtempSync(join(s.work, `${s.identity}-`));
-  const logFile = join(s.work, `${s.identity}-${Date.now()}.log`);
-  const nodeArgs = s.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', s.cpuProfDir] : [];
-  const args = [
-    ...nodeArgs,
-    cli,
-    'run',
-    '--kubeconfig',
-    s.cp.tollgateKubeconfig,
-    '--policy-repo',
-    s.policyUrl,
-    '--git-token-env',
-    'BENCH_GIT_TOKEN',
-    '--git-cache-dir',
-    cacheDir,
-    '--audit-repo',
-    s.auditUrl,
-    '--identity',
-    s.identity,
-    '--metrics-address',
-    `127.0.0.1:${port}`,
-    '--lease-namespace',
-    'tollgate-system',
-    '--lease-name',
-    s.leaseName,
-    '--lease-duration',
-    s.timings.lease,
-    '--renew-deadline',
-    s.timings.renew,
-    '--retry-period',
-    s.timings.retry,
-    '--policy-resync',
-    s.policyResync ?? SHIPPED_RESYNC,
-    '--log-level',
-    'info',
-  ];
-  const spawnedAt = Date.now();
-  const child = spawn(process.execPath, args, {
-    env: cleanEnv({ BENCH_GIT_TOKEN: s.git.token }),
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const lines: LogLine[] = [];
-  let raw = '';
-  let buffered = '';
-  child.stdout!.on('data', (chunk: Buffer) => {
-    const text = chunk.toString();
-    raw += text;
-    buffered += text;
-    const parts = buffered.split('\n');
-    buffered = parts.pop() ?? '';
-    for (const part of parts) {
-      try {
-        const line = JSON.parse(part) as Omit<LogLine, 'time'> & { time: string | number };
-        lines.push({
-          ...line,
-          time: typeof line.time === 'number' ? line.time : Date.parse(line.time),
-        } as LogLine);
-      } catch {
-        // not a log line
-      }
-    }
-  });
-  child.stderr!.on('data', (chunk: Buffer) => (raw += chunk.toString()));
-  const exited = new Promise<number | null>((r) =>
-    child.once('exit', (code) => {
-      writeFileSync(logFile, raw);
-      r(code);
-    }),
-  );
-  return { identity: s.identity, child, spawnedAt, lines, exited, url: `http://127.0.0.1:${port}` };
-}
-
-function lineAt(replica: Replica, msg: string, after = 0): LogLine | undefined {
-  return replica.lines.find((l) => l.msg === msg && l.time >= after);
-}
-
-async function waitLine(
-  replica: Replica,
-  msg: string,
-  timeoutMs: number,
-  after = 0,
-): Promise<LogLine> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const line = lineAt(replica, msg, after);
-    if (line) return line;
-    if (replica.child.exitCode !== null)
-      throw new Error(`${replica.identity} exited ${replica.child.exitCode} before "${msg}"`);
-    if (Date.now() > deadline)
-      throw new Error(`${replica.identity}: no "${msg}" within ${timeoutMs} ms`);
-    await sleep(5);
-  }
-}
-
-async function stopReplica(
-  replica: Replica,
-  signal: NodeJS.Signals,
-  timeoutMs = 30_000,
-): Promise<void> {
-  if (replica.child.exitCode !== null || replica.child.signalCode !== null) return;
-  const signalled = Date.now();
-  replica.child.kill(signal);
-  const code = await Promise.race([
-    replica.exited,
-    sleep(timeoutMs).then(() => 'timeout' as const),
-  ]);
-  if (code !== 'timeout')
-    say(`${replica.identity} exited ${Date.now() - signalled} ms after ${signal}`);
-  else {
-    say(`${replica.identity} did not exit within ${timeoutMs} ms of ${signal}; SIGKILL`);
-    replica.child.kill('SIGKILL');
-    await replica.exited;
   }
 }
 

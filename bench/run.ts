@@ -5,8 +5,13 @@
  *   node bench/run.ts [--pods 10000] [--repeat 3] [--mode strict|async|both] [--smoke]
  *
  * Per repeat:
- * - ceiling: N gated pods in a fresh namespace; `rawRelease` (bench/lib.ts) removes the
- *   gates with the same JSON patch, concurrency 16, no policy, audit, guard or queue.
+ * - raw ceiling: N gated pods in a fresh namespace; `rawRelease` (bench/lib.ts) removes the
+ *   gates with the same JSON patch, concurrency 16, no policy, audit, guard or queue, and
+ *   nobody watching.
+ * - fair ceiling: the same, with the same watches attached as in tollgate's run: a
+ *   ClusterView as the `tollgate` identity (tollgate's informers) and the bench's watcher,
+ *   timed like tollgate's run (to the last gate removal the watcher sees). What separates
+ *   tollgate from this one is tollgate's own work, not the watches' cost.
  * - tollgate (per audit mode): N gated pods in another fresh namespace of a tenant with no
  *   budget and pacing far above N; the real loop in this process (policy from a real Git
  *   server, live ClusterView as the `tollgate` identity, the priority dispatcher with
@@ -34,6 +39,7 @@ import type { AuditMode } from '../src/audit/writer.ts';
 import { createLogger } from '../src/observe/log.ts';
 import type { WriteResult } from '../src/dispatch/types.ts';
 import { prepareGateReleaseStack } from '../test/support/gate-release-stack.ts';
+import { createClusterView } from '../src/cluster/view.ts';
 import {
   benchPolicyFiles,
   createGatedPods,
@@ -75,6 +81,9 @@ interface CeilingRun {
   millis: number;
   podsPerSecond: number;
 }
+interface FairCeilingRun extends CeilingRun {
+  leftGated: number;
+}
 interface TollgateRun {
   mode: AuditMode;
   pods: number;
@@ -82,6 +91,7 @@ interface TollgateRun {
   millis: number;
   podsPerSecond: number;
   ratioToCeiling: number;
+  ratioToFairCeiling: number;
   successfulWrites: number;
   writesPerRelease: number;
   sends: number;
@@ -141,7 +151,7 @@ async function runTollgate(
   adminKc: KubeConfig,
   git: GitServer,
   policyUrl: string,
-  ceilingPodsPerSecond: number,
+  ceilings: { raw: number; fair: number },
 ): Promise<TollgateRun> {
   const stack = await prepareGateReleaseStack({
     kubeConfig: tollgateKc,
@@ -180,7 +190,8 @@ async function runTollgate(
     released,
     millis,
     podsPerSecond,
-    ratioToCeiling: podsPerSecond / ceilingPodsPerSecond,
+    ratioToCeiling: podsPerSecond / ceilings.raw,
+    ratioToFairCeiling: podsPerSecond / ceilings.fair,
     successfulWrites: counters.succeeded,
     writesPerRelease: released > 0 ? counters.succeeded / released : Number.NaN,
     sends: counters.sends,
@@ -198,6 +209,36 @@ async function runTollgate(
   };
 }
 
+/**
+ * The raw release with tollgate's watches attached: a ClusterView as the tollgate
+ * identity and the bench's watcher, both synced before the first patch; timed to the last
+ * gate removal the watcher sees, as tollgate's run is.
+ */
+async function fairCeiling(
+  namespace: string,
+  tollgateKc: KubeConfig,
+  adminKc: KubeConfig,
+): Promise<FairCeilingRun> {
+  const view = createClusterView({ kubeConfig: tollgateKc, logger: log });
+  view.start();
+  await view.whenSynced();
+  const watcher = await watchReleases(adminKc, namespace);
+  const started = performance.now();
+  const raw = await rawRelease(adminKc, namespace, gate, CONCURRENCY);
+  const deadline = started + timeoutMs;
+  while (watcher.released.size < raw.pods && performance.now() < deadline)
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  const millis = Math.max(...[...watcher.released.values()].map((t) => t - started));
+  await watcher.stop();
+  await view.stop();
+  return {
+    pods: raw.pods,
+    millis,
+    podsPerSecond: (watcher.released.size / millis) * 1000,
+    leftGated: await countGated(adminKc, namespace),
+  };
+}
+
 // ---- the run
 
 const machine = {
@@ -211,7 +252,7 @@ const tollgateKc = cp.kubeConfig('tollgate');
 const git = await startGitServer();
 const kubelet = new SimulatedKubelet(adminKc, { concurrency: 16 });
 // Every released pod is scheduled and "run"; room for all of them across all repeats.
-const totalPods = pods * repeats * (1 + modes.length);
+const totalPods = pods * repeats * (2 + modes.length);
 const perNode = 1000;
 const nodes = Math.ceil(totalPods / perNode) + 1;
 for (let i = 1; i <= nodes; i++)
@@ -235,6 +276,7 @@ await pushTree(
 );
 
 const ceilings: CeilingRun[] = [];
+const fairCeilings: FairCeilingRun[] = [];
 const tollgates: TollgateRun[] = [];
 let ceilingLeftGated = 0;
 try {
@@ -253,22 +295,26 @@ try {
     say(
       `repeat ${r} ceiling: ${ceiling.podsPerSecond.toFixed(0)} pods/s (created in ${createMs.toFixed(0)} ms)`,
     );
+    const fairNs = nsOf(r, 'fair');
+    await ensureNamespace(adminKc, fairNs);
+    await createGatedPods(adminKc, fairNs, pods, gate, { concurrency: 32 });
+    const fair = await fairCeiling(fairNs, tollgateKc, adminKc);
+    ceilingLeftGated += fair.leftGated;
+    fairCeilings.push(fair);
+    say(
+      `repeat ${r} fair ceiling (tollgate's watches attached): ${fair.podsPerSecond.toFixed(0)} pods/s`,
+    );
     for (const mode of modes) {
       const namespace = nsOf(r, mode);
       await ensureNamespace(adminKc, namespace);
       await createGatedPods(adminKc, namespace, pods, gate, { concurrency: 32 });
-      const run = await runTollgate(
-        mode,
-        namespace,
-        tollgateKc,
-        adminKc,
-        git,
-        policyUrl,
-        ceiling.podsPerSecond,
-      );
+      const run = await runTollgate(mode, namespace, tollgateKc, adminKc, git, policyUrl, {
+        raw: ceiling.podsPerSecond,
+        fair: fair.podsPerSecond,
+      });
       tollgates.push(run);
       say(
-        `repeat ${r} ${mode}: ${run.podsPerSecond.toFixed(0)} pods/s (${run.ratioToCeiling.toFixed(2)} of ceiling), ` +
+        `repeat ${r} ${mode}: ${run.podsPerSecond.toFixed(0)} pods/s (${run.ratioToCeiling.toFixed(2)} of ceiling, ${run.ratioToFairCeiling.toFixed(2)} of fair ceiling), ` +
           `writes/release ${run.writesPerRelease.toFixed(2)}, p50 ${run.latencyMs.p50.toFixed(0)} ms, p99 ${run.latencyMs.p99.toFixed(0)} ms`,
       );
     }
@@ -284,15 +330,20 @@ try {
 const range = (xs: number[], digits = 0): string =>
   `${median(xs).toFixed(digits)} [${Math.min(...xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)}]`;
 const rows: string[][] = [
-  ['figure (median [min–max])', 'ceiling', ...modes.map((m) => `tollgate ${m}`)],
+  ['figure (median [min–max])', 'ceiling', 'fair ceiling', ...modes.map((m) => `tollgate ${m}`)],
   [
     'pods/s',
     range(ceilings.map((c) => c.podsPerSecond)),
+    range(fairCeilings.map((c) => c.podsPerSecond)),
     ...modes.map((m) => range(tollgates.filter((t) => t.mode === m).map((t) => t.podsPerSecond))),
   ],
   [
     'ratio to ceiling',
     '1.00',
+    range(
+      fairCeilings.map((f, i) => f.podsPerSecond / ceilings[i]!.podsPerSecond),
+      2,
+    ),
     ...modes.map((m) =>
       range(
         tollgates.filter((t) => t.mode === m).map((t) => t.ratioToCeiling),
@@ -301,13 +352,26 @@ const rows: string[][] = [
     ),
   ],
   [
+    'ratio to fair ceiling',
+    '-',
+    '1.00',
+    ...modes.map((m) =>
+      range(
+        tollgates.filter((t) => t.mode === m).map((t) => t.ratioToFairCeiling),
+        2,
+      ),
+    ),
+  ],
+  [
     'wall ms',
     range(ceilings.map((c) => c.millis)),
+    range(fairCeilings.map((c) => c.millis)),
     ...modes.map((m) => range(tollgates.filter((t) => t.mode === m).map((t) => t.millis))),
   ],
   [
     'writes per release',
     '1.00',
+    '-',
     ...modes.map((m) =>
       range(
         tollgates.filter((t) => t.mode === m).map((t) => t.writesPerRelease),
@@ -317,6 +381,7 @@ const rows: string[][] = [
   ],
   [
     'conflicts / 1000',
+    '-',
     '-',
     ...modes.map((m) =>
       range(
@@ -328,6 +393,7 @@ const rows: string[][] = [
   [
     'retries / 1000',
     '-',
+    '-',
     ...modes.map((m) =>
       range(
         tollgates.filter((t) => t.mode === m).map((t) => t.retriesPer1000),
@@ -338,15 +404,18 @@ const rows: string[][] = [
   [
     'first release ms',
     '-',
+    '-',
     ...modes.map((m) => range(tollgates.filter((t) => t.mode === m).map((t) => t.latencyMs.first))),
   ],
   [
     'latency p50 ms',
     '-',
+    '-',
     ...modes.map((m) => range(tollgates.filter((t) => t.mode === m).map((t) => t.latencyMs.p50))),
   ],
   [
     'latency p99 ms',
+    '-',
     '-',
     ...modes.map((m) => range(tollgates.filter((t) => t.mode === m).map((t) => t.latencyMs.p99))),
   ],
@@ -360,7 +429,7 @@ mkdirSync(outDir, { recursive: true });
 const outFile = join(outDir, `${stamp}.json`);
 writeFileSync(
   outFile,
-  `${JSON.stringify({ at: new Date().toISOString(), machine, pods, repeats, modes, concurrency: CONCURRENCY, ceilings, tollgates }, null, 2)}\n`,
+  `${JSON.stringify({ at: new Date().toISOString(), machine, pods, repeats, modes, concurrency: CONCURRENCY, ceilings, fairCeilings, tollgates }, null, 2)}\n`,
 );
 console.log(`results: ${outFile}`);
 
