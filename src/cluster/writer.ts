@@ -13,6 +13,9 @@
  * - delete: preconditions {uid, resourceVersion}, so a re-created pod of the same name
  *   or a pod changed since the decision is not deleted (409).
  * - annotate: merge patch of metadata.annotations with metadata.resourceVersion.
+ * - podCondition: strategic merge patch of one condition on pods/status (conditions
+ *   merge by type). No precondition: the condition is tollgate's own report, and the
+ *   dispatcher drops it for a pod the view shows gone or replaced.
  * - event: create of an events.k8s.io/v1 Event, or merge patch of its `series` (the
  *   rest of an Event is immutable). No precondition: an Event is tollgate's own record.
  *
@@ -215,6 +218,12 @@ export function createWriteExecutor(
             requestOptions(signal, PatchStrategy.MergePatch),
           );
           break;
+        case 'podCondition':
+          pod = await core.patchNamespacedPodStatus(
+            { name, namespace, body: { status: { conditions: [op.condition] } }, fieldManager },
+            requestOptions(signal, PatchStrategy.StrategicMergePatch),
+          );
+          break;
         case 'event':
           pod =
             op.event.action === 'create'
@@ -278,6 +287,13 @@ interface ObservedPod {
       readonly requests?: Readonly<Record<string, unknown>>;
       readonly limits?: Readonly<Record<string, unknown>>;
     };
+  };
+  readonly status?: {
+    readonly conditions?: readonly {
+      readonly type?: string;
+      readonly status?: string;
+      readonly reason?: string;
+    }[];
   };
 }
 
@@ -354,6 +370,12 @@ export function podWriteVisible(
         value === null ? !(name in annotations) : annotations[name] === value,
       );
       return shown ? { state: 'applied', resourceVersion: seenVersion } : { state: 'absent' };
+    }
+    case 'podCondition': {
+      const shown = (pod.status?.conditions ?? []).find((c) => c.type === op.condition.type);
+      return shown?.status === op.condition.status && shown.reason === op.condition.reason
+        ? { state: 'applied', resourceVersion: seenVersion }
+        : { state: 'absent' };
     }
     case 'event':
       return { state: 'absent' };

@@ -14,6 +14,7 @@ export function bandOf(request: Pick<WriteRequest, 'band' | 'op'>): WriteBand {
     case 'delete':
       return 'safety';
     case 'event':
+    case 'podCondition':
       return 'background';
     default:
       return 'work';

@@ -14,6 +14,7 @@ export const writeOps = [
   'delete',
   'annotate',
   'event',
+  'podCondition',
 ] as const satisfies readonly WriteOperation['type'][];
 export const writeResults = [
   'succeeded',

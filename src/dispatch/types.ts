@@ -38,12 +38,30 @@ export type WriteOperation =
     }
   | {
       /**
+       * Strategic merge patch of one condition on pods/status (merged by type, the pod's
+       * other conditions untouched): tollgate's `tollgate.io/Released` condition.
+       */
+      readonly type: 'podCondition';
+      readonly condition: PodConditionWrite;
+    }
+  | {
+      /**
        * A Kubernetes Event (events.k8s.io/v1) about a pod: created, or its series
        * bumped. The target names the Event (namespace, name) and the pod's uid.
        */
       readonly type: 'event';
       readonly event: EventWrite;
     };
+
+/** One pod condition; `lastTransitionTime` only when the status changes (else the pod's is kept). */
+export interface PodConditionWrite {
+  readonly type: string;
+  readonly status: 'True' | 'False';
+  readonly reason: string;
+  readonly message: string;
+  /** RFC 3339. */
+  readonly lastTransitionTime?: string;
+}
 
 export type EventWrite =
   | {
@@ -82,7 +100,7 @@ export interface WriteRequest {
   readonly op: WriteOperation;
   /** Higher first, inside the request's band. */
   readonly priority: number;
-  /** Defaults by operation (`bandOf` in bands.ts): delete = safety, event = background, else work. */
+  /** Defaults by operation (`bandOf` in bands.ts): delete = safety, event and podCondition = background, else work. */
   readonly band?: WriteBand;
   /** Round-robin unit inside one priority. */
   readonly tenant: string;

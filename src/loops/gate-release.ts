@@ -43,6 +43,7 @@ import { silentLogger, type Logger } from '../observe/log.ts';
 import type { DecisionKindName, Policy } from '../policy/model.ts';
 import { afterFinalFailure } from '../decide/release-blocked.ts';
 import { retargetOnLive } from '../decide/stale-live.ts';
+import type { ReleasedConditionSink } from './released-condition.ts';
 import {
   blockedWritesTotal,
   expiredTotal,
@@ -92,6 +93,8 @@ export interface GateReleaseDeps {
   policy(): Policy | undefined;
   readonly staleGuard?: GateReleaseStaleGuard;
   readonly events?: GateReleaseEventSink;
+  /** Keeps the pods' tollgate.io/Released condition current (loops/released-condition.ts). */
+  readonly releasedCondition?: ReleasedConditionSink;
   readonly clock?: Clock;
   readonly log?: Logger;
   /** A live GET, taken before a destructive write (Cancel deletes the pod) when the stale-guard asks for it. */
@@ -410,12 +413,16 @@ class GateReleaseRunner {
     this.#log.info({ commit: policy.commit }, 'gate-release: policy in force');
   }
 
-  /** Expiries (counted, a Warning Event) and every change of hold reason (counted, a Normal Event). */
+  /**
+   * Expiries (counted, a Warning Event) and every change of hold reason (counted, a
+   * Normal Event, the pod's tollgate.io/Released condition).
+   */
   #emitPassEvents(policy: Policy, plan: Plan): void {
     for (const change of plan.holdChanges) {
       holdChangesTotal.inc({ tenant: change.tenant, reason: holdReasonLabel(change.reasonKey) });
       const pod = this.#deps.view.pod(change.target.namespace, change.target.name);
       this.#emit(pod, 'Normal', 'GateHeld', 'Hold', change.reason);
+      if (pod) this.#deps.releasedCondition?.held(pod, change.reasonKey, change.reason);
     }
     for (const d of plan.decisions) {
       if (d.kind === 'Expire') {
@@ -737,6 +744,7 @@ class GateReleaseRunner {
         );
       const message = `removed gate ${write.op.gate}: ${decision.reason}`;
       this.#emit(pod, 'Normal', 'GateReleased', 'Release', message);
+      if (pod) this.#deps.releasedCondition?.released(pod, message);
     } else if (write.op.type === 'annotate') {
       const message = `awaiting a human decision: ${decision.reason}`;
       this.#emit(pod, 'Warning', 'GateReview', 'Review', message);

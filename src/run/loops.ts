@@ -12,9 +12,11 @@ import { formatFencingToken, type LeaderElector } from '../cluster/leader.ts';
 import type { LiveClusterView } from '../cluster/view.ts';
 import type { Dispatcher } from '../dispatch/types.ts';
 import { startGateReleaseLoop, type GateReleaseLoop } from '../loops/gate-release.ts';
+import { createReleasedConditions } from '../loops/released-condition.ts';
 import type { TermWrites } from '../loops/leadership.ts';
 import { WhileLeader, type Generation, type LeaderTermLike } from '../loops/leadership.ts';
 import { quotasFromView, startResizeLoop, type ResizeLoop } from '../loops/resize.ts';
+import { systemClock } from '../lib/clock.ts';
 import type { Logger } from '../observe/log.ts';
 import type { PassWatchdog } from '../observe/watchdog.ts';
 import type { Policy } from '../policy/model.ts';
@@ -161,6 +163,12 @@ async function startTermLoops(
     staleGuard: parts.guards.gate,
     cacheLagMs: () => view.cacheLag.lagMs(),
     events: parts.events,
+    releasedCondition: createReleasedConditions({
+      dispatcher: termDispatcher,
+      clock: systemClock,
+      log,
+      deadlineMs: parts.config.writes.writeDeadlineMs,
+    }),
     readPod,
     writeDeadlineMs: parts.config.writes.writeDeadlineMs,
     ...(parts.watchdog ? { watchdog: parts.watchdog } : {}),

@@ -134,6 +134,23 @@ export class PodBuilder {
     return this;
   }
 
+  /** Sets one status condition (replacing one of the same type). */
+  condition(
+    type: string,
+    status: 'True' | 'False',
+    reason?: string,
+    lastTransitionTime?: Date | number,
+  ): this {
+    const others = (this.#pod.status?.conditions ?? []).filter((c) => c.type !== type);
+    const at =
+      lastTransitionTime === undefined ? {} : { lastTransitionTime: new Date(lastTransitionTime) };
+    this.#pod.status = {
+      ...this.#pod.status,
+      conditions: [...others, { type, status, ...(reason ? { reason } : {}), ...at }],
+    };
+    return this;
+  }
+
   obj(): V1Pod {
     return structuredClone(this.#pod);
   }

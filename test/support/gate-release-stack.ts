@@ -31,6 +31,7 @@ import {
   type GateReleaseLoop,
 } from '../../src/loops/gate-release.ts';
 import { recoverGateReleaseIntents } from '../../src/loops/gate-release-recovery.ts';
+import { createReleasedConditions } from '../../src/loops/released-condition.ts';
 import { PolicySource } from '../../src/policy/source.ts';
 import type { Policy } from '../../src/policy/model.ts';
 import { createDispatcher } from '../../src/dispatch/queue.ts';
@@ -65,6 +66,12 @@ export interface GateReleaseStackOptions {
   readonly budgetRampMs?: number;
   /** Timestamps (performance.now()) of each stage, for benchmarks that break latency down. */
   readonly trace?: StackTrace;
+  /**
+   * Keep the pods' tollgate.io/Released condition (loops/released-condition.ts), through a
+   * small dispatcher of its own beside the loop's (as Events here), so its writes are
+   * counted apart (`counters.conditionWrites`) and other tests' write counts stay exact.
+   */
+  readonly releasedConditions?: boolean;
 }
 
 export interface StackTrace {
@@ -83,6 +90,8 @@ export interface StackCounters {
   accepted: number;
   /** Final result of each accepted request. */
   readonly results: Record<WriteResult['result'], number>;
+  /** pods/status patches of the tollgate.io/Released condition sent to the API server. */
+  conditionWrites: number;
 }
 
 export interface PreparedGateReleaseStack {
@@ -153,6 +162,7 @@ export async function prepareGateReleaseStack(
     succeeded: 0,
     accepted: 0,
     results: { succeeded: 0, conflict: 0, failed: 0, expired: 0, cancelled: 0 },
+    conditionWrites: 0,
   };
   const executor = createWriteExecutor(kc);
   const trace = options.trace;
@@ -249,6 +259,14 @@ export async function prepareGateReleaseStack(
       }
     : audit;
 
+  const conditionDispatcher = createDispatcher({
+    executor: async (request, signal) => {
+      counters.conditionWrites += 1;
+      return executor(request, signal);
+    },
+    concurrency: 1,
+    capacity: 16,
+  });
   let loop: GateReleaseLoop | undefined;
   const deps: GateReleaseDeps = {
     view,
@@ -267,6 +285,15 @@ export async function prepareGateReleaseStack(
         { type: e.type, reason: e.reason, action: e.action, note: e.message },
       ),
     log,
+    ...(options.releasedConditions
+      ? {
+          releasedCondition: createReleasedConditions({
+            dispatcher: conditionDispatcher,
+            clock: systemClock,
+            log,
+          }),
+        }
+      : {}),
     ...(options.debounceMs !== undefined ? { debounceMs: options.debounceMs } : {}),
     ...(options.budgetRampMs !== undefined ? { budgetRampMs: options.budgetRampMs } : {}),
   };
@@ -285,6 +312,7 @@ export async function prepareGateReleaseStack(
     async stop() {
       await loop?.stop();
       await dispatcher.close({ cancelQueued: false });
+      await conditionDispatcher.close({ cancelQueued: true });
       await audit.flush();
       await audit.close();
       await recorder.close();

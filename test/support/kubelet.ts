@@ -89,6 +89,14 @@ interface Accepted {
   pod: Resources | undefined;
 }
 
+/** The pod conditions this kubelet (and the scheduler) write; a merge patch of the list keeps the others. */
+const kubeletConditions = new Set([
+  'PodReadyToStartContainers',
+  'Initialized',
+  'Ready',
+  'ContainersReady',
+  'PodScheduled',
+]);
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 const applyPatch = setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply);
 const resizeConditionTypes = new Set(['PodResizePending', 'PodResizeInProgress']);
@@ -721,6 +729,8 @@ export class SimulatedKubelet {
         condition('Ready'),
         condition('ContainersReady'),
         scheduled,
+        // Like the real kubelet, conditions others own (tollgate.io/Released) are kept.
+        ...(pod.status?.conditions ?? []).filter((c) => !kubeletConditions.has(c.type)),
       ],
       containerStatuses: (pod.spec?.containers ?? []).map((c) => containerStatus(c, true)),
       ...(pod.spec?.initContainers?.length
