@@ -44,6 +44,8 @@ import {
   createLeaderElector,
   createPodEvents,
   createRunDispatcher,
+  createSelfEventRecorder,
+  createWritePathHealth,
 } from './run/writes.ts';
 
 /**
@@ -56,6 +58,7 @@ const shutdownOrder = [
   'loops',
   'dispatcher',
   'events',
+  'own events',
   'audit',
   'leader election',
   'cluster view',
@@ -200,6 +203,8 @@ async function start(
   const elector = createLeaderElector(config, kubeConfig, log);
   audit.setFence(elector.fence);
   const termWrites = new TermWrites();
+  const { selfEvents, freshness } = createWritePathHealth(config, log);
+  parts.freshness = freshness;
   const dispatcher = createRunDispatcher({
     config,
     kubeConfig,
@@ -208,9 +213,13 @@ async function start(
     termWrites,
     view,
     log,
+    selfEvents,
   });
   started('dispatcher', () => closeWithin(dispatcher, config.shutdownTimeoutMs, log));
   const events = createPodEvents(dispatcher, config, log);
+  const selfRecorder = createSelfEventRecorder(dispatcher, config, log);
+  selfEvents.attach(selfRecorder);
+  started('own events', () => closeEvents(selfRecorder, log));
   started('events', () => closeEvents(events.recorder, log));
 
   // 6. The loops, only during a leader term.
@@ -228,6 +237,7 @@ async function start(
     dispatcher,
     termWrites,
     events: events.toEvent,
+    freshness,
     watchdog,
     log,
   });

@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import type { Clock } from '../lib/clock.ts';
-import { LiveReader, type StaleGuardPolicy } from './stale-guard.ts';
+import { LiveReader, type FreshnessHealth, type StaleGuardPolicy } from './stale-guard.ts';
 
 export type KubeConfigSource =
   | { readonly kind: 'file'; readonly path: string }
@@ -162,14 +162,15 @@ export function boundedPodReader(
   read: PodRead,
   liveReads: () => StaleGuardPolicy['liveReads'],
   clock?: Clock,
+  health?: FreshnessHealth,
 ): PodRead {
   let settings = liveReads();
-  let reader = new LiveReader<V1Pod>({ read, policy: settings, clock });
+  let reader = new LiveReader<V1Pod>({ read, policy: settings, clock, health });
   return async (namespace, name) => {
     const current = liveReads();
     if (JSON.stringify(current) !== JSON.stringify(settings)) {
       settings = current;
-      reader = new LiveReader<V1Pod>({ read, policy: settings, clock });
+      reader = new LiveReader<V1Pod>({ read, policy: settings, clock, health });
     }
     const outcome = await reader.read(namespace, name);
     if (outcome.ok) return outcome.object;

@@ -32,7 +32,7 @@ import { systemClock, type Clock } from '../lib/clock.ts';
 import { TokenBucket } from '../lib/token-bucket.ts';
 import { registry } from '../observe/metrics.ts';
 import { silentLogger, type Logger } from '../observe/log.ts';
-import type { Dispatcher, EventWrite, WriteResult } from '../dispatch/types.ts';
+import type { Dispatcher, EventWrite, WriteRequest, WriteResult } from '../dispatch/types.ts';
 
 export const reportingController = 'tollgate.io/tollgate';
 
@@ -43,6 +43,9 @@ export interface EventSubject {
   readonly namespace: string;
   readonly name: string;
   readonly uid: string;
+  /** What the Event regards; default a v1 Pod (tollgate's own Events regard its Lease). */
+  readonly kind?: string;
+  readonly apiVersion?: string;
 }
 
 export interface EventRecord {
@@ -161,6 +164,12 @@ export interface EventRecorderOptions {
   readonly reportingInstance?: string;
   readonly clock?: Clock;
   readonly logger?: Logger;
+  /**
+   * True: a dispatcher without room is waited on (until the deadline) instead of the
+   * Event being dropped. For tollgate's own few Events about its write path, which the
+   * fallback they report (one write held at a time) would otherwise refuse.
+   */
+  readonly waitForRoom?: boolean;
 }
 
 /** Thrown inside the recorder when the dispatcher did not write the Event. */
@@ -194,6 +203,7 @@ class DispatchedEventRecorder implements EventRecorder {
   readonly #log: Logger;
   readonly #instance: string;
   readonly #deadlineMs: number;
+  readonly #waitForRoom: boolean;
   readonly #bucket: TokenBucket;
   readonly #aggregator: EventAggregator;
   #working: Promise<void> | undefined;
@@ -206,6 +216,7 @@ class DispatchedEventRecorder implements EventRecorder {
     this.#log = options.logger ?? silentLogger;
     this.#instance = (options.reportingInstance ?? `tollgate-${hostname()}`).slice(0, 128);
     this.#deadlineMs = options.deadlineMs ?? 60_000;
+    this.#waitForRoom = options.waitForRoom ?? false;
     this.#bucket = new TokenBucket(options.ratePerSecond ?? 5, options.burst ?? 20, this.#clock);
     this.#aggregator = new EventAggregator(
       options.aggregationWindowMs ?? 10 * 60_000,
@@ -288,7 +299,8 @@ class DispatchedEventRecorder implements EventRecorder {
 
   /** One Event write through the dispatcher; resolves when written, throws otherwise. */
   async #send(series: Series, name: string, event: EventWrite): Promise<void> {
-    const queued = this.#dispatcher.enqueue({
+    const deadline = this.#clock.now() + this.#deadlineMs;
+    const request: WriteRequest = {
       key: `event/${series.key}`,
       target: {
         namespace: series.subject.namespace,
@@ -299,9 +311,19 @@ class DispatchedEventRecorder implements EventRecorder {
       op: { type: 'event', event },
       priority: eventPriority,
       tenant: 'tollgate-events',
-      deadline: this.#clock.now() + this.#deadlineMs,
+      deadline,
       decisionId: '',
-    });
+    };
+    let queued = this.#dispatcher.enqueue(request);
+    while (
+      !queued.accepted &&
+      queued.reason === 'full' &&
+      this.#waitForRoom &&
+      this.#clock.now() < deadline
+    ) {
+      await this.#dispatcher.whenNotFull();
+      queued = this.#dispatcher.enqueue(request);
+    }
     if (!queued.accepted)
       throw new EventNotWritten({ result: 'cancelled', message: `dispatcher ${queued.reason}` });
     const result = await queued.done;
@@ -321,11 +343,11 @@ function eventBody(series: Series, instance: string, now: number): EventsV1Event
     note: series.event.note.slice(0, 1024),
     type: series.event.type,
     regarding: {
-      apiVersion: 'v1',
-      kind: 'Pod',
+      apiVersion: series.subject.apiVersion ?? 'v1',
+      kind: series.subject.kind ?? 'Pod',
       namespace: series.subject.namespace,
       name: series.subject.name,
-      uid: series.subject.uid,
+      ...(series.subject.uid === '' ? {} : { uid: series.subject.uid }),
     },
     series:
       series.count > 1

@@ -91,6 +91,16 @@ export const staleGuardCatchingUp = getOrCreate(
     }),
 );
 
+export const staleGuardDegraded = getOrCreate(
+  'tollgate_stale_guard_degraded',
+  () =>
+    new Gauge({
+      name: 'tollgate_stale_guard_degraded',
+      help: '1 while freshness cannot be established (live reads refused by an open breaker): destructive acts on pods the cache is behind on wait; else 0.',
+      registers: [registry],
+    }),
+);
+
 const loops = new Set<string>();
 let precreated = false;
 export function precreateStaleGuardSeries(loop?: string): void {

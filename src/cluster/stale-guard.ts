@@ -27,6 +27,7 @@ import type { ObjectKey, V1Pod } from './types.ts';
 import {
   breakerState,
   guardReports,
+  staleGuardDegraded,
   liveReadsTotal,
   precreateStaleGuardSeries,
   staleSkipsTotal,
@@ -390,6 +391,39 @@ export interface LiveReaderOptions<T> {
   readonly read: (namespace: string, name: string) => Promise<T | undefined>;
   readonly policy: StaleGuardPolicy['liveReads'];
   readonly clock?: Clock;
+  /** Told when the breaker opens (freshness cannot be established) and when a read answers again. */
+  readonly health?: FreshnessHealth;
+}
+
+/**
+ * Whether the stale-guard can establish freshness: degraded while live reads are refused
+ * by an open breaker (a destructive act on a pod the cache is behind on then waits). One
+ * `onChange` per change, for the Event; `tollgate_stale_guard_degraded` and the /readyz
+ * detail line read it.
+ */
+export class FreshnessHealth {
+  #degraded: string | undefined;
+  readonly #onChange: ((degraded: string | undefined) => void) | undefined;
+
+  constructor(options: { onChange?: (degraded: string | undefined) => void } = {}) {
+    this.#onChange = options.onChange;
+    staleGuardDegraded.set(0);
+  }
+
+  /** Why freshness cannot be established; undefined while it can. */
+  get degraded(): string | undefined {
+    return this.#degraded;
+  }
+
+  set(degraded: string | undefined): void {
+    if ((degraded === undefined) === (this.#degraded === undefined)) {
+      this.#degraded = degraded;
+      return;
+    }
+    this.#degraded = degraded;
+    staleGuardDegraded.set(degraded === undefined ? 0 : 1);
+    this.#onChange?.(degraded);
+  }
 }
 
 /**
@@ -407,8 +441,10 @@ export class LiveReader<T> {
   #state: BreakerState = 'closed';
   #openedAt = 0;
   #probing = false;
+  readonly #health: FreshnessHealth | undefined;
 
   constructor(options: LiveReaderOptions<T>) {
+    this.#health = options.health;
     this.#read = options.read;
     this.#policy = options.policy;
     this.#clock = options.clock ?? systemClock;
@@ -472,16 +508,18 @@ export class LiveReader<T> {
       const object = await this.#read(namespace, name);
       this.#failures = 0;
       this.#setState('closed');
+      this.#health?.set(undefined);
       liveReadsTotal.inc({ result: object === undefined ? 'not_found' : 'ok' });
       return { ok: true, object };
     } catch (error) {
       this.#failures += 1;
+      const message = error instanceof Error ? error.message : String(error);
       if (probe || this.#failures >= this.#policy.breaker.failureThreshold) {
         this.#openedAt = this.#clock.now();
         this.#setState('open');
+        this.#health?.set(`live reads failing (${this.#failures} in a row): ${message}`);
       }
       liveReadsTotal.inc({ result: 'error' });
-      const message = error instanceof Error ? error.message : String(error);
       return {
         ok: false,
         reason: `live read of ${namespace}/${name} failed: ${message}`,

@@ -9,7 +9,8 @@
  * - `/readyz`: readiness. 200 only when every readiness check passes (caches synced, a
  *   valid policy loaded, ...); otherwise 503 with one line per failing check saying why,
  *   so `kubectl describe` and a curl show the reason instead of a bare status.
- * Both accept `?verbose` to list passing checks too.
+ * Both accept `?verbose` to list passing checks too. A check may report `degraded`: a
+ * detail line (`[!] name degraded: why`) that does not fail the endpoint.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -21,7 +22,7 @@ import type { Logger } from './log.ts';
  * does not apply right now (not listed, even with `?verbose`; e.g. no loop runs on a
  * standby replica, so none can be wedged).
  */
-export type HealthCheck = () => string | undefined | null;
+export type HealthCheck = () => string | undefined | null | { readonly degraded: string };
 
 export interface HealthChecks {
   readonly [name: string]: HealthCheck;
@@ -44,14 +45,17 @@ export function runChecks(checks: HealthChecks, verbose: boolean): CheckReport {
   const lines: string[] = [];
   let ok = true;
   for (const [name, check] of Object.entries(checks)) {
-    let reason: string | undefined | null;
+    let reason: ReturnType<HealthCheck>;
     try {
       reason = check();
     } catch (error) {
       reason = `check threw: ${error instanceof Error ? error.message : String(error)}`;
     }
     if (reason === null) continue;
-    if (reason !== undefined) {
+    if (typeof reason === 'object') {
+      // Degraded, not failing: listed always, the replica stays ready.
+      lines.push(`[!] ${name} degraded: ${reason.degraded}`);
+    } else if (reason !== undefined) {
       ok = false;
       lines.push(`[-] ${name} failed: ${reason}`);
     } else if (verbose) {

@@ -10,6 +10,7 @@ import { boundedPodReader, freshPodRevision, podReader } from '../cluster/client
 import type { KubeConfig } from '@kubernetes/client-node';
 import { formatFencingToken, type LeaderElector } from '../cluster/leader.ts';
 import type { LiveClusterView } from '../cluster/view.ts';
+import type { FreshnessHealth } from '../cluster/stale-guard.ts';
 import type { Dispatcher } from '../dispatch/types.ts';
 import { startGateReleaseLoop, type GateReleaseLoop } from '../loops/gate-release.ts';
 import { createReleasedConditions } from '../loops/released-condition.ts';
@@ -43,6 +44,8 @@ export interface LoopParts {
   readonly events: PodEventSink;
   /** Marks each loop pass, so /healthz fails when one is wedged. */
   readonly watchdog?: PassWatchdog;
+  /** Told by the live reader when freshness cannot be established (its breaker opened). */
+  readonly freshness?: FreshnessHealth;
   readonly log: Logger;
 }
 
@@ -68,7 +71,12 @@ export function superviseLoops(parts: LoopParts): LeaderLoops {
   // Live reads are bounded by the policy's budget and breaker (StalenessPolicy liveReads).
   let liveReads = parts.first.staleness.liveReads;
   parts.policies.onPolicy((policy) => (liveReads = policy.staleness.liveReads));
-  const readPod = boundedPodReader(podReader(parts.kubeConfig), () => liveReads);
+  const readPod = boundedPodReader(
+    podReader(parts.kubeConfig),
+    () => liveReads,
+    undefined,
+    parts.freshness,
+  );
   const supervisor = new WhileLeader(
     parts.elector,
     (term) => startTermLoops({ ...parts, readPod }, term, running),

@@ -3,6 +3,7 @@
  * first so /readyz can say WHY the replica is not ready yet while the other parts start.
  */
 import type { LiveClusterView } from '../cluster/view.ts';
+import type { FreshnessHealth } from '../cluster/stale-guard.ts';
 import { startObserveServer, type HealthChecks, type ObserveServer } from '../observe/http.ts';
 import type { Logger } from '../observe/log.ts';
 import type { PassWatchdog } from '../observe/watchdog.ts';
@@ -16,6 +17,8 @@ export interface StartedParts {
   view?: Pick<LiveClusterView, 'synced'>;
   /** Which loop pass, if any, runs past its limit. */
   watchdog?: Pick<PassWatchdog, 'wedged'>;
+  /** Whether the stale-guard can establish freshness (live reads answer). */
+  freshness?: Pick<FreshnessHealth, 'degraded'>;
 }
 
 /** A wedged loop pass, with the reason; not listed while no pass is over its limit. */
@@ -28,7 +31,10 @@ export function livenessChecks(parts: StartedParts): HealthChecks {
   return { loops: () => loopsCheck(parts) };
 }
 
-/** /readyz: a policy loaded, the cluster view synced and no loop wedged, each with the reason it is not. */
+/**
+ * /readyz: a policy loaded, the cluster view synced and no loop wedged, each with the
+ * reason it is not; a degraded stale-guard is a detail line that keeps the replica ready.
+ */
 export function readinessChecks(parts: StartedParts): HealthChecks {
   return {
     policy: () => (parts.policies?.current() ? undefined : 'no valid policy loaded yet'),
@@ -39,6 +45,10 @@ export function readinessChecks(parts: StartedParts): HealthChecks {
           ? undefined
           : 'cluster view has not listed pods, nodes and quotas of the managed namespaces yet (referenced objects are judged per reference)',
     loops: () => loopsCheck(parts),
+    'stale-guard': () => {
+      const degraded = parts.freshness?.degraded;
+      return degraded === undefined ? undefined : { degraded };
+    },
   };
 }
 

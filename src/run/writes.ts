@@ -6,12 +6,19 @@
 import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
 import type { RunConfig } from '../cli/run-config.ts';
 import { measureCacheLag, type CacheLagMeter } from '../cluster/cache-lag.ts';
-import { createEventRecorder, type EventRecorder } from '../cluster/events.ts';
+import {
+  createEventRecorder,
+  type EventRecord,
+  type EventRecorder,
+  type EventSubject,
+} from '../cluster/events.ts';
 import { LeaderElector, leaseClientFromKubeConfig } from '../cluster/leader.ts';
+import { FreshnessHealth } from '../cluster/stale-guard.ts';
 import type { ClusterView } from '../cluster/types.ts';
 import { createReadBack, createWriteExecutor } from '../cluster/writer.ts';
 import { createDispatcher, type PriorityDispatcher } from '../dispatch/queue.ts';
 import type { Dispatcher, TargetPresence } from '../dispatch/types.ts';
+import type { Transition } from '../dispatch/fallback.ts';
 import type { TermWrites } from '../loops/leadership.ts';
 import type { Logger } from '../observe/log.ts';
 
@@ -49,6 +56,8 @@ export function createRunDispatcher(options: {
   termWrites: TermWrites;
   view?: Pick<ClusterView, 'pod' | 'onChange'>;
   log?: Logger;
+  /** tollgate's own Events: one when writes fall back to synchronous sends, one when they return. */
+  selfEvents?: Pick<ControllerEvents, 'record'>;
 }): PriorityDispatcher {
   const { config, view, log } = options;
   const dispatcher = createDispatcher({
@@ -59,13 +68,15 @@ export function createRunDispatcher(options: {
     readBack: createReadBack(options.kubeConfig),
     fence: options.elector.fence,
     ...(view ? { presence: podPresence(view) } : {}),
-    onFallback: (transition) =>
-      transition.to === 'degraded'
-        ? log?.warn(
-            { reason: transition.reason, detail: transition.detail },
-            'API writes fell back to synchronous sends (one at a time, no backlog)',
-          )
-        : log?.info({ detail: transition.detail }, 'API writes are queued again'),
+    onFallback: (transition) => {
+      if (transition.to === 'degraded')
+        log?.warn(
+          { reason: transition.reason, detail: transition.detail },
+          'API writes fell back to synchronous sends (one at a time, no backlog)',
+        );
+      else log?.info({ detail: transition.detail }, 'API writes are queued again');
+      options.selfEvents?.record(fallbackEvent(transition));
+    },
   });
   view?.onChange((change) => {
     if (change.resource !== 'pods' || change.type !== 'DELETED') return;
@@ -110,6 +121,91 @@ export async function closeWithin(
   await closing;
 }
 
+/**
+ * Events about tollgate itself (its write path), regarding its Lease, so `kubectl
+ * describe lease` and `kubectl get events` in its namespace show when and why. Events are
+ * written by the dispatcher they may be about: the recorder is attached once built, and
+ * what is recorded before is kept until then.
+ */
+export class ControllerEvents {
+  readonly #subject: EventSubject;
+  #recorder: Pick<EventRecorder, 'record'> | undefined;
+  readonly #early: EventRecord[] = [];
+
+  constructor(lease: { readonly namespace: string; readonly name: string }) {
+    this.#subject = {
+      namespace: lease.namespace,
+      name: lease.name,
+      uid: '',
+      kind: 'Lease',
+      apiVersion: 'coordination.k8s.io/v1',
+    };
+  }
+
+  attach(recorder: Pick<EventRecorder, 'record'>): void {
+    this.#recorder = recorder;
+    for (const event of this.#early.splice(0)) recorder.record(this.#subject, event);
+  }
+
+  record(event: EventRecord): void {
+    if (this.#recorder) this.#recorder.record(this.#subject, event);
+    else if (this.#early.length < 100) this.#early.push(event);
+  }
+}
+
+/**
+ * tollgate's own Events (on its Lease) and the stale-guard's health, which tells them
+ * and the log when freshness cannot be established and when it can again.
+ */
+export function createWritePathHealth(
+  config: Pick<RunConfig, 'lease'>,
+  log: Logger,
+): { selfEvents: ControllerEvents; freshness: FreshnessHealth } {
+  const selfEvents = new ControllerEvents(config.lease);
+  const freshness = new FreshnessHealth({
+    onChange: (degraded) => {
+      if (degraded === undefined) log.info('stale-guard: live reads answer again');
+      else log.warn({ reason: degraded }, 'stale-guard degraded: freshness cannot be established');
+      selfEvents.record(freshnessEvent(degraded));
+    },
+  });
+  return { selfEvents, freshness };
+}
+
+/** The Event of a fallback transition: writes went synchronous, or back to the queue. */
+export function fallbackEvent(transition: Transition): EventRecord {
+  return transition.to === 'degraded'
+    ? {
+        type: 'Warning',
+        reason: 'WritePathDegraded',
+        action: 'FallBack',
+        note: `API writes fell back to synchronous sends (one at a time, no backlog; queued releases and Events cancelled, safety writes kept): ${transition.detail}`,
+      }
+    : {
+        type: 'Normal',
+        reason: 'WritePathRecovered',
+        action: 'Resume',
+        note: `API writes are queued again: ${transition.detail}`,
+      };
+}
+
+/** The Event of a stale-guard change: freshness cannot be established, or can again. */
+export function freshnessEvent(degraded: string | undefined): EventRecord {
+  return degraded === undefined
+    ? {
+        type: 'Normal',
+        reason: 'StaleGuardRecovered',
+        action: 'Resume',
+        note: 'live reads answer again: destructive acts on pods the cache is behind on go on',
+      }
+    : {
+        type: 'Warning',
+        reason: 'StaleGuardDegraded',
+        action: 'Hold',
+        note: `freshness cannot be established, destructive acts on pods the cache is behind on wait: ${degraded}`,
+      };
+}
+
 /** How the loops report a pod's Event. */
 export type PodEventSink = (
   pod: V1Pod,
@@ -139,6 +235,23 @@ export function createPodEvents(
     );
   };
   return { recorder, toEvent };
+}
+
+/**
+ * The recorder of tollgate's own Events: a handful (fallback entered and left, stale-guard
+ * degraded and recovered), which wait for room in the dispatcher rather than be dropped by
+ * the very fallback they report.
+ */
+export function createSelfEventRecorder(
+  dispatcher: Dispatcher,
+  config: Pick<RunConfig, 'identity'>,
+  log: Logger,
+): EventRecorder {
+  return createEventRecorder(dispatcher, {
+    reportingInstance: config.identity,
+    logger: log,
+    waitForRoom: true,
+  });
 }
 
 /**
