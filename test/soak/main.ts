@@ -293,8 +293,10 @@ async function main(): Promise<void> {
       .map((l) => l.toFixed(2))
       .join(' ')}`,
   ]);
+  const began = Date.now();
   const timeline = new Timeline();
   const world = await startWorld(timeline);
+  const setupMs = Date.now() - began;
   const samples: MemorySample[] = [];
   const stopSampling = startSampling(world, samples);
   timeline.startedAt = Date.now();
@@ -305,7 +307,9 @@ async function main(): Promise<void> {
   await Promise.all([chaos.run(schedule), sleep(opts.minutes * 60_000)]);
   await world.load.stopProducing();
   chaos.note('chaos ends: faults over, load stream off, settling');
+  const settleBegan = Date.now();
   const checks: Check[] = [await settle(world, opts.settleMinutes * 60_000, chaos)];
+  const settleMs = Date.now() - settleBegan;
   stopSampling();
   for (const replica of world.replicas) {
     const s = await replica.sample();
@@ -343,6 +347,7 @@ async function main(): Promise<void> {
     gitRefused: world.gitProxy.refused,
     prometheusRefused: world.promProxy.refused,
     loadAverage: loadavg(),
+    wallMs: { setup: setupMs, settle: settleMs, total: Date.now() - began },
   };
   const pass = checks.every((c) => c.pass);
   await stopWorld(world);
