@@ -14,6 +14,7 @@
 import type { Command } from 'commander';
 import { stringify } from 'yaml';
 import { formatPolicyError } from '../policy/errors.ts';
+import { withOutput } from './options.ts';
 import { loadPolicyFromDirectory } from '../policy/load.ts';
 import type { Policy } from '../policy/model.ts';
 import { optInAdmission, type AdmissionObject } from '../policy/opt-in-admission.ts';
@@ -107,8 +108,10 @@ export async function runAdmissionParams(
   options: CliOptions,
   io: { stdout: (text: string) => void; stderr: (text: string) => void },
 ): Promise<number> {
-  if (options.output !== 'yaml' && options.output !== 'json') {
-    io.stderr(`tollgate admission-params: -o must be yaml or json, got "${options.output}"\n`);
+  if (!['yaml', 'json', 'text'].includes(options.output)) {
+    io.stderr(
+      `tollgate admission-params: -o must be yaml, json or text, got "${options.output}"\n`,
+    );
     return 2;
   }
   const loaded = await loadPolicyFromDirectory(dir);
@@ -127,18 +130,31 @@ export async function runAdmissionParams(
     io.stderr(`tollgate admission-params: ${(error as Error).message}\n`);
     return 1;
   }
-  io.stdout(
-    options.output === 'json'
-      ? `${JSON.stringify({ apiVersion: 'v1', kind: 'List', items: namespaces }, null, 2)}\n`
-      : `${header(dir)}${namespaces.map((n) => stringify(n, { lineWidth: 0 })).join('---\n')}`,
-  );
+  io.stdout(renderAdmissionParams(dir, namespaces, options.output));
   return 0;
+}
+
+/** yaml: a stream `kubectl apply` takes; json: one List; text: one line per object. */
+function renderAdmissionParams(
+  dir: string,
+  objects: readonly (NamespaceAnnotation | AdmissionObject)[],
+  output: string,
+): string {
+  if (output === 'json')
+    return `${JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }, null, 2)}\n`;
+  if (output === 'yaml')
+    return `${header(dir)}${objects.map((n) => stringify(n, { lineWidth: 0 })).join('---\n')}`;
+  const line = (o: NamespaceAnnotation | AdmissionObject): string =>
+    'annotations' in o.metadata
+      ? `${o.kind}/${o.metadata.name} ${gatePrefixesAnnotation}=${o.metadata.annotations[gatePrefixesAnnotation]}`
+      : `${o.kind}/${o.metadata.name}`;
+  return objects.map((o) => `${line(o)}\n`).join('');
 }
 
 const collect = (value: string, previous: string[]): string[] => [...previous, value];
 
 export function registerAdmissionParams(program: Command): void {
-  program
+  const command = program
     .command('admission-params')
     .description(
       "Render the namespace annotations tollgate's admission policies read, from the policy's Tenant files",
@@ -150,15 +166,14 @@ export function registerAdmissionParams(program: Command): void {
       collect,
       [],
     )
-    .option('-o, --output <format>', 'yaml or json', 'yaml')
     .option(
       '--opt-in',
       'also render the admission policies that gate pods labelled tollgate.io/gate-policy=<GatePolicy> (docs/opt-in.md)',
-    )
-    .action(async (dir: string, options: CliOptions) => {
-      process.exitCode = await runAdmissionParams(dir, options, {
-        stdout: (text) => process.stdout.write(text),
-        stderr: (text) => process.stderr.write(text),
-      });
+    );
+  withOutput(command, [], 'yaml').action(async (dir: string, options: CliOptions) => {
+    process.exitCode = await runAdmissionParams(dir, options, {
+      stdout: (text) => process.stdout.write(text),
+      stderr: (text) => process.stderr.write(text),
     });
+  });
 }

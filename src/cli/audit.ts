@@ -25,7 +25,14 @@ import {
   type VerifyOptions,
   type VerifyReport,
 } from '../audit/verify.ts';
-import { loadKubeConfig } from '../cluster/client.ts';
+import {
+  clusterConfig,
+  formatOutput,
+  isStructured,
+  unreachable,
+  withOutput,
+  type ClusterFlags,
+} from './options.ts';
 import { redactUrl } from '../observe/log.ts';
 
 interface SourceOptions {
@@ -38,9 +45,9 @@ interface SourceOptions {
 
 class UsageError extends Error {}
 
-function outputFormat(value: string): 'text' | 'json' {
-  if (value !== 'text' && value !== 'json')
-    throw new UsageError(`--output must be text or json, got "${value}"`);
+function outputFormat(value: string): 'text' | 'json' | 'yaml' {
+  if (value !== 'text' && value !== 'json' && value !== 'yaml')
+    throw new UsageError(`--output must be text, json or yaml, got "${value}"`);
   return value;
 }
 
@@ -75,7 +82,7 @@ async function open(options: SourceOptions): Promise<AuditSource> {
 }
 
 function withSourceOptions(command: Command): Command {
-  return command
+  command
     .option(
       '--repo <url|dir>',
       'audit repository URL or a local clone folder (default $TOLLGATE_AUDIT_REPO)',
@@ -86,8 +93,8 @@ function withSourceOptions(command: Command): Command {
       'environment variable holding the Git token',
       'TOLLGATE_GIT_TOKEN',
     )
-    .option('--git-token-file <path>', 'file holding the Git token')
-    .option('-o, --output <format>', 'text or json', 'text');
+    .option('--git-token-file <path>', 'file holding the Git token');
+  return withOutput(command);
 }
 
 const time = (ms: number): string => new Date(ms).toISOString();
@@ -118,7 +125,11 @@ export function registerAudit(program: Command): void {
     .description(
       'check the trail: every intent has exactly one outcome after it, no record twice, the chain is intact, signatures (with --allowed-signers), every released pod has a Release decision (with --kubeconfig)',
     )
-    .option('--kubeconfig <path>', 'also check the pods in this cluster')
+    .option(
+      '--kubeconfig <path>',
+      'also check the pods in this cluster (or give --context: $KUBECONFIG, else ~/.kube/config)',
+    )
+    .option('--context <name>', 'also check the pods in the cluster of this kubeconfig context')
     .option('--grace <duration>', 'intents younger than this may still be in flight', '0s')
     .option(
       '--since <time>',
@@ -157,7 +168,7 @@ async function auditLog(
         ),
       }))
       .filter((entry) => entry.records.length > 0 || (!options.kind && !options.pod));
-    if (format === 'json') {
+    if (isStructured(format)) {
       const out = entries.map(({ commit, records }) => ({
         commit: commit.oid,
         committedAt: time(commit.committedAt * 1000),
@@ -165,7 +176,7 @@ async function auditLog(
         trailers: Object.fromEntries(commit.trailers),
         records,
       }));
-      process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
+      process.stdout.write(formatOutput(format, out, () => ''));
       return;
     }
     for (const { commit, records } of entries) {
@@ -187,10 +198,9 @@ async function auditShow(commitId: string, options: SourceOptions): Promise<void
   const source = await open(options);
   try {
     const commit = await readAuditCommit(source, commitId);
-    if (format === 'json') {
-      process.stdout.write(
-        `${JSON.stringify({ ...commit, trailers: Object.fromEntries(commit.trailers) }, null, 2)}\n`,
-      );
+    if (isStructured(format)) {
+      const shown = { ...commit, trailers: Object.fromEntries(commit.trailers) };
+      process.stdout.write(formatOutput(format, shown, () => ''));
       return;
     }
     process.stdout.write(
@@ -212,16 +222,14 @@ async function auditVerify(options: VerifyCommandOptions): Promise<void> {
   const source = await open(options);
   try {
     const report = await verifySource(source, options.branch, verifyOptions);
-    if (format === 'json') process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
-    else process.stdout.write(verifyText(report, verifyOptions));
+    process.stdout.write(formatOutput(format, report, () => verifyText(report, verifyOptions)));
     if (!report.ok) process.exitCode = 1;
   } finally {
     source.close();
   }
 }
 
-interface VerifyCommandOptions extends SourceOptions {
-  readonly kubeconfig?: string;
+interface VerifyCommandOptions extends SourceOptions, ClusterFlags {
   readonly grace: string;
   readonly since?: string;
   readonly allowedSigners?: string;
@@ -259,13 +267,21 @@ async function verifyOptionsFrom(options: VerifyCommandOptions): Promise<CliVeri
     partial: since !== undefined,
     ...(since === undefined ? {} : { since }),
     ...(allowedSigners ? { allowedSigners } : {}),
-    ...(options.kubeconfig ? { pods: await listPods(options.kubeconfig) } : {}),
+    ...(options.kubeconfig !== undefined || options.context !== undefined
+      ? { pods: await listPods(options) }
+      : {}),
   };
 }
 
-async function listPods(kubeconfig: string): Promise<PodSnapshot[]> {
-  const api = loadKubeConfig({ kind: 'file', path: kubeconfig }).makeApiClient(CoreV1Api);
-  const list = await api.listPodForAllNamespaces();
+/** Every pod of the cluster given by --kubeconfig/--context, for the Release check. */
+async function listPods(flags: ClusterFlags): Promise<PodSnapshot[]> {
+  const kc = clusterConfig(flags, process.env, 'to check the pods of');
+  let list;
+  try {
+    list = await kc.makeApiClient(CoreV1Api).listPodForAllNamespaces();
+  } catch (error) {
+    throw new Error(unreachable(kc, error), { cause: error });
+  }
   return list.items.map((pod) => ({
     namespace: pod.metadata?.namespace ?? '',
     name: pod.metadata?.name ?? '',

@@ -8,7 +8,6 @@
  */
 import type { Command } from 'commander';
 import { openAuditSource, walkAuditHistory } from '../audit/reader.ts';
-import { loadKubeConfig } from '../cluster/client.ts';
 import { createClusterView } from '../cluster/view.ts';
 import { explainPods, type Explanation } from '../decide/explain.ts';
 import type { ClusterSnapshot } from '../decide/objects.ts';
@@ -16,21 +15,30 @@ import { formatPolicyError } from '../policy/errors.ts';
 import { loadPolicyFromDirectory } from '../policy/load.ts';
 import type { Policy } from '../policy/model.ts';
 import { managedNamespaces, referencedObjects } from '../run/view.ts';
+import {
+  clusterConfig,
+  formatOutput,
+  reachCluster,
+  withCluster,
+  withOutput,
+  type ClusterFlags,
+} from './options.ts';
 
 export interface ExplainIo {
   readonly stdout: (text: string) => void;
   readonly stderr: (text: string) => void;
   readonly now: () => number;
+  /** Where $KUBECONFIG and HOME are read (default: the process's). */
+  readonly env?: NodeJS.ProcessEnv;
 }
 
-export interface ClusterReadOptions {
+export interface ClusterReadOptions extends ClusterFlags {
   readonly policyDir: string;
   /** The audit branch's repository (folder or URL) to take the pod's last decisions from. */
   readonly audit?: string;
   readonly auditBranch?: string;
   /** Audit commits walked back from the tip. */
   readonly auditCommits?: string;
-  readonly kubeconfig?: string;
   readonly output: string;
   /** How long to wait for the cluster view and referenced objects. */
   readonly syncTimeoutMs?: number;
@@ -43,20 +51,17 @@ export async function explainCluster(
   options: ClusterReadOptions,
   io: ExplainIo,
 ): Promise<{ policy: Policy; explanations: Explanation[] }> {
-  if (options.output !== 'text' && options.output !== 'json')
-    throw new UsageError(`-o must be text or json, got "${options.output}"`);
+  if (!['text', 'json', 'yaml'].includes(options.output))
+    throw new UsageError(`-o must be text, json or yaml, got "${options.output}"`);
   const loaded = await loadPolicyFromDirectory(options.policyDir);
   if (!loaded.ok) {
     for (const error of loaded.errors) io.stderr(`${formatPolicyError(error)}\n`);
     throw new UsageError(`${options.policyDir}: invalid policy`);
   }
   const policy = loaded.policy;
-  const view = createClusterView({
-    kubeConfig: loadKubeConfig(
-      options.kubeconfig ? { kind: 'file', path: options.kubeconfig } : { kind: 'default' },
-    ),
-    namespaces: managedNamespaces(policy),
-  });
+  const kubeConfig = clusterConfig(options, io.env ?? process.env, 'to read the pods from');
+  await reachCluster(kubeConfig);
+  const view = createClusterView({ kubeConfig, namespaces: managedNamespaces(policy) });
   const references = referencedObjects(policy);
   view.watchObjects(references);
   view.start();
@@ -197,9 +202,11 @@ export async function runExplain(
         auditCommitCount(options.auditCommits),
       );
       io.stdout(
-        options.output === 'json'
-          ? `${JSON.stringify({ ...found, decisions }, null, 2)}\n`
-          : `${formatExplanation(found)}${formatDecisions(decisions)}`,
+        formatOutput(
+          options.output,
+          { ...found, decisions },
+          () => `${formatExplanation(found)}${formatDecisions(decisions)}`,
+        ),
       );
       return 0;
     }
@@ -209,9 +216,7 @@ export async function runExplain(
       );
       return 1;
     }
-    io.stdout(
-      options.output === 'json' ? `${JSON.stringify(found, null, 2)}\n` : formatExplanation(found),
-    );
+    io.stdout(formatOutput(options.output, found, () => formatExplanation(found)));
     return 0;
   } catch (error) {
     io.stderr(`tollgate explain: ${(error as Error).message}\n`);
@@ -220,24 +225,22 @@ export async function runExplain(
 }
 
 export function registerExplain(program: Command): void {
-  program
+  const command = program
     .command('explain')
     .description('Why a gated pod waits and when it would be released (read-only)')
     .argument('<namespace/pod>', 'the pod')
     .option('--policy-dir <dir>', 'a checkout of the policy repository', '.')
-    .option('--kubeconfig <path>', 'kubeconfig (default: KUBECONFIG or ~/.kube/config)')
     .option(
       '--audit <location>',
       "the audit repository (folder or URL; token in TOLLGATE_GIT_TOKEN): show the pod's last decisions",
     )
     .option('--audit-branch <branch>', 'the audit branch', 'tollgate/audit')
-    .option('--audit-commits <n>', 'audit commits to read back from the tip', '500')
-    .option('-o, --output <format>', 'text or json', 'text')
-    .action(async (target: string, options: ClusterReadOptions) => {
-      process.exitCode = await runExplain(target, options, {
-        stdout: (text) => process.stdout.write(text),
-        stderr: (text) => process.stderr.write(text),
-        now: () => Date.now(),
-      });
+    .option('--audit-commits <n>', 'audit commits to read back from the tip', '500');
+  withOutput(withCluster(command)).action(async (target: string, options: ClusterReadOptions) => {
+    process.exitCode = await runExplain(target, options, {
+      stdout: (text) => process.stdout.write(text),
+      stderr: (text) => process.stderr.write(text),
+      now: () => Date.now(),
     });
+  });
 }

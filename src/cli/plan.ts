@@ -1,6 +1,6 @@
 /**
  * `tollgate plan --policy DIR|URL [--ref R] [--base REF|DIR] [--kubeconfig K]
- *  [--output text|json|markdown] [--now ISO]`: what a policy change would do to the live
+ *  [--context C] [-o text|json|yaml|markdown] [--now ISO]`: what a policy change would do to the live
  * cluster before it is merged. Read-only: one list of pods and nodes, and one read of
  * each object an ObjectCondition names; no watch, no write, no lease.
  *
@@ -15,7 +15,7 @@
  * 2 usage or I/O error (including an invalid base), 3 differences found.
  */
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import {
@@ -24,7 +24,15 @@ import {
   type KubeConfig,
   type KubernetesObject,
 } from '@kubernetes/client-node';
-import { loadKubeConfig } from '../cluster/client.ts';
+import {
+  clusterConfig,
+  formatOutput,
+  isStructured,
+  rootCause,
+  unreachable,
+  withCluster,
+  withOutput,
+} from './options.ts';
 import {
   diffPlans,
   formatMarkdown,
@@ -131,55 +139,6 @@ function referencedObjects(policies: readonly Policy[]): ObjectRefLike[] {
   return [...refs.values()];
 }
 
-/** The innermost cause's code and message: `fetch failed` alone does not say why. */
-/**
- * The cluster to compare with, chosen like kubectl: --kubeconfig, else $KUBECONFIG, else
- * ~/.kube/config, else the pod's service account; --context picks a context. plan reads
- * live pods, so no cluster at all is a usage error saying how to give one (the client
- * library would otherwise try http://localhost:8080 and fail with a TLS message).
- */
-function clusterConfig(
-  options: { kubeconfig?: string; context?: string },
-  env: NodeJS.ProcessEnv,
-): KubeConfig {
-  const defaultFile = join(env.HOME ?? homedir(), '.kube', 'config');
-  const inCluster = !!env.KUBERNETES_SERVICE_HOST;
-  if (!options.kubeconfig && !env.KUBECONFIG && !existsSync(defaultFile) && !inCluster)
-    throw new UsageError(
-      'no cluster to compare with: give --kubeconfig, set KUBECONFIG, or create ~/.kube/config (tollgate plan reads the live pods a policy change would affect)',
-    );
-  let kc: KubeConfig;
-  try {
-    kc = loadKubeConfig(
-      options.kubeconfig ? { kind: 'file', path: options.kubeconfig } : { kind: 'default' },
-    );
-  } catch (error) {
-    throw new UsageError((error as Error).message);
-  }
-  if (options.context !== undefined) {
-    const names = kc.getContexts().map((c) => c.name);
-    if (!names.includes(options.context))
-      throw new UsageError(
-        `context "${options.context}" is not in ${options.kubeconfig ?? env.KUBECONFIG ?? defaultFile} (contexts: ${names.join(', ')})`,
-      );
-    kc.setCurrentContext(options.context);
-  }
-  return kc;
-}
-
-function rootCause(error: unknown): string {
-  const parts: string[] = [];
-  let e: unknown = error;
-  for (let depth = 0; e && depth < 4; depth += 1) {
-    const err = e as { message?: string; code?: string; cause?: unknown };
-    const text = err.code ? `${err.message} (${err.code})` : err.message;
-    // A wrapper often repeats its cause's message; say each thing once.
-    if (text && !parts.some((p) => p.includes(text))) parts.push(text);
-    e = err.cause;
-  }
-  return parts.join(': ') || String(error);
-}
-
 /**
  * The signal readings of every pod each ResizePolicy of `policy` manages, read with the
  * loop's own queries. A failed query is an I/O error here, never "signals hold": a plan
@@ -237,7 +196,7 @@ export async function runPlan(options: PlanOptions, io: PlanIo): Promise<number>
     );
     if (proposed.kind === 'invalid') return reportInvalidProposal(proposed, output, io);
     const base = await loadBase(options, args);
-    const kc = clusterConfig(options, io.env);
+    const kc = clusterConfig(options, io.env, 'to compare with');
     const { pods, nodes } = await readCluster(kc);
     const policies = [base.policy, proposed.policy];
     const { objects, unserved } = await readReferencedObjects(kc, policies, output, io);
@@ -263,13 +222,15 @@ export async function runPlan(options: PlanOptions, io: PlanIo): Promise<number>
         planResize(base.policy, proposed.policy, running, nodes, args.now, signals),
       );
     }
-    if (output === 'json') io.stdout(`${JSON.stringify(diff, null, 2)}\n`);
-    else if (output === 'markdown') io.stdout(formatMarkdown(diff));
-    else io.stdout(formatText(diff));
+    io.stdout(
+      formatOutput(output, diff, () =>
+        output === 'markdown' ? formatMarkdown(diff) : formatText(diff),
+      ),
+    );
     return hasDifferences(diff) ? 3 : 0;
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
-    if (output === 'json') io.stdout(`${JSON.stringify({ error: message })}\n`);
+    if (isStructured(output)) io.stdout(formatOutput(output, { error: message }, () => ''));
     else io.stderr(`tollgate plan: ${message}\n`);
     return 2;
   }
@@ -285,8 +246,8 @@ interface PlanArguments {
 
 function planArguments(options: PlanOptions, io: PlanIo): PlanArguments {
   if (!options.policy) throw new UsageError('--policy DIR|URL is required');
-  if (!['text', 'json', 'markdown'].includes(options.output))
-    throw new UsageError(`--output must be text, json or markdown, got "${options.output}"`);
+  if (!['text', 'json', 'yaml', 'markdown'].includes(options.output))
+    throw new UsageError(`--output must be text, json, yaml or markdown, got "${options.output}"`);
   const now = options.now === undefined ? io.now() : Date.parse(options.now);
   if (Number.isNaN(now)) throw new UsageError(`--now must be an ISO time, got "${options.now}"`);
   const remote = isGitUrl(options.policy);
@@ -314,10 +275,9 @@ function reportInvalidProposal(
   output: string,
   io: PlanIo,
 ): number {
-  if (output === 'json') {
-    io.stdout(
-      `${JSON.stringify({ valid: false, location: proposed.location, errors: proposed.errors })}\n`,
-    );
+  if (isStructured(output)) {
+    const answer = { valid: false, location: proposed.location, errors: proposed.errors };
+    io.stdout(formatOutput(output, answer, () => ''));
   } else {
     for (const e of proposed.errors) io.stdout(`${e}\n`);
     io.stdout(
@@ -351,9 +311,7 @@ async function readCluster(kc: KubeConfig) {
     const nodes = (await core.listNode()).items;
     return { pods, nodes };
   } catch (error) {
-    throw new UsageError(
-      `cannot reach the cluster of context "${kc.getCurrentContext()}" at ${kc.getCurrentCluster()?.server}: ${rootCause(error)}`,
-    );
+    throw new UsageError(unreachable(kc, error));
   }
 }
 
@@ -387,7 +345,7 @@ async function readReferencedObjects(
       if (/Failed to fetch resource metadata/.test((error as Error).message)) {
         const problem = `${kindKey(ref)} is not served by the API server (a typo, or its CRD is not installed): pods whose ObjectCondition names it hold as unreadable`;
         unserved.set(kindKey(ref), problem);
-        if (output !== 'json') io.stderr(`warning: ${problem}\n`);
+        if (!isStructured(output)) io.stderr(`warning: ${problem}\n`);
         continue;
       }
       if (statusOf(error) !== 404)
@@ -421,7 +379,7 @@ async function resizeSignals(
 }
 
 export function registerPlan(program: Command): void {
-  program
+  const command = program
     .command('plan')
     .description(
       'show what a proposed policy would change on the live cluster (exit 0 no change, 1 invalid, 2 usage/I/O, 3 changes)',
@@ -433,9 +391,6 @@ export function registerPlan(program: Command): void {
       'policy in force: a folder, or a ref of the same repository (default main)',
     )
     .option('--path <path>', 'sub-folder that holds the policy')
-    .option('--kubeconfig <path>', 'kubeconfig (default: KUBECONFIG or ~/.kube/config)')
-    .option('--context <name>', 'kubeconfig context (default: its current context)')
-    .option('-o, --output <format>', 'text, json or markdown', 'text')
     .option('--now <iso>', 'judge expiries at this instant instead of the current time')
     .option(
       '--prometheus-url <url>',
@@ -446,13 +401,13 @@ export function registerPlan(program: Command): void {
       '--git-token-env <name>',
       'environment variable holding the Git token',
       'TOLLGATE_GIT_TOKEN',
-    )
-    .action(async (options: PlanOptions) => {
-      process.exitCode = await runPlan(options, {
-        stdout: (text) => process.stdout.write(text),
-        stderr: (text) => process.stderr.write(text),
-        env: process.env,
-        now: () => Date.now(),
-      });
+    );
+  withOutput(withCluster(command), ['markdown']).action(async (options: PlanOptions) => {
+    process.exitCode = await runPlan(options, {
+      stdout: (text) => process.stdout.write(text),
+      stderr: (text) => process.stderr.write(text),
+      env: process.env,
+      now: () => Date.now(),
     });
+  });
 }

@@ -7,6 +7,7 @@
 import type { Command } from 'commander';
 import { queuePage, type QueuePage } from '../decide/explain.ts';
 import { explainCluster, UsageError, type ClusterReadOptions, type ExplainIo } from './explain.ts';
+import { formatOutput, withCluster, withOutput } from './options.ts';
 
 export interface QueueOptions extends ClusterReadOptions {
   readonly tenant?: string;
@@ -66,9 +67,7 @@ export async function runQueue(options: QueueOptions, io: ExplainIo): Promise<nu
       ...(options.tenant !== undefined ? { tenant: options.tenant } : {}),
       ...(options.policy !== undefined ? { policy: options.policy } : {}),
     });
-    io.stdout(
-      options.output === 'json' ? `${JSON.stringify(page, null, 2)}\n` : formatQueue(page, offset),
-    );
+    io.stdout(formatOutput(options.output, page, () => formatQueue(page, offset)));
     return 0;
   } catch (error) {
     io.stderr(`tollgate queue: ${(error as Error).message}\n`);
@@ -77,21 +76,19 @@ export async function runQueue(options: QueueOptions, io: ExplainIo): Promise<nu
 }
 
 export function registerQueue(program: Command): void {
-  program
+  const command = program
     .command('queue')
     .description('The pods tollgate holds, in release order, with what they wait for (read-only)')
     .option('--tenant <name>', 'only this Tenant')
     .option('--policy <name>', 'only this GatePolicy')
     .option('--limit <n>', 'entries per page', '50')
     .option('--continue <offset>', "the previous page's next offset")
-    .option('--policy-dir <dir>', 'a checkout of the policy repository', '.')
-    .option('--kubeconfig <path>', 'kubeconfig (default: KUBECONFIG or ~/.kube/config)')
-    .option('-o, --output <format>', 'text or json', 'text')
-    .action(async (options: QueueOptions) => {
-      process.exitCode = await runQueue(options, {
-        stdout: (text) => process.stdout.write(text),
-        stderr: (text) => process.stderr.write(text),
-        now: () => Date.now(),
-      });
+    .option('--policy-dir <dir>', 'a checkout of the policy repository', '.');
+  withOutput(withCluster(command)).action(async (options: QueueOptions) => {
+    process.exitCode = await runQueue(options, {
+      stdout: (text) => process.stdout.write(text),
+      stderr: (text) => process.stderr.write(text),
+      now: () => Date.now(),
     });
+  });
 }

@@ -522,9 +522,13 @@ export function parseRunConfig(flags: RawRunSettings, context: RunConfigContext)
   };
 }
 
-/** A kubeconfig file (and context), else the pod's service account, which must exist. */
+/**
+ * The cluster: a kubeconfig file (--kubeconfig, else $KUBECONFIG, which must then name
+ * one file) with its context (--kube-context or --context), else the pod's service
+ * account. Never ~/.kube/config silently: a controller started by hand names its cluster.
+ */
 function parseClusterAccess(read: SettingReader, context: RunConfigContext): RunConfig['cluster'] {
-  const kubeconfig = read.raw('kubeconfig');
+  const kubeconfig = read.raw('kubeconfig') ?? kubeconfigFromEnv(read, context);
   if (kubeconfig !== undefined) {
     if (!context.isFile(kubeconfig))
       read.problem('kubeconfig', `"${kubeconfig}" is not a readable file`);
@@ -533,12 +537,20 @@ function parseClusterAccess(read: SettingReader, context: RunConfigContext): Run
   if (!context.env.KUBERNETES_SERVICE_HOST || !context.isFile(inClusterTokenFile)) {
     read.problem(
       'kubeconfig',
-      'not set, and this is not a pod (KUBERNETES_SERVICE_HOST or the service account token is missing): give a kubeconfig path',
+      'not set, and this is not a pod (KUBERNETES_SERVICE_HOST or the service account token is missing): give a kubeconfig path (or set KUBECONFIG)',
     );
   } else if (read.raw('kubeContext') !== undefined) {
     read.problem('kubeContext', 'only applies with --kubeconfig');
   }
   return { mode: 'in-cluster' };
+}
+
+/** $KUBECONFIG as kubectl reads it; `tollgate run` takes one file, not a list to merge. */
+function kubeconfigFromEnv(read: SettingReader, context: RunConfigContext): string | undefined {
+  const files = (context.env.KUBECONFIG ?? '').split(':').filter((f) => f.trim() !== '');
+  if (files.length > 1)
+    read.problem('kubeconfig', `not set, and KUBECONFIG lists ${files.length} files: give one`);
+  return files[0];
 }
 
 /** Exactly one of a repository and a folder; undefined when neither or both. */

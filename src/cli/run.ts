@@ -42,13 +42,26 @@ export function registerRun(program: Command): void {
       `${setting.description} (env ${setting.env}${fallback})`,
     );
   }
-  command.action(async (options: RawRunSettings) => {
-    const result = parseRunConfig(options, {
-      env: process.env,
-      hostname: hostname(),
-      isFile: isReadableFile,
-      isDirectory,
-    });
+  command.option('--context <name>', "kubectl's name for --kube-context");
+  command.action(async ({ context, ...options }: RawRunSettings & { context?: string }) => {
+    if (
+      context !== undefined &&
+      options.kubeContext !== undefined &&
+      context !== options.kubeContext
+    ) {
+      process.stderr.write('tollgate run: --context and --kube-context name different contexts\n');
+      process.exitCode = 2;
+      return;
+    }
+    const result = parseRunConfig(
+      { ...options, kubeContext: options.kubeContext ?? context },
+      {
+        env: process.env,
+        hostname: hostname(),
+        isFile: isReadableFile,
+        isDirectory,
+      },
+    );
     if (!result.ok) {
       process.stderr.write(
         `tollgate run: invalid configuration, nothing was started:\n${result.problems.map((p) => `  - ${p}\n`).join('')}`,

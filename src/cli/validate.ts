@@ -1,5 +1,5 @@
 /**
- * `tollgate validate [DIR|URL] [--ref R] [--path P] [--output text|json] [--now T]`: loads
+ * `tollgate validate [DIR|URL] [--ref R] [--path P] [-o text|json|yaml] [--now T]`: loads
  * a policy folder or repository exactly as `tollgate run` would and lists every problem.
  * Exit codes: 0 valid, 1 invalid (every error listed), 2 usage or I/O error
  * (unreadable folder, unreachable repository, refused token).
@@ -22,6 +22,7 @@ import type { Approval, Policy } from '../policy/model.ts';
 import { systemClock, type Clock } from '../lib/clock.ts';
 import { PolicyFetchError, PolicySource, type PollOutcome } from '../policy/source.ts';
 import { referenceWarnings, shippedClusterRoleRules } from './reference-warnings.ts';
+import { formatOutput, isStructured, withOutput } from './options.ts';
 
 export interface ValidateOptions {
   readonly ref?: string;
@@ -160,14 +161,15 @@ export async function runValidate(
   options: ValidateOptions,
   io: ValidateIo,
 ): Promise<number> {
-  const json = options.output === 'json';
+  const json = isStructured(options.output);
+  const answer = (value: unknown): void => io.stdout(formatOutput(options.output, value, () => ''));
   const fail = (message: string): number => {
-    if (json) io.stdout(`${JSON.stringify({ valid: false, error: message })}\n`);
+    if (json) answer({ valid: false, error: message });
     else io.stderr(`tollgate validate: ${message}\n`);
     return 2;
   };
-  if (options.output !== 'text' && options.output !== 'json') {
-    return fail(`--output must be text or json, got "${options.output}"`);
+  if (!['text', 'json', 'yaml'].includes(options.output)) {
+    return fail(`--output must be text, json or yaml, got "${options.output}"`);
   }
   const now = options.now === undefined ? (io.clock ?? systemClock).now() : rfc3339(options.now);
   if (now === undefined) {
@@ -210,9 +212,12 @@ export async function runValidate(
       return fail(outcome.error.message);
     case 'rejected':
       if (json) {
-        io.stdout(
-          `${JSON.stringify({ valid: false, location: source.location, commit: outcome.commit, errors: outcome.errors })}\n`,
-        );
+        answer({
+          valid: false,
+          location: source.location,
+          commit: outcome.commit,
+          errors: outcome.errors,
+        });
       } else {
         for (const error of outcome.errors) io.stdout(`${formatPolicyError(error)}\n`);
         io.stdout(
@@ -230,9 +235,13 @@ export async function runValidate(
         ...(rules ? referenceWarnings(policy, rules) : []),
       ];
       if (json) {
-        io.stdout(
-          `${JSON.stringify({ valid: true, location: source.location, commit: policy.commit, ...counts, warnings })}\n`,
-        );
+        answer({
+          valid: true,
+          location: source.location,
+          commit: policy.commit,
+          ...counts,
+          warnings,
+        });
       } else {
         for (const w of warnings) io.stdout(`warning: ${formatPolicyError(w)}\n`);
         const warned =
@@ -249,7 +258,7 @@ export async function runValidate(
 }
 
 export function registerValidate(program: Command): void {
-  program
+  const command = program
     .command('validate')
     .description(
       'validate a policy folder or Git repository (exit 0 valid, 1 invalid, 2 usage or I/O error)',
@@ -257,7 +266,6 @@ export function registerValidate(program: Command): void {
     .argument('[location]', 'policy folder or http(s) Git URL', '.')
     .option('--ref <ref>', 'branch or tag of a Git URL (default main)')
     .option('--path <path>', 'sub-folder that holds the policy')
-    .option('--output <format>', 'text or json', 'text')
     .option(
       '--git-token-env <name>',
       'environment variable holding the Git token (used when set)',
@@ -271,12 +279,12 @@ export function registerValidate(program: Command): void {
     .option(
       '--now <time>',
       'judge approvals at this RFC 3339 time instead of now (warns about those expired by then)',
-    )
-    .action(async (location: string, options: ValidateOptions) => {
-      process.exitCode = await runValidate(location, options, {
-        stdout: (text) => process.stdout.write(text),
-        stderr: (text) => process.stderr.write(text),
-        env: process.env,
-      });
+    );
+  withOutput(command).action(async (location: string, options: ValidateOptions) => {
+    process.exitCode = await runValidate(location, options, {
+      stdout: (text) => process.stdout.write(text),
+      stderr: (text) => process.stderr.write(text),
+      env: process.env,
     });
+  });
 }

@@ -30,8 +30,8 @@ describe('tollgate explain and queue refuse bad usage before touching the cluste
       ],
       [
         'explain with an unknown output format',
-        () => runExplain('ns/p', { policyDir: '.', output: 'yaml' }, b.io),
-        /-o must be text or json, got "yaml"/,
+        () => runExplain('ns/p', { policyDir: '.', output: 'xml' }, b.io),
+        /-o must be text, json or yaml, got "xml"/,
         b,
       ],
       [

@@ -126,6 +126,19 @@ describe('tollgate run configuration', () => {
     });
   });
 
+  it('$KUBECONFIG, like kubectl, when neither --kubeconfig nor TOLLGATE_KUBECONFIG is given', () => {
+    const result = parseRunConfig(
+      { policyDir: '/policy', kubeContext: 'staging' },
+      context({ KUBECONFIG: '/home/me/.kube/config', KUBERNETES_SERVICE_HOST: '10.0.0.1' }),
+    );
+    assert.ok(result.ok);
+    assert.deepEqual(result.config.cluster, {
+      mode: 'kubeconfig',
+      path: '/home/me/.kube/config',
+      context: 'staging',
+    });
+  });
+
   it('inside a pod no kubeconfig is needed', () => {
     const result = parseRunConfig(
       { policyDir: '/policy' },
@@ -242,6 +255,12 @@ describe('tollgate run configuration', () => {
       name: 'an unknown log level',
       flags: { ...minimal, logLevel: 'loud' },
       problem: /--log-level .* "loud" is not one of trace/,
+    },
+    {
+      name: 'a $KUBECONFIG that lists several files (run takes one)',
+      flags: { policyDir: '/policy' },
+      env: { KUBECONFIG: '/home/me/.kube/config:/other' },
+      problem: /--kubeconfig .*: not set, and KUBECONFIG lists 2 files: give one/,
     },
     {
       name: 'a context without a kubeconfig',

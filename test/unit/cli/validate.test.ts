@@ -6,6 +6,7 @@ import { resolve } from 'node:path';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parse as parseYaml } from 'yaml';
 import { approvalWarnings, runValidate, type ValidateOptions } from '../../../src/cli/validate.ts';
 import { formatPolicyError } from '../../../src/policy/errors.ts';
 import { shippedRbacFile } from '../../../src/cli/reference-warnings.ts';
@@ -72,8 +73,16 @@ test('a missing folder is an I/O error: exit 2', async () => {
   assert.match(stderr, /cannot read policy folder \/nonexistent\/policy/);
 });
 
+test('-o yaml carries what -o json carries', async () => {
+  const dir = resolve(fixtures, 'gate-outside-prefix');
+  const json = await run(dir, { output: 'json' });
+  const yaml = await run(dir, { output: 'yaml' });
+  assert.equal(yaml.code, 1);
+  assert.deepEqual(parseYaml(yaml.stdout), JSON.parse(json.stdout));
+});
+
 test('an unknown output format and --ref on a folder are usage errors: exit 2', async () => {
-  assert.equal((await run(examples, { output: 'yaml' })).code, 2);
+  assert.equal((await run(examples, { output: 'xml' })).code, 2);
   assert.equal((await run(examples, { ref: 'main' })).code, 2);
   assert.equal((await run('ssh://git@example.com/p.git')).code, 2);
 });
