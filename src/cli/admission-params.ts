@@ -14,7 +14,7 @@
 import type { Command } from 'commander';
 import { stringify } from 'yaml';
 import { formatPolicyError } from '../policy/errors.ts';
-import { withOutput } from './options.ts';
+import { withOutput } from './output.ts';
 import { loadPolicyFromDirectory } from '../policy/load.ts';
 import type { Policy } from '../policy/model.ts';
 import { optInAdmission, type AdmissionObject } from '../policy/opt-in-admission.ts';

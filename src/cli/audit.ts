@@ -25,14 +25,8 @@ import {
   type VerifyOptions,
   type VerifyReport,
 } from '../audit/verify.ts';
-import {
-  clusterConfig,
-  formatOutput,
-  isStructured,
-  unreachable,
-  withOutput,
-  type ClusterFlags,
-} from './options.ts';
+import { clusterConfig, unreachable, type ClusterFlags } from './cluster-options.ts';
+import { formatOutput, isStructured, withOutput } from './output.ts';
 import { redactUrl } from '../observe/log.ts';
 
 interface SourceOptions {

@@ -15,14 +15,8 @@ import { formatPolicyError } from '../policy/errors.ts';
 import { loadPolicyFromDirectory } from '../policy/load.ts';
 import type { Policy } from '../policy/model.ts';
 import { managedNamespaces, referencedObjects } from '../run/view.ts';
-import {
-  clusterConfig,
-  formatOutput,
-  reachCluster,
-  withCluster,
-  withOutput,
-  type ClusterFlags,
-} from './options.ts';
+import { clusterConfig, reachCluster, withCluster, type ClusterFlags } from './cluster-options.ts';
+import { formatOutput, withOutput } from './output.ts';
 
 export interface ExplainIo {
   readonly stdout: (text: string) => void;

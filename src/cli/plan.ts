@@ -24,15 +24,8 @@ import {
   type KubeConfig,
   type KubernetesObject,
 } from '@kubernetes/client-node';
-import {
-  clusterConfig,
-  formatOutput,
-  isStructured,
-  rootCause,
-  unreachable,
-  withCluster,
-  withOutput,
-} from './options.ts';
+import { clusterConfig, rootCause, unreachable, withCluster } from './cluster-options.ts';
+import { formatOutput, isStructured, withOutput } from './output.ts';
 import {
   diffPlans,
   formatMarkdown,

@@ -7,7 +7,8 @@
 import type { Command } from 'commander';
 import { queuePage, type QueuePage } from '../decide/explain.ts';
 import { explainCluster, UsageError, type ClusterReadOptions, type ExplainIo } from './explain.ts';
-import { formatOutput, withCluster, withOutput } from './options.ts';
+import { withCluster } from './cluster-options.ts';
+import { formatOutput, withOutput } from './output.ts';
 
 export interface QueueOptions extends ClusterReadOptions {
   readonly tenant?: string;

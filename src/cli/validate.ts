@@ -22,7 +22,7 @@ import type { Approval, Policy } from '../policy/model.ts';
 import { systemClock, type Clock } from '../lib/clock.ts';
 import { PolicyFetchError, PolicySource, type PollOutcome } from '../policy/source.ts';
 import { referenceWarnings, shippedClusterRoleRules } from './reference-warnings.ts';
-import { formatOutput, isStructured, withOutput } from './options.ts';
+import { formatOutput, isStructured, withOutput } from './output.ts';
 
 export interface ValidateOptions {
   readonly ref?: string;

@@ -3,7 +3,7 @@
  * revision, Node.js version). Needs no cluster and no policy.
  */
 import type { Command } from 'commander';
-import { formatOutput, outputFormats, withOutput } from './options.ts';
+import { formatOutput, outputFormats, withOutput } from './output.ts';
 import { buildInfo, type BuildInfo } from '../observe/build-info.ts';
 
 export function formatVersion(info: BuildInfo, output: string): string {

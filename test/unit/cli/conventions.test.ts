@@ -1,5 +1,5 @@
 /**
- * The conventions every `tollgate` subcommand shares (src/cli/options.ts), command by
+ * The conventions every `tollgate` subcommand shares (src/cli/output.ts, src/cli/cluster-options.ts), command by
  * command: `-o text|json|yaml` wherever there is output; `--kubeconfig`, `--context` and
  * $KUBECONFIG like kubectl on every command that reads a cluster; no cluster, a missing
  * file, an unknown context or an unreachable server each said plainly and at once (exit 2),
@@ -16,39 +16,23 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import { parse } from 'yaml';
-import { registerAdmissionParams } from '../../../src/cli/admission-params.ts';
-import { registerAudit } from '../../../src/cli/audit.ts';
-import { registerExplain, runExplain, type ExplainIo } from '../../../src/cli/explain.ts';
-import { formatOutput, kubeconfigSource } from '../../../src/cli/options.ts';
-import { registerPlan, runPlan, type PlanIo } from '../../../src/cli/plan.ts';
-import { registerQueue, runQueue } from '../../../src/cli/queue.ts';
-import { registerRun } from '../../../src/cli/run.ts';
-import { registerValidate } from '../../../src/cli/validate.ts';
-import { registerVersion } from '../../../src/cli/version.ts';
+import { registerCommands } from '../../../src/cli/commands.ts';
+import { runExplain, type ExplainIo } from '../../../src/cli/explain.ts';
+import { kubeconfigSource } from '../../../src/cli/cluster-options.ts';
+import { formatOutput } from '../../../src/cli/output.ts';
+import { runPlan, type PlanIo } from '../../../src/cli/plan.ts';
+import { runQueue } from '../../../src/cli/queue.ts';
 
 const cli = fileURLToPath(new URL('../../../src/cli/main.ts', import.meta.url));
 const examples = fileURLToPath(new URL('../../../policy-examples', import.meta.url));
 const home = mkdtempSync(join(tmpdir(), 'tollgate-conventions-home-'));
 
-/** Every subcommand, registered on a program of its own (src/cli/main.ts does the same). */
-function program(): Command {
-  const root = new Command();
-  for (const register of [
-    registerRun,
-    registerAudit,
-    registerValidate,
-    registerPlan,
-    registerAdmissionParams,
-    registerVersion,
-    registerExplain,
-    registerQueue,
-  ])
-    register(root);
-  return root;
-}
+/** The whole program, every subcommand registered as src/cli/main.ts registers them. */
+const whole = new Command();
+await registerCommands(whole, []);
 
 function command(path: string): Command {
-  let found = program();
+  let found = whole;
   for (const name of path.split(' ')) {
     const next = found.commands.find((c) => c.name() === name);
     assert.ok(next, `tollgate ${path} exists`);

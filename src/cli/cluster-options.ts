@@ -1,51 +1,18 @@
 /**
- * What every `tollgate` subcommand shares, the way kubectl has it:
- *
- * - `-o, --output text|json|yaml` wherever a command prints a result (a command may add a
- *   format, plan's markdown); json and yaml carry the same object, text is for people.
- *   An unknown format is refused by the parser (exit 2) before anything runs.
- * - `--kubeconfig` and `--context` on every command that reads a cluster, found in
- *   kubectl's order: --kubeconfig, else $KUBECONFIG (a list of files, merged; missing
- *   ones skipped), else ~/.kube/config, else the pod's service account. No cluster at all
- *   is an error that says how to give one, never the client library's fallback to
- *   http://localhost:8080 (which fails later with a TLS or connection message), and an
- *   unreachable one is named with its context, server and cause.
+ * `--kubeconfig` and `--context` on every `tollgate` subcommand that reads a cluster,
+ * found in kubectl's order: --kubeconfig, else $KUBECONFIG (a list of files, merged;
+ * missing ones skipped), else ~/.kube/config, else the pod's service account. No cluster
+ * at all is an error that says how to give one, never the client library's fallback to
+ * http://localhost:8080 (which fails later with a TLS or connection message), and an
+ * unreachable one is named with its context, server and cause. (`tollgate run` has its
+ * own, pure settings parser: run-config.ts.)
  */
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { Option, type Command } from 'commander';
+import type { Command } from 'commander';
 import { KubeConfig, VersionApi } from '@kubernetes/client-node';
-import { stringify } from 'yaml';
 import { reuseConnections } from '../cluster/client.ts';
-
-export const outputFormats = ['text', 'json', 'yaml'] as const;
-
-/**
- * Adds `-o, --output <format>`: text, json, yaml and the command's `extra` formats;
- * `fallback` when a command's natural output is not text (admission-params: yaml to apply).
- */
-export function withOutput(
-  command: Command,
-  extra: readonly string[] = [],
-  fallback = 'text',
-): Command {
-  return command.addOption(
-    new Option('-o, --output <format>', 'output format')
-      .choices([...outputFormats, ...extra])
-      .default(fallback),
-  );
-}
-
-/** json and yaml: the result (and an error) as an object on stdout, for programs. */
-export const isStructured = (format: string): boolean => format === 'json' || format === 'yaml';
-
-/** json and yaml render `value` itself; any other format is the command's `text()`. */
-export function formatOutput(format: string, value: unknown, text: () => string): string {
-  if (format === 'json') return `${JSON.stringify(value, null, 2)}\n`;
-  if (format === 'yaml') return stringify(value, { lineWidth: 0 });
-  return text();
-}
 
 export interface ClusterFlags {
   readonly kubeconfig?: string;
