@@ -22,6 +22,7 @@ import { TermWrites } from './loops/leadership.ts';
 import { createLogger, redactUrl, type Logger } from './observe/log.ts';
 import { collectProcessMetrics } from './observe/metrics.ts';
 import {
+  anchorAuditInLease,
   auditTarget,
   closeAudit,
   ignoredAuditSettings,
@@ -221,6 +222,7 @@ async function start(
   selfEvents.attach(selfRecorder);
   started('own events', () => closeEvents(selfRecorder, log));
   started('events', () => closeEvents(events.recorder, log));
+  anchorAuditInLease(audit, elector, config.lease, events.recorder);
 
   // 6. The loops, only during a leader term.
   const loops = superviseLoops({

@@ -49,6 +49,13 @@ export const auditPushSeconds = new Histogram({
   registers: [registry],
 });
 
+export const auditHistoryRewritten = new Gauge({
+  name: 'tollgate_audit_history_rewritten',
+  help: '1 while tollgate refuses the audit branch because it no longer contains the last audit commit tollgate pushed (its clone or the leader Lease remembers it): history was rewritten; nothing is pushed and strict writes are held.',
+  registers: [registry],
+});
+auditHistoryRewritten.set(0);
+
 export const auditDroppedTotal = new Counter({
   name: 'tollgate_audit_dropped_total',
   help: 'Decisions without a write (Hold, SkipStale, ...) refused because the audit backlog was full.',

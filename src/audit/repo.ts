@@ -34,7 +34,12 @@ import { systemClock } from '../lib/clock.ts';
 import { redactUrl, silentLogger, type Logger } from '../observe/log.ts';
 import { currentToken, type TokenSource } from '../policy/credentials.ts';
 import { parseTrailers, trailerKeys } from './message.ts';
-import { auditPushFailuresTotal, auditPushSeconds, type PushFailureReason } from './metrics.ts';
+import {
+  auditHistoryRewritten,
+  auditPushFailuresTotal,
+  auditPushSeconds,
+  type PushFailureReason,
+} from './metrics.ts';
 import type { SshSigner } from './sign.ts';
 import { addFile, diffTrees, lookup, type Repo } from './tree.ts';
 
@@ -101,9 +106,15 @@ export interface LocalCommit {
 export class AuditHistoryRewrittenError extends Error {
   readonly known: string;
   readonly remote: string;
-  constructor(branch: string, url: string, known: string, remote: string) {
+  constructor(
+    branch: string,
+    url: string,
+    known: string,
+    remote: string,
+    anchor = 'the last commit tollgate saw there',
+  ) {
     super(
-      `audit branch ${branch} on ${url} was rewritten: its tip ${remote.slice(0, 12)} does not contain ${known.slice(0, 12)}, the last commit tollgate saw there; refusing to build on it (a force push or reset); audit commits stay local until a person checks the branch (tollgate audit verify)`,
+      `audit branch ${branch} on ${url} was rewritten: its tip ${remote.slice(0, 12)} does not contain ${known.slice(0, 12)}, ${anchor}; refusing to build on it (a force push or reset); audit commits stay local until a person checks the branch (tollgate audit verify)`,
     );
     this.name = 'AuditHistoryRewrittenError';
     this.known = known;
@@ -217,6 +228,8 @@ export class AuditRepo implements Repo {
   readonly #shallowDepth: number;
   /** How many commits the next `deepen` adds: the clone's depth so far. */
   #depth: number;
+  /** Set when the remote was found rewritten against an anchor kept outside the clone. */
+  #refused: AuditHistoryRewrittenError | undefined;
 
   constructor(options: AuditRepoOptions) {
     this.gitdir = options.dir;
@@ -425,8 +438,38 @@ export class AuditRepo implements Repo {
       .catch(() => false);
   }
 
+  /**
+   * Refuses the remote from now on (fetch and push fail with `error`): the branch no
+   * longer holds a commit tollgate pushed, known from an anchor outside the clone (the
+   * leader Lease). Until a person checks the branch and the process is restarted.
+   */
+  refuse(error: AuditHistoryRewrittenError): void {
+    this.#refused = error;
+    auditHistoryRewritten.set(1);
+  }
+
+  /**
+   * Whether the remote branch, as last fetched, contains `oid` (a commit tollgate pushed
+   * earlier). A shallow clone is deepened until it holds the commit or is whole.
+   */
+  async contains(oid: string): Promise<boolean> {
+    const tip = await this.trackingTip();
+    if (tip === undefined) return false;
+    if (tip === oid) return true;
+    while (!(await this.#has(oid))) if (!(await this.deepen())) return false;
+    return git.isDescendent({
+      fs,
+      gitdir: this.gitdir,
+      oid: tip,
+      ancestor: oid,
+      depth: -1,
+      cache: this.cache,
+    });
+  }
+
   /** Refreshes the remote-tracking ref; undefined when the remote has no audit branch yet (empty repo or new branch). */
   async fetch(): Promise<string | undefined> {
+    if (this.#refused) throw this.#refused;
     const refs = await git.listServerRefs({
       http,
       url: this.url,
@@ -554,6 +597,7 @@ export class AuditRepo implements Repo {
       cache: this.cache,
     });
     if (grown) return;
+    auditHistoryRewritten.set(1);
     await git.writeRef({
       fs,
       gitdir: this.gitdir,
@@ -729,6 +773,10 @@ export class AuditRepo implements Repo {
    * Throws AuditPushError after the attempt or time bound; the commits stay local.
    */
   async push(): Promise<number> {
+    if (this.#refused) {
+      auditPushFailuresTotal.inc({ reason: 'rewritten' });
+      throw new AuditPushError(this.#refused.message, 'rewritten');
+    }
     const started = this.#clock.now();
     const wallStart = performance.now();
     let attempt = 0;

@@ -54,7 +54,7 @@ import {
 } from './record.ts';
 import { repoSource, type AuditSource } from './reader.ts';
 import { openIntents } from './recover.ts';
-import { AuditRepo, type RetryOptions } from './repo.ts';
+import { AuditHistoryRewrittenError, AuditRepo, type RetryOptions } from './repo.ts';
 import type { SshSigner } from './sign.ts';
 import type { AuditSink } from './types.ts';
 
@@ -77,6 +77,23 @@ export interface AuditStore {
 
 /** True while this process may record (it holds the leader lease); see GitAuditWriter.setFence. */
 export type AuditFence = () => boolean;
+
+/**
+ * The tamper anchor kept outside the branch and the clone (the leader Lease): the last
+ * audit commit pushed, as `<branch>@<oid>`. See GitAuditWriter.setAnchor.
+ */
+export interface AuditAnchor {
+  read(): string | undefined;
+  write(value: string): void;
+  /** Told once when the branch no longer contains the anchor (an Event, in production). */
+  rewritten?(error: AuditHistoryRewrittenError): void;
+}
+
+/** `<branch>@<oid>` of an anchor value; undefined when it is not one. */
+export function parseAnchor(value: string): { branch: string; oid: string } | undefined {
+  const match = /^(.+)@([0-9a-f]{40})$/.exec(value);
+  return match ? { branch: match[1] as string, oid: match[2] as string } : undefined;
+}
 
 export interface Timers {
   set(callback: () => void, ms: number): unknown;
@@ -194,6 +211,7 @@ export class GitAuditWriter implements AuditSink {
   #retryDelay: number;
   #closed = false;
   #fence: AuditFence = () => true;
+  #anchor: AuditAnchor | undefined;
   #commitsSinceMaintenance = 0;
   readonly #maintainEvery: number;
   /** This cluster's open intents, known from term start on (undefined before: no checkpoint). */
@@ -316,6 +334,53 @@ export class GitAuditWriter implements AuditSink {
   }
 
   /**
+   * The tamper anchor outside the branch: after every push the pushed tip is written to
+   * it, and at term start (reconcile) the fetched branch must still contain the commit
+   * it names; else the branch was rewritten (a force push, reset or deletion), even when
+   * this clone is new. tollgate then refuses the remote: reconcile rejects, nothing is
+   * pushed (strict writes are held), `tollgate_audit_history_rewritten` is 1, the
+   * error is logged and `anchor.rewritten` is told.
+   */
+  setAnchor(anchor: AuditAnchor): void {
+    this.#anchor = anchor;
+  }
+
+  /** Refuses a branch that lost the anchored commit (see setAnchor). */
+  async #checkAnchor(): Promise<void> {
+    const value = this.#anchor?.read();
+    const repo = this.#store;
+    if (value === undefined || !(repo instanceof AuditRepo)) return;
+    const anchor = parseAnchor(value);
+    if (anchor === undefined || anchor.branch !== repo.branch) {
+      this.#logger.warn(
+        { anchor: value, branch: repo.branch },
+        'audit anchor not for this branch; not checked',
+      );
+      return;
+    }
+    if (await repo.contains(anchor.oid)) return;
+    const error = new AuditHistoryRewrittenError(
+      repo.branch,
+      repo.url,
+      anchor.oid,
+      (await repo.trackingTip()) ?? '(deleted)',
+      'the last audit commit tollgate pushed (recorded in the leader Lease)',
+    );
+    repo.refuse(error);
+    this.#logger.error({ err: error.message }, 'audit branch rewritten; refusing it');
+    this.#anchor?.rewritten?.(error);
+    throw error;
+  }
+
+  /** After a push: the pushed tip becomes the anchor. */
+  async #writeAnchor(): Promise<void> {
+    const repo = this.#store;
+    if (!this.#anchor || !(repo instanceof AuditRepo)) return;
+    const tip = await repo.trackingTip();
+    if (tip !== undefined) this.#anchor.write(`${repo.branch}@${tip}`);
+  }
+
+  /**
    * Term start, before recovery reads the trail: refresh from the remote, push what an
    * earlier run or term left unpushed, and move the local branch to the remote tip, so
    * the clone recovery reads holds every intent and outcome exactly once. Rejects while
@@ -326,6 +391,7 @@ export class GitAuditWriter implements AuditSink {
     const sync = this.#store.sync?.bind(this.#store);
     const run = this.#chain.then(async () => {
       if (sync) await sync();
+      await this.#checkAnchor();
       const left = await this.#store.unpushed();
       this.#unpushed = left.reduce((sum, commit) => sum + commit.decisions, 0);
       this.#unpushedCommits = left.length;
@@ -531,6 +597,7 @@ export class GitAuditWriter implements AuditSink {
         this.#unpushed = 0;
         this.#unpushedCommits = 0;
         this.#retryDelay = this.#retryIntervalMs;
+        await this.#writeAnchor();
         await this.#maintain();
       } catch (error) {
         failure = error instanceof Error ? error : new Error(String(error));

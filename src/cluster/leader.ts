@@ -124,6 +124,8 @@ export class LeaderElector {
   #running: Promise<void> | undefined;
   #started: Listener[] = [];
   #stopped: Listener[] = [];
+  /** Annotations this replica sets on the Lease from its next write on (setAnnotation). */
+  readonly #annotations: Record<string, string> = {};
 
   constructor(options: LeaderElectorOptions) {
     this.timings = validateLeaderTimings(options.timings ?? DEFAULT_LEADER_TIMINGS);
@@ -150,6 +152,20 @@ export class LeaderElector {
         renewDeadlineMs: this.timings.renewDeadlineMs,
       })
     );
+  }
+
+  /**
+   * Carried on the Lease from this replica's next write (a renewal: within a retry
+   * period) on; a successor's writes keep it until it sets its own. The audit trail
+   * keeps its tamper anchor here (src/run/audit.ts).
+   */
+  setAnnotation(key: string, value: string): void {
+    this.#annotations[key] = value;
+  }
+
+  /** An annotation of the Lease as last read or written by this replica. */
+  annotation(key: string): string | undefined {
+    return this.#record?.metadata?.annotations?.[key];
   }
 
   /** Called before every API write: false means do not write. */
@@ -270,10 +286,16 @@ export class LeaderElector {
     const spec = current?.spec ?? {};
     const newTerm = action !== 'renew';
     const transitions = action === 'create' ? 0 : (spec.leaseTransitions ?? 0) + (newTerm ? 1 : 0);
+    const annotations = { ...current?.metadata?.annotations, ...this.#annotations };
     const body: V1Lease = {
       apiVersion: 'coordination.k8s.io/v1',
       kind: 'Lease',
-      metadata: { ...(current?.metadata ?? {}), name: this.#name, namespace: this.#namespace },
+      metadata: {
+        ...(current?.metadata ?? {}),
+        ...(Object.keys(annotations).length > 0 ? { annotations } : {}),
+        name: this.#name,
+        namespace: this.#namespace,
+      },
       spec: {
         holderIdentity: this.identity,
         leaseDurationSeconds: this.timings.leaseDurationMs / 1000,

@@ -8,6 +8,8 @@ import { openAuditSource } from '../audit/reader.ts';
 import { sshSigner, type SshSigner } from '../audit/sign.ts';
 import type { AuditSink } from '../audit/types.ts';
 import { GitAuditWriter } from '../audit/writer.ts';
+import type { EventRecorder } from '../cluster/events.ts';
+import type { LeaderElector } from '../cluster/leader.ts';
 import type { RunConfig } from '../cli/run-config.ts';
 import type { ClusterView } from '../cluster/types.ts';
 import { systemClock } from '../lib/clock.ts';
@@ -96,6 +98,43 @@ function signerFrom(path: string | undefined): SshSigner | undefined {
     );
   }
   return sshSigner(text, `--audit-signing-key-file ${path}`);
+}
+
+/** The Lease annotation that holds the audit trail's tamper anchor (`<branch>@<oid>`). */
+export const auditAnchorAnnotation = 'tollgate.io/audit-anchor';
+
+/**
+ * The last pushed audit commit is kept on the leader Lease, where the cluster keeps it
+ * and a force push to the Git server cannot reach: every push updates it (on the next
+ * renewal), and each term start checks the branch still contains it (GitAuditWriter
+ * .setAnchor). A rewritten branch is refused with a Warning Event on the Lease
+ * (reason AuditHistoryRewritten), besides the log line and the metric.
+ */
+export function anchorAuditInLease(
+  audit: Pick<GitAuditWriter, 'setAnchor'>,
+  elector: Pick<LeaderElector, 'annotation' | 'setAnnotation'>,
+  lease: { readonly namespace: string; readonly name: string },
+  events: Pick<EventRecorder, 'record'> | undefined,
+): void {
+  audit.setAnchor({
+    read: () => elector.annotation(auditAnchorAnnotation),
+    write: (value) => elector.setAnnotation(auditAnchorAnnotation, value),
+    rewritten: (error) =>
+      events?.record(
+        {
+          ...lease,
+          uid: '',
+          apiVersion: 'coordination.k8s.io/v1',
+          kind: 'Lease',
+        },
+        {
+          type: 'Warning',
+          reason: 'AuditHistoryRewritten',
+          action: 'Refuse',
+          note: error.message,
+        },
+      ),
+  });
 }
 
 /** A last flush (a failure leaves the commits queued locally), then close. */

@@ -402,6 +402,15 @@ describe('alert rules on the series tollgate exports', () => {
       labels: {},
     },
     {
+      alert: 'TollgateAuditHistoryRewritten',
+      series: [
+        { series: 'tollgate_audit_history_rewritten{pod="tollgate-a"}', values: '0x10 1x40' },
+      ],
+      silentAt: '10m',
+      firingAt: '15m',
+      labels: {},
+    },
+    {
       alert: 'TollgateWritePathDegraded',
       series: [{ series: 'tollgate_dispatch_degraded{pod="tollgate-a"}', values: '0x10 1x40' }],
       silentAt: '15m',
@@ -467,6 +476,7 @@ describe('alert rules on the series tollgate exports', () => {
             values: '0+1x200',
           },
           { series: 'tollgate_audit_backlog{pod="tollgate-a"}', values: '0x200' },
+          { series: 'tollgate_audit_history_rewritten{pod="tollgate-a"}', values: '0x200' },
           { series: 'tollgate_expired_total{pod="tollgate-a",action="Review"}', values: '0x200' },
           {
             series: 'tollgate_releases_total{pod="tollgate-a",tenant="team-a",result="stale"}',
