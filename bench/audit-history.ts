@@ -12,9 +12,15 @@
  *   stay near 1: the cost of a commit must not grow with history);
  * - disk of the server's bare repository and of the writer's clone after maintenance,
  *   bytes per record;
- * - term start on a fresh cache (open = fetch, reconcile, recovery read of the trail):
- *   time and peak heap, in a child process;
+ * - term start on a fresh cache (open = shallow fetch, reconcile, recovery read back to
+ *   the last checkpoint): time, peak heap and commits read, in a child process, at half
+ *   the history and at all of it (their ratio must stay near 1: term start must not
+ *   grow with history);
  * - `tollgate audit verify` over the writer's clone: time and peak RSS (/usr/bin/time).
+ *
+ * Memory of the bench itself stays bounded whatever `--records`: decisions are made per
+ * commit and dropped once pushed; it keeps one number per commit (latencies) and reports
+ * its own peak RSS, so a 1,000,000-record run (50,000 commits) needs no more than this one.
  */
 import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
@@ -22,7 +28,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import { AuditRepo } from '../src/audit/repo.ts';
-import { GitAuditWriter } from '../src/audit/writer.ts';
+import { GitAuditWriter, openIntentsDeepening } from '../src/audit/writer.ts';
 import { timedStore } from './audit-lib.ts';
 import type { Decision } from '../src/decide/decision.ts';
 import { parseDuration, ManualClock } from '../src/lib/clock.ts';
@@ -40,12 +46,19 @@ const { values } = parseArgs({
   },
 });
 
-/** Child mode: one term start on a fresh cache; prints JSON {ms, peakHeapMiB, open}. */
+interface TermStart {
+  readonly ms: number;
+  readonly peakHeapMiB: number;
+  readonly open: number;
+  readonly commitsRead: number;
+}
+
+/** Child mode: one term start on a fresh cache; prints JSON TermStart. */
 async function termStart(url: string): Promise<void> {
   let peak = 0;
   const sample = setInterval(() => (peak = Math.max(peak, process.memoryUsage().heapUsed)), 5);
   const started = performance.now();
-  const { writer } = await GitAuditWriter.open({
+  const { writer, repo } = await GitAuditWriter.open({
     url,
     token: process.env.BENCH_GIT_TOKEN ?? '',
     cacheDir: mkdtempSync(join(tmpdir(), 'tollgate-bench-term-')),
@@ -54,15 +67,20 @@ async function termStart(url: string): Promise<void> {
     batch: { maxDecisions: 500, maxDelayMs: 200 },
     leftoversAtTermStart: true,
   });
-  const source = await writer.reconcile();
-  const { openIntents } = await import('../src/audit/recover.ts');
-  const open = source ? await openIntents(source, 'bench') : [];
+  await writer.reconcile();
+  // The read recovery does (reconcile did it once to seed the writer's open intents).
+  const stats = { commits: 0 };
+  const open = await openIntentsDeepening(repo, 'bench', stats);
   const ms = performance.now() - started;
   clearInterval(sample);
   peak = Math.max(peak, process.memoryUsage().heapUsed);
-  process.stdout.write(
-    `${JSON.stringify({ ms, peakHeapMiB: peak / 2 ** 20, open: open.length })}\n`,
-  );
+  const result: TermStart = {
+    ms,
+    peakHeapMiB: peak / 2 ** 20,
+    open: open.length,
+    commitsRead: stats.commits,
+  };
+  process.stdout.write(`${JSON.stringify(result)}\n`);
   await writer.close();
 }
 
@@ -105,6 +123,7 @@ const writer = new GitAuditWriter({
   batch: { maxDecisions: perCommit, maxDelayMs: 1_000 },
   clock,
 });
+writer.seedOpenIntents([]); // a new branch: nothing open (checkpoints from here on)
 
 function decision(index: number): Decision {
   const name = `p${index}`;
@@ -133,8 +152,32 @@ function decision(index: number): Decision {
   };
 }
 
+/** A term start on a fresh cache against the branch as it is now, in a child process. */
+const measureTermStart = (): Promise<TermStart> =>
+  new Promise<TermStart>((resolve, reject) => {
+    const child = spawn(
+      process.execPath,
+      [join(root, 'bench/audit-history.ts'), '--term-start', url],
+      {
+        env: { ...process.env, BENCH_GIT_TOKEN: server.token },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.on('exit', (code) =>
+      code === 0
+        ? resolve(JSON.parse(out.trim().split('\n').at(-1) as string) as TermStart)
+        : reject(new Error(`term start exited ${code}`)),
+    );
+  });
+
+let peakRss = 0;
+const rssSample = setInterval(() => (peakRss = Math.max(peakRss, process.memoryUsage().rss)), 100);
+let halfway: TermStart | undefined;
 const started = performance.now();
 for (let done = 0; done < total; done += 2 * perCommit) {
+  if (halfway === undefined && done >= total / 2) halfway = await measureTermStart();
   const intents = Array.from({ length: perCommit }, (_, index) => decision(done + index));
   clock.advance(everyMs);
   await writer.recordIntents(intents);
@@ -151,25 +194,9 @@ const commits = commitMs.length;
 const serverKiB = (await duKiB(bare)) - emptyKiB;
 const cloneKiB = await duKiB(join(cacheDir, 'audit.git'));
 
-const term = await new Promise<{ ms: number; peakHeapMiB: number; open: number }>(
-  (resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      [join(root, 'bench/audit-history.ts'), '--term-start', url],
-      {
-        env: { ...process.env, BENCH_GIT_TOKEN: server.token },
-        stdio: ['ignore', 'pipe', 'inherit'],
-      },
-    );
-    let out = '';
-    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    child.on('exit', (code) =>
-      code === 0
-        ? resolve(JSON.parse(out.trim().split('\n').at(-1) as string))
-        : reject(new Error(`term start exited ${code}`)),
-    );
-  },
-);
+const term = await measureTermStart();
+clearInterval(rssSample);
+const half = halfway ?? term;
 
 const verify = await run(
   '/usr/bin/time',
@@ -199,7 +226,8 @@ const report = [
   `commit median first 5% ${firstCommit.toFixed(1)} ms, last 5% ${lastCommit.toFixed(1)} ms (ratio ${(lastCommit / firstCommit).toFixed(2)})`,
   `push median first 5% ${firstPush.toFixed(1)} ms, last 5% ${lastPush.toFixed(1)} ms (ratio ${(lastPush / firstPush).toFixed(2)})`,
   `disk: server repo ${(serverKiB / 1024).toFixed(1)} MiB (${((serverKiB * 1024) / total).toFixed(0)} B/record), writer clone after maintenance ${(cloneKiB / 1024).toFixed(1)} MiB (${((cloneKiB * 1024) / total).toFixed(0)} B/record)`,
-  `term start (fresh cache: fetch + reconcile + recovery read): ${term.ms.toFixed(0)} ms, peak heap ${term.peakHeapMiB.toFixed(0)} MiB, open intents ${term.open}`,
+  `term start (fresh cache: shallow fetch + reconcile + recovery read to the last checkpoint), half the history / all of it: ${half.ms.toFixed(0)} / ${term.ms.toFixed(0)} ms (ratio ${(term.ms / half.ms).toFixed(2)}), peak heap ${half.peakHeapMiB.toFixed(0)} / ${term.peakHeapMiB.toFixed(0)} MiB (ratio ${(term.peakHeapMiB / half.peakHeapMiB).toFixed(2)}), commits read ${half.commitsRead} / ${term.commitsRead}, open intents ${term.open}`,
+  `bench process peak RSS ${(peakRss / 2 ** 20).toFixed(0)} MiB`,
   `verify over the clone: ${(verify.stderr.match(/TIME .*/)?.[0] ?? verify.stderr.slice(-200)).replace('TIME ', '')}; ${verify.stdout.split('\n')[0]}`,
 ];
 process.stdout.write(`${report.join('\n')}\n`);

@@ -81,7 +81,8 @@ export interface AuditRepoOptions {
   /**
    * A fresh clone fetches this many commits of the branch, not its whole history; term
    * start deepens it (doubling) only while recovery has not reached a checkpoint of open
-   * intents (checkpoint.ts). Default 1,000; 0 fetches the whole history (readers).
+   * intents (checkpoint.ts). Default 500 (the writer checkpoints every 200 of its
+   * commits); 0 fetches the whole history (readers).
    */
   readonly shallowDepth?: number;
 }
@@ -263,7 +264,7 @@ export class AuditRepo implements Repo {
     this.#retry = { ...defaultRetry, ...options.retry };
     this.#random = options.random ?? Math.random;
     this.#signer = options.signer;
-    this.#shallowDepth = options.shallowDepth ?? 1_000;
+    this.#shallowDepth = options.shallowDepth ?? 500;
     this.#depth = this.#shallowDepth;
     this.#sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
   }

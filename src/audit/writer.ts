@@ -122,7 +122,7 @@ export interface AuditWriterOptions {
   readonly maxBacklog?: number;
   /** Local clone maintenance (pack, prune) after this many commits, once they are pushed (default 200). */
   readonly maintainEvery?: number;
-  /** A checkpoint of open intents (checkpoint.ts) after this many commits (default 1,000). */
+  /** A checkpoint of open intents (checkpoint.ts) after this many commits (default 200). */
   readonly checkpointEvery?: number;
   /** First delay before a background push retry after a failed cycle; doubles up to 5 minutes. */
   readonly retryIntervalMs?: number;
@@ -227,7 +227,7 @@ export class GitAuditWriter implements AuditSink {
     this.#limits = options.batch;
     this.#maxBacklog = options.maxBacklog ?? 100_000;
     this.#maintainEvery = options.maintainEvery ?? 200;
-    this.#checkpointEvery = options.checkpointEvery ?? 1_000;
+    this.#checkpointEvery = options.checkpointEvery ?? 200;
     this.#retryIntervalMs = options.retryIntervalMs ?? Math.max(1_000, options.batch.maxDelayMs);
     this.#retryDelay = this.#retryIntervalMs;
     this.#clock = options.clock ?? systemClock;
