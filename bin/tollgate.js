@@ -1,3 +1,9 @@
 #!/usr/bin/env node
 // tollgate runs its TypeScript sources directly on Node 24 (type stripping); no build step.
-import '../src/cli/main.ts';
+// V8's compile cache (Node keeps it under the OS temp folder, TypeScript already stripped)
+// lets a repeated start, such as `tollgate validate` in an editor's save hook, skip parsing
+// and type stripping; where the cache cannot be written it is simply not used.
+import module from 'node:module';
+
+module.enableCompileCache?.();
+await import('../src/cli/main.ts');
