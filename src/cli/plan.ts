@@ -34,6 +34,7 @@ import {
   withResize,
 } from '../decide/plan-diff.ts';
 import { planResize, type SignalsFor } from '../decide/plan-resize.ts';
+import { approvalHits, formatApprovalHits } from '../decide/approvals.ts';
 import type { ResizePodLike } from '../decide/resize-objects.ts';
 import { resizePodsByPolicy } from '../decide/resize-match.ts';
 import { defaultStepMs, readResizeSignals, type ResizeReadings } from '../loops/resize-readings.ts';
@@ -76,6 +77,7 @@ async function loadPolicy(
   ref: string | undefined,
   path: string | undefined,
   token: string | undefined,
+  now: number,
 ): Promise<Loaded> {
   const remote = isGitUrl(location);
   if (!remote) {
@@ -92,6 +94,8 @@ async function loadPolicy(
       ...(path ? { path } : {}),
       ...(remote && token ? { token } : {}),
       ...(cacheDir ? { cacheDir } : {}),
+      // A folder's approvals count as merged at --now (see policy/approval-times.ts).
+      clock: { now: () => now },
     });
     const outcome = await source.poll();
     switch (outcome.kind) {
@@ -186,6 +190,7 @@ export async function runPlan(options: PlanOptions, io: PlanIo): Promise<number>
       options.ref,
       options.path,
       args.token,
+      args.now,
     );
     if (proposed.kind === 'invalid') return reportInvalidProposal(proposed, output, io);
     const base = await loadBase(options, args);
@@ -215,9 +220,12 @@ export async function runPlan(options: PlanOptions, io: PlanIo): Promise<number>
         planResize(base.policy, proposed.policy, running, nodes, args.now, signals),
       );
     }
+    const hits = approvalHits(proposed.policy, pods, args.now);
     io.stdout(
-      formatOutput(output, diff, () =>
-        output === 'markdown' ? formatMarkdown(diff) : formatText(diff),
+      formatOutput(output, hits.length > 0 ? { ...diff, approvals: hits } : diff, () =>
+        output === 'markdown'
+          ? formatMarkdown(diff) + formatApprovalHits(hits, true)
+          : formatText(diff) + formatApprovalHits(hits, false),
       ),
     );
     return hasDifferences(diff) ? 3 : 0;
@@ -286,8 +294,14 @@ async function loadBase(
   args: PlanArguments,
 ): Promise<Extract<Loaded, { kind: 'ok' }>> {
   const base = args.baseIsDir
-    ? await loadPolicy(options.base as string, undefined, options.path, undefined)
-    : await loadPolicy(options.policy as string, options.base ?? 'main', options.path, args.token);
+    ? await loadPolicy(options.base as string, undefined, options.path, undefined, args.now)
+    : await loadPolicy(
+        options.policy as string,
+        options.base ?? 'main',
+        options.path,
+        args.token,
+        args.now,
+      );
   if (base.kind === 'invalid') {
     throw new UsageError(
       `base policy ${base.location} is invalid (${base.errors.length} error(s)): ${base.errors[0]}`,

@@ -134,9 +134,8 @@ export function approvalWarnings(policy: Policy, now: number): PolicyError[] {
     ...expiredWarning(a, now),
     ...podTargetWarning(policy, a),
     ...resumeWarning(policy, a),
-    ...(a.target.kind === 'Pod'
-      ? podNameWarning(a, 'spec.target.name', a.target.name)
-      : podNameWarning(a, 'spec.target.pod', a.target.pod)),
+    ...(a.target.kind === 'Pod' ? podNameWarning(a, 'spec.target.name', a.target.name) : []),
+    ...(a.target.kind === 'ResizePolicy' ? podNameWarning(a, 'spec.target.pod', a.target.pod) : []),
   ]);
 }
 

@@ -4,7 +4,8 @@
  * Pure: everything the evaluation needs is passed in.
  */
 import type { ConditionInput } from './decision.ts';
-import type { Approval, GateCondition, Policy } from '../policy/model.ts';
+import type { Approval, GateCondition, GatePolicy, Policy } from '../policy/model.ts';
+import { approvalInForce, approvalTargets } from './approvals.ts';
 import { imageMatches, normaliseImage, type ImageRef } from './images.ts';
 import { chargeReason, classifyPod } from './lifecycle.ts';
 import type { NodeLike, PodLike, ClusterSnapshot } from './objects.ts';
@@ -194,24 +195,19 @@ export function evaluateObjectCondition(
 }
 
 /**
- * The unexpired approval of `action` for this pod: by namespace and name, and by uid
- * when the approval names one, so it never carries over to a later pod of the same
- * name (a StatefulSet replica, a re-created job).
+ * The unexpired approval of `action` that reaches this pod (gated under `gatePolicy`):
+ * bound to the pod's uid, or to pods created before the approval was merged, so it
+ * never carries over to a later pod of the same name (see approvals.ts).
  */
 export function approvalFor(
   approvals: readonly Approval[],
   pod: PodLike,
   action: 'Release' | 'Cancel',
   now: number,
+  gatePolicy?: GatePolicy,
 ): Approval | undefined {
   return approvals.find(
-    (a) =>
-      a.action === action &&
-      a.target.kind === 'Pod' &&
-      a.target.namespace === pod.metadata?.namespace &&
-      a.target.name === pod.metadata?.name &&
-      (a.target.uid === undefined || a.target.uid === pod.metadata?.uid?.toLowerCase()) &&
-      (a.expiresAt === undefined || a.expiresAt > now),
+    (a) => a.action === action && approvalInForce(a, now) && approvalTargets(a, pod, gatePolicy),
   );
 }
 
@@ -219,8 +215,9 @@ export function evaluateApproved(
   pod: PodLike,
   approvals: readonly Approval[],
   now: number,
+  gatePolicy?: GatePolicy,
 ): ConditionInput {
-  const approval = approvalFor(approvals, pod, 'Release', now);
+  const approval = approvalFor(approvals, pod, 'Release', now, gatePolicy);
   return {
     condition: 'Approved',
     met: approval !== undefined,

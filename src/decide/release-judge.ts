@@ -156,7 +156,7 @@ function judgeOrphan(pod: PodLike, context: JudgeContext): PodJudgement {
         const reason = `${why}; awaiting an Approval`;
         return { verdicts: [{ kind: 'Review', pod, tenant, gatePolicy, inputs, reason, mark }] };
       }
-      const approved = evaluateApproved(pod, policy.approvals, now);
+      const approved = evaluateApproved(pod, policy.approvals, now, gatePolicy);
       if (approved.met) return candidateOf(pod, owned, [...inputs, approved], `${why}; approved`);
       const reason = `${why}; in review: waiting for an Approval (Release or Cancel)`;
       const held = holdVerdict(pod, tenant, gatePolicy, [...inputs, approved], 'Orphaned', reason);
@@ -190,7 +190,7 @@ function cancelByApproval(
   { tenant, gatePolicy }: PolicyGate,
   context: JudgeContext,
 ): Verdict | undefined {
-  const cancel = approvalFor(context.policy.approvals, pod, 'Cancel', context.now);
+  const cancel = approvalFor(context.policy.approvals, pod, 'Cancel', context.now, gatePolicy);
   if (!cancel) return undefined;
   const inputs: ConditionInput[] = [
     {
@@ -247,7 +247,7 @@ function judgeExpired(
           ],
         };
       }
-      const approved = evaluateApproved(pod, policy.approvals, now);
+      const approved = evaluateApproved(pod, policy.approvals, now, gatePolicy);
       if (approved.met)
         return candidateOf(pod, owned, [...inputs, approved], 'in review; approved');
       const reason = 'in review: waiting for an Approval (Release or Cancel)';
@@ -290,7 +290,7 @@ function evaluateConditions(
         );
         break;
       case 'Approved':
-        inputs.push(evaluateApproved(pod, context.policy.approvals, context.now));
+        inputs.push(evaluateApproved(pod, context.policy.approvals, context.now, gatePolicy));
         break;
     }
   }

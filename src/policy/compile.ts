@@ -29,6 +29,7 @@ import type {
 } from './generated/index.ts';
 import type {
   Approval,
+  ApprovalTarget,
   Bounds,
   GateCondition,
   GatePolicy,
@@ -168,7 +169,8 @@ export function compilePolicy(documents: readonly ParsedDocument[], commit: stri
   const staleness = compileTheStaleness(all, reporter);
   const approvals: Approval[] = [];
   for (const a of all<ApprovalDocument>('Approval')) {
-    const compiled = compileApproval(a, reporter.at(a), namespaceOwner, resizePolicies, tenants);
+    const refs = { namespaceOwner, tenants, gatePolicies, resizePolicies };
+    const compiled = compileApproval(a, reporter.at(a), refs);
     if (compiled) approvals.push(compiled);
   }
 
@@ -645,77 +647,159 @@ function compileStaleness(s: Located<StalenessPolicyDocument>, report: Report): 
   };
 }
 
+/** What an Approval's target may name, compiled before the approvals. */
+interface ApprovalRefs {
+  readonly namespaceOwner: ReadonlyMap<string, string>;
+  readonly tenants: ReadonlyMap<string, Tenant>;
+  readonly gatePolicies: readonly GatePolicy[];
+  readonly resizePolicies: readonly ResizePolicy[];
+}
+
+type TargetDocument = ApprovalDocument['spec']['target'];
+
 function compileApproval(
   a: Located<ApprovalDocument>,
   report: Report,
-  namespaceOwner: ReadonlyMap<string, string>,
-  resizePolicies: readonly ResizePolicy[],
-  tenants: ReadonlyMap<string, Tenant>,
+  refs: ApprovalRefs,
 ): Approval | undefined {
   const spec = a.doc.spec;
-  const target = spec.target;
   let ok = true;
-  if (target.kind === 'Pod') {
-    if (spec.action === 'Resume') {
-      report('spec.action', 'Resume applies to a ResizePolicy target, not a Pod');
-      ok = false;
-    }
-    if (!namespaceOwner.has(target.namespace)) {
-      report('spec.target.namespace', `namespace "${target.namespace}" belongs to no tenant`);
-      ok = false;
-    }
-  } else {
-    if (spec.action !== 'Resume') {
-      report(
-        'spec.action',
-        `${spec.action} applies to a Pod target; a ResizePolicy target takes Resume`,
-      );
-      ok = false;
-    }
-    const policy = resizePolicies.find((p) => p.name === target.name);
-    if (!policy) {
-      report('spec.target.name', `ResizePolicy "${target.name}" is not defined`);
-      ok = false;
-    } else if (target.namespace !== undefined) {
-      const owned = tenants.get(policy.tenant)?.namespaces ?? [];
-      if (!owned.includes(target.namespace)) {
-        report(
-          'spec.target.namespace',
-          `namespace "${target.namespace}" is outside tenant "${policy.tenant}" of ResizePolicy "${policy.name}"`,
-        );
-        ok = false;
-      }
-    }
+  const fail: Report = (path, message) => {
+    report(path, message);
+    ok = false;
+  };
+  const resume = spec.target.kind === 'ResizePolicy';
+  if (resume !== (spec.action === 'Resume')) {
+    fail(
+      'spec.action',
+      resume
+        ? `${spec.action} applies to a pod target (Pod, Pods, Gang, GatePolicy); a ResizePolicy target takes Resume`
+        : `Resume applies to a ResizePolicy target, not a ${spec.target.kind}`,
+    );
   }
+  const target = approvalTarget(spec.target, fail, refs);
   let expiresAt: number | undefined;
   if (spec.expiresAt !== undefined) {
     expiresAt = Date.parse(spec.expiresAt);
-    if (Number.isNaN(expiresAt)) {
-      report('spec.expiresAt', `"${spec.expiresAt}" is not an RFC 3339 time`);
-      ok = false;
-    }
+    if (Number.isNaN(expiresAt))
+      fail('spec.expiresAt', `"${spec.expiresAt}" is not an RFC 3339 time`);
   }
-  if (!ok) return undefined;
+  if (!ok || !target) return undefined;
   return {
     name: a.doc.metadata.name,
     source: { file: a.file, document: a.index },
     action: spec.action,
-    target:
-      target.kind === 'Pod'
-        ? {
-            kind: 'Pod',
-            namespace: target.namespace,
-            name: target.name,
-            ...(target.uid !== undefined ? { uid: target.uid.toLowerCase() } : {}),
-          }
-        : {
-            kind: 'ResizePolicy',
-            name: target.name,
-            ...(target.namespace !== undefined ? { namespace: target.namespace } : {}),
-            ...(target.pod !== undefined ? { pod: target.pod } : {}),
-          },
+    target,
     approvedBy: spec.approvedBy,
     reason: spec.reason,
     ...(expiresAt !== undefined ? { expiresAt } : {}),
+  };
+}
+
+/** The target, checked against what it names (namespaces of a tenant, existing policies). */
+function approvalTarget(
+  target: TargetDocument,
+  fail: Report,
+  refs: ApprovalRefs,
+): ApprovalTarget | undefined {
+  const inTenant = (namespace: string) => {
+    if (refs.namespaceOwner.has(namespace)) return true;
+    fail('spec.target.namespace', `namespace "${namespace}" belongs to no tenant`);
+    return false;
+  };
+  switch (target.kind) {
+    case 'Pod':
+      if (!inTenant(target.namespace)) return undefined;
+      return {
+        kind: 'Pod',
+        namespace: target.namespace,
+        name: target.name,
+        ...(target.uid !== undefined ? { uid: target.uid.toLowerCase() } : {}),
+      };
+    case 'Pods': {
+      const selector = selectorOf(
+        (path, message) => fail(path.replace(/^spec\./, 'spec.target.'), message),
+        target.selector,
+      );
+      if (Object.keys(selector.matchLabels).length + selector.matchExpressions.length === 0)
+        fail(
+          'spec.target.selector',
+          'an empty selector would pick every pod of the namespace; name them, or target the GatePolicy',
+        );
+      if (!inTenant(target.namespace)) return undefined;
+      return { kind: 'Pods', namespace: target.namespace, selector };
+    }
+    case 'Gang':
+      return gangTarget(target, fail, refs);
+    case 'GatePolicy':
+      if (refs.gatePolicies.some((g) => g.name === target.name))
+        return { kind: 'GatePolicy', name: target.name };
+      fail('spec.target.name', `GatePolicy "${target.name}" is not defined`);
+      return undefined;
+    case 'ResizePolicy':
+      return resizeTarget(target, fail, refs);
+  }
+}
+
+function gangTarget(
+  target: Extract<TargetDocument, { kind: 'Gang' }>,
+  fail: Report,
+  refs: ApprovalRefs,
+): ApprovalTarget | undefined {
+  const policy = refs.gatePolicies.find((g) => g.name === target.gatePolicy);
+  if (!policy) {
+    fail('spec.target.gatePolicy', `GatePolicy "${target.gatePolicy}" is not defined`);
+    return undefined;
+  }
+  const gang = policy.conditions.find((c) => c.type === 'GangComplete');
+  if (!gang) {
+    fail(
+      'spec.target.gatePolicy',
+      `GatePolicy "${policy.name}" has no GangComplete condition, so no gangs`,
+    );
+    return undefined;
+  }
+  if (!(refs.tenants.get(policy.tenant)?.namespaces ?? []).includes(target.namespace)) {
+    fail(
+      'spec.target.namespace',
+      `namespace "${target.namespace}" is outside tenant "${policy.tenant}" of GatePolicy "${policy.name}"`,
+    );
+    return undefined;
+  }
+  const { namespace, gang: value } = target;
+  return {
+    kind: 'Gang',
+    gatePolicy: policy.name,
+    namespace,
+    groupLabel: gang.groupLabel,
+    gang: value,
+  };
+}
+
+function resizeTarget(
+  target: Extract<TargetDocument, { kind: 'ResizePolicy' }>,
+  fail: Report,
+  refs: ApprovalRefs,
+): ApprovalTarget | undefined {
+  const policy = refs.resizePolicies.find((p) => p.name === target.name);
+  if (!policy) {
+    fail('spec.target.name', `ResizePolicy "${target.name}" is not defined`);
+    return undefined;
+  }
+  if (target.namespace !== undefined) {
+    const owned = refs.tenants.get(policy.tenant)?.namespaces ?? [];
+    if (!owned.includes(target.namespace)) {
+      fail(
+        'spec.target.namespace',
+        `namespace "${target.namespace}" is outside tenant "${policy.tenant}" of ResizePolicy "${policy.name}"`,
+      );
+      return undefined;
+    }
+  }
+  return {
+    kind: 'ResizePolicy',
+    name: target.name,
+    ...(target.namespace !== undefined ? { namespace: target.namespace } : {}),
+    ...(target.pod !== undefined ? { pod: target.pod } : {}),
   };
 }

@@ -277,6 +277,37 @@ export class GitPolicyReader {
     }
   }
 
+  /**
+   * When `file` (a path inside the policy folder) last changed up to `commit`: the
+   * committer time (epoch ms) of the newest commit that changed it; undefined when the
+   * history cannot be read (approval-times.ts falls back to the commit's own time).
+   */
+  async fileChangedAt(commit: string, file: string): Promise<number | undefined> {
+    try {
+      const [last] = await git.log({
+        fs,
+        gitdir: this.#gitdir,
+        ref: commit,
+        filepath: this.path ? `${this.path}/${file}` : file,
+        depth: 1,
+        cache: this.#cache,
+      });
+      return last ? last.commit.committer.timestamp * 1000 : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** The committer time (epoch ms) of `commit`. */
+  async commitTime(commit: string): Promise<number | undefined> {
+    try {
+      const { commit: c } = await git.readCommit({ fs, gitdir: this.#gitdir, oid: commit });
+      return c.committer.timestamp * 1000;
+    } catch {
+      return undefined;
+    }
+  }
+
   /** Reads the policy files under `path` of a commit, with the same caps as a folder. */
   async readTree(commit: string): Promise<FetchedTree> {
     const files: PolicyFile[] = [];

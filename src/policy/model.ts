@@ -177,29 +177,49 @@ export interface StalenessPolicy {
 
 export type ApprovalAction = 'Release' | 'Cancel' | 'Resume';
 
+export type ApprovalTarget =
+  | {
+      readonly kind: 'Pod';
+      readonly namespace: string;
+      readonly name: string;
+      /** The pod's uid: the approval binds to that one pod, never to a later one of the same name. */
+      readonly uid?: string;
+    }
+  /** The pods of a namespace a label selector picks. */
+  | { readonly kind: 'Pods'; readonly namespace: string; readonly selector: LabelSelector }
+  /** One gang of a GatePolicy with a GangComplete condition: members share `groupLabel: gang`. */
+  | {
+      readonly kind: 'Gang';
+      readonly gatePolicy: string;
+      readonly namespace: string;
+      readonly groupLabel: string;
+      readonly gang: string;
+    }
+  /** Every pod the GatePolicy gates. */
+  | { readonly kind: 'GatePolicy'; readonly name: string }
+  | {
+      readonly kind: 'ResizePolicy';
+      readonly name: string;
+      readonly namespace?: string;
+      readonly pod?: string;
+    };
+
 export interface Approval {
   readonly name: string;
   readonly source: Source;
   readonly action: ApprovalAction;
-  /** A pod (Release/Cancel) or a ResizePolicy workload (Resume). */
-  readonly target:
-    | {
-        readonly kind: 'Pod';
-        readonly namespace: string;
-        readonly name: string;
-        /** The pod's uid: the approval binds to that one pod, never to a later one of the same name. */
-        readonly uid?: string;
-      }
-    | {
-        readonly kind: 'ResizePolicy';
-        readonly name: string;
-        readonly namespace?: string;
-        readonly pod?: string;
-      };
+  /** A pod or a group of pods (Release/Cancel), or a ResizePolicy workload (Resume). */
+  readonly target: ApprovalTarget;
   readonly approvedBy: string;
   readonly reason: string;
   /** Epoch ms after which the approval no longer counts. */
   readonly expiresAt?: number;
+  /**
+   * Epoch ms the approval was merged (its file's commit time in Git; for a folder, when it
+   * was first read): a pod target without a uid, and every group target, binds only to
+   * pods created by then. Set by the policy source (approval-times.ts), not by compile.
+   */
+  readonly mergedAt?: number;
 }
 
 export interface Settings {

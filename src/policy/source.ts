@@ -40,6 +40,7 @@ import {
   type PolicyResult,
 } from './load.ts';
 import type { Policy } from './model.ts';
+import { FirstSeen, withApprovalTimes } from './approval-times.ts';
 import {
   policyHeadInvalid,
   policyLastLoadTimestamp,
@@ -153,6 +154,7 @@ export class PolicySource {
   #policyListeners = new Set<PolicyListener>();
   #rejectedListeners = new Set<RejectedListener>();
   #inFlight: Promise<PollOutcome> | undefined;
+  readonly #firstSeen = new FirstSeen();
   #timer: unknown;
   #running = false;
 
@@ -340,7 +342,7 @@ export class PolicySource {
       return (this.#lastOutcome = { kind: 'rejected', commit: read.commit, errors });
     }
     policyHeadInvalid.set(0);
-    this.#apply(result.policy, read.commit);
+    this.#apply(await this.#dated(result.policy, read.commit, read.files), read.commit);
     return (this.#lastOutcome = { kind: 'applied', commit: read.commit });
   }
 
@@ -350,6 +352,22 @@ export class PolicySource {
       commit,
       timers: this.#timers,
       ...(this.#parseTimeoutMs !== undefined ? { timeoutMs: this.#parseTimeoutMs } : {}),
+    });
+  }
+
+  /** The approvals' merge times (approval-times.ts): from Git, or when a folder's file was first read. */
+  #dated(policy: Policy, commit: string, files: readonly PolicyFile[]): Promise<Policy> {
+    const reader = this.#reader;
+    if (reader)
+      return withApprovalTimes(
+        policy,
+        async (file) =>
+          (await reader.fileChangedAt(commit, file)) ?? (await reader.commitTime(commit)),
+      );
+    const now = this.#clock.now();
+    return withApprovalTimes(policy, async (file) => {
+      const content = files.find((f) => f.path === file)?.content;
+      return content === undefined ? now : this.#firstSeen.at(file, content, now);
     });
   }
 
@@ -378,7 +396,7 @@ export class PolicySource {
           { location: this.location, head, commit, commitsBack: index + 1 },
           'policy HEAD is invalid; running the newest valid commit of its history until HEAD is fixed',
         );
-        this.#apply(result.policy, commit);
+        this.#apply(await this.#dated(result.policy, commit, tree.files), commit);
         return;
       }
       this.#logger.error(

@@ -162,6 +162,11 @@ export class PolicyBuilder {
     this.#pacing = { ...this.#pacing, ...pacing };
     return this;
   }
+  /** Approvals built with `anApproval`. */
+  approval(...approvals: Approval[]): this {
+    this.#approvals.push(...approvals);
+    return this;
+  }
   /** An approval for a pod: `approve('Release', 'ns', 'pod')`. */
   approve(action: 'Release' | 'Cancel', namespace: string, pod: string, expiresAt?: number): this {
     this.#approvals.push({
@@ -213,4 +218,25 @@ export function aGatePolicy(name: string, tenant: string): GatePolicyBuilder {
 }
 export function aPolicy(): PolicyBuilder {
   return new PolicyBuilder();
+}
+
+/**
+ * An Approval of any target: `anApproval('Cancel', { kind: 'Pod', namespace, name })`,
+ * merged at `mergedAt` (epoch ms; omit it for an approval whose merge time is unknown).
+ */
+export function anApproval(
+  action: Approval['action'],
+  target: Approval['target'],
+  mergedAt?: number,
+): Approval {
+  const name = `${action.toLowerCase()}-${target.kind.toLowerCase()}`;
+  return {
+    name,
+    source: { file: `approvals/${name}.yaml`, document: 0 },
+    action,
+    target,
+    approvedBy: 'alice@example.com',
+    reason: 'checked by hand',
+    ...(mergedAt !== undefined ? { mergedAt } : {}),
+  };
 }

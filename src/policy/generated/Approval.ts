@@ -30,11 +30,11 @@ export interface Approval {
    */
   spec: {
     /**
-     * `Release` or `Cancel` a gated pod; `Resume` a ResizePolicy workload paused after a rollback.
+     * `Release` or `Cancel` gated pods (a Pod, Pods, Gang or GatePolicy target); `Resume` a ResizePolicy workload paused after a rollback.
      */
     action: 'Release' | 'Cancel' | 'Resume';
     /**
-     * A pod (Release, Cancel) or a ResizePolicy workload (Resume).
+     * A pod (Release, Cancel); a group of pods (Release, Cancel): pods a label selector picks in a namespace, a gang, or every pod of a GatePolicy; or a ResizePolicy workload (Resume). A pod named without its uid, and every group, binds only to pods created before the approval was merged (its commit time in Git), never to a later pod of the same name or group.
      */
     target:
       | {
@@ -48,7 +48,7 @@ export interface Approval {
            */
           name: string;
           /**
-           * The pod's `metadata.uid` (`kubectl get pod NAME -o jsonpath='{.metadata.uid}'`). The approval then applies to that one pod only: a later pod of the same name (a StatefulSet replica, a re-created job) is not approved. Without it the approval matches the pod by name.
+           * The pod's `metadata.uid` (`kubectl get pod NAME -o jsonpath='{.metadata.uid}'`). The approval then applies to that one pod only. Without it the approval matches the pod of that name created before the approval was merged: a later pod of the same name (a StatefulSet replica, a re-created job) is not approved.
            */
           uid?: string;
         }
@@ -66,6 +66,67 @@ export interface Approval {
            * Only this pod.
            */
           pod?: string;
+        }
+      | {
+          kind: 'Pods';
+          /**
+           * Namespace of the pods; must belong to a tenant.
+           */
+          namespace: string;
+          /**
+           * Kubernetes label selector over the pods of the namespace; at least one of matchLabels and matchExpressions.
+           */
+          selector: {
+            /**
+             * Labels a pod must carry with exactly these values.
+             */
+            matchLabels?: {
+              [k: string]: string;
+            };
+            /**
+             * Set-based requirements, all of which must hold.
+             *
+             * @maxItems 32
+             */
+            matchExpressions?: {
+              /**
+               * Label key.
+               */
+              key: string;
+              /**
+               * How the key relates to the values.
+               */
+              operator: 'In' | 'NotIn' | 'Exists' | 'DoesNotExist';
+              /**
+               * Values for In and NotIn; must be empty for Exists and DoesNotExist.
+               *
+               * @maxItems 64
+               */
+              values?: string[];
+            }[];
+          };
+        }
+      | {
+          kind: 'Gang';
+          /**
+           * The GatePolicy whose GangComplete condition defines the gang.
+           */
+          gatePolicy: string;
+          /**
+           * Namespace of the gang; one of that GatePolicy's tenant's.
+           */
+          namespace: string;
+          /**
+           * The value of the GangComplete condition's groupLabel shared by the gang's members.
+           */
+          gang: string;
+        }
+      | {
+          kind: 'GatePolicy';
+          /**
+           * Name of the GatePolicy.
+           */
+          name: string;
         };
     /**
      * Who approved (a person or group, as your review process names them).

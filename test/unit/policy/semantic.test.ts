@@ -11,6 +11,14 @@ const tenant = (name: string, namespaces: string, prefixes: string, extra = '') 
   `${v}kind: Tenant\nmetadata:\n  name: ${name}\nspec:\n  namespaces: [${namespaces}]\n  gatePrefixes: [${prefixes}]\n${extra}`;
 const gate = (name: string, tenantName: string, gateName: string, extra = '') =>
   `${v}kind: GatePolicy\nmetadata:\n  name: ${name}\nspec:\n  tenant: ${tenantName}\n  gate: ${gateName}\n${extra}`;
+const approval = (action: string, target: string) =>
+  `${v}kind: Approval\nmetadata:\n  name: x\nspec:\n  action: ${action}\n  target: ${target}\n  approvedBy: ops\n  reason: reviewed\n`;
+const gangGate = gate(
+  'trainer',
+  'team-a',
+  'a.tollgate.io/gang',
+  '  conditions:\n    - { type: GangComplete, groupLabel: gang, sizeAnnotation: size }\n',
+);
 const resize = (bounds: string, extra = '') =>
   `${v}kind: ResizePolicy\nmetadata:\n  name: web\nspec:\n  tenant: team-a\n  containers:\n    app:\n${bounds}  signals:\n    - name: load\n      query: 'up{namespace="$namespace"}'\n      scaleUpAbove: 2\n${extra}`;
 
@@ -182,6 +190,108 @@ const cases: Case[] = [
     },
     errors: [
       'approvals/x.yaml#0 spec.target.namespace: namespace "b1" is outside tenant "team-a" of ResizePolicy "web"',
+    ],
+  },
+  {
+    name: 'an Approval of the pods a selector picks in a tenant namespace is accepted',
+    files: {
+      'approvals/x.yaml': approval(
+        'Release',
+        '{ kind: Pods, namespace: a1, selector: { matchLabels: { tier: batch } } }',
+      ),
+    },
+    errors: [],
+  },
+  {
+    name: 'an Approval with an empty selector is refused',
+    files: {
+      'approvals/x.yaml': approval('Release', '{ kind: Pods, namespace: a1, selector: {} }'),
+    },
+    errors: [
+      'approvals/x.yaml#0 spec.target.selector: an empty selector would pick every pod of the namespace',
+    ],
+  },
+  {
+    name: 'an Approval selector In without values is refused at its own path',
+    files: {
+      'approvals/x.yaml': approval(
+        'Cancel',
+        '{ kind: Pods, namespace: a1, selector: { matchExpressions: [{ key: tier, operator: In }] } }',
+      ),
+    },
+    errors: [
+      'approvals/x.yaml#0 spec.target.selector.matchExpressions[0].values: operator In needs at least one value',
+    ],
+  },
+  {
+    name: 'an Approval of pods outside every tenant is refused',
+    files: {
+      'approvals/x.yaml': approval(
+        'Release',
+        '{ kind: Pods, namespace: zz, selector: { matchLabels: { a: b } } }',
+      ),
+    },
+    errors: ['approvals/x.yaml#0 spec.target.namespace: namespace "zz" belongs to no tenant'],
+  },
+  {
+    name: 'an Approval of a gang of a GatePolicy with GangComplete is accepted',
+    files: {
+      'g.yaml': gangGate,
+      'approvals/x.yaml': approval(
+        'Cancel',
+        '{ kind: Gang, gatePolicy: trainer, namespace: a1, gang: run-1 }',
+      ),
+    },
+    errors: [],
+  },
+  {
+    name: 'an Approval of a gang of a GatePolicy without GangComplete is refused',
+    files: {
+      'g.yaml': gate('ready', 'team-a', 'a.tollgate.io/ready'),
+      'approvals/x.yaml': approval(
+        'Cancel',
+        '{ kind: Gang, gatePolicy: ready, namespace: a1, gang: run-1 }',
+      ),
+    },
+    errors: [
+      'approvals/x.yaml#0 spec.target.gatePolicy: GatePolicy "ready" has no GangComplete condition, so no gangs',
+    ],
+  },
+  {
+    name: 'an Approval of a gang outside the GatePolicy tenant is refused',
+    files: {
+      'g.yaml': gangGate,
+      'tenants/b.yaml': tenant('team-b', 'b1', 'b.tollgate.io/'),
+      'approvals/x.yaml': approval(
+        'Cancel',
+        '{ kind: Gang, gatePolicy: trainer, namespace: b1, gang: run-1 }',
+      ),
+    },
+    errors: [
+      'approvals/x.yaml#0 spec.target.namespace: namespace "b1" is outside tenant "team-a" of GatePolicy "trainer"',
+    ],
+  },
+  {
+    name: 'an Approval of a whole GatePolicy is accepted',
+    files: {
+      'g.yaml': gangGate,
+      'approvals/x.yaml': approval('Release', '{ kind: GatePolicy, name: trainer }'),
+    },
+    errors: [],
+  },
+  {
+    name: 'an Approval of an undefined GatePolicy is refused',
+    files: { 'approvals/x.yaml': approval('Release', '{ kind: GatePolicy, name: nope }') },
+    errors: ['approvals/x.yaml#0 spec.target.name: GatePolicy "nope" is not defined'],
+  },
+  {
+    name: 'Resume of a GatePolicy is refused',
+    files: {
+      'g.yaml': gangGate,
+      'approvals/x.yaml': approval('Resume', '{ kind: GatePolicy, name: trainer }'),
+    },
+    errors: [
+      'approvals/x.yaml#0 spec.action: Resume applies to a ResizePolicy target, not a GatePolicy',
     ],
   },
   {

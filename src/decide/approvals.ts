@@ -1,0 +1,122 @@
+/**
+ * Which pods an Approval reaches. An approval binds to pods, never to names:
+ * - a Pod target with a uid: that one pod;
+ * - a Pod target by name: the pod of that name created by the time the approval was
+ *   merged (`mergedAt`, from Git), so a later pod of the same name (a StatefulSet
+ *   replica, a re-created job) is not hit; a name-only approval hits one pod once;
+ * - a group target (Pods by selector, a Gang, a whole GatePolicy): the pods it names
+ *   that were created by `mergedAt`; without a merge time a group reaches nothing.
+ * Used by the gate-release judge and by `tollgate plan` (which pods an approval hits).
+ */
+import type { Approval, GatePolicy, Policy } from '../policy/model.ts';
+import { gateSetAt } from './expiry.ts';
+import { matchesSelector, orphanedGate, ownedGate } from './gates.ts';
+import type { PodLike } from './objects.ts';
+
+/** Was the pod created by `mergedAt`? Unknown times: a Pod target by name matches, a group never. */
+function createdBy(pod: PodLike, mergedAt: number | undefined, group: boolean): boolean {
+  if (mergedAt === undefined) return !group;
+  const created = gateSetAt(pod);
+  return created !== undefined && created <= mergedAt;
+}
+
+/** Does the approval's target name this pod (gated under `gatePolicy`, when known)? */
+export function approvalTargets(
+  approval: Approval,
+  pod: PodLike,
+  gatePolicy: GatePolicy | undefined,
+): boolean {
+  const t = approval.target;
+  const namespace = pod.metadata?.namespace;
+  const labels = pod.metadata?.labels ?? {};
+  const by = (group: boolean) => createdBy(pod, approval.mergedAt, group);
+  switch (t.kind) {
+    case 'Pod':
+      if (t.namespace !== namespace || t.name !== pod.metadata?.name) return false;
+      return t.uid !== undefined ? t.uid === pod.metadata?.uid?.toLowerCase() : by(false);
+    case 'Pods':
+      return t.namespace === namespace && matchesSelector(labels, t.selector) && by(true);
+    case 'Gang':
+      return (
+        t.namespace === namespace &&
+        gatePolicy?.name === t.gatePolicy &&
+        labels[t.groupLabel] === t.gang &&
+        by(true)
+      );
+    case 'GatePolicy':
+      return gatePolicy?.name === t.name && by(true);
+    case 'ResizePolicy':
+      return false;
+  }
+}
+
+/** In force at `now`: not expired. */
+export function approvalInForce(approval: Approval, now: number): boolean {
+  return approval.expiresAt === undefined || approval.expiresAt > now;
+}
+
+/** One approval of a policy and the pods it would reach now (`tollgate plan`). */
+export interface ApprovalHit {
+  readonly approval: string;
+  readonly action: 'Release' | 'Cancel';
+  readonly file: string;
+  /** Pods tollgate holds (they carry one of its gates) that the approval reaches. */
+  readonly pods: readonly {
+    readonly namespace: string;
+    readonly name: string;
+    readonly uid: string;
+  }[];
+  /** Why it reaches nothing at all, when that is the approval's state rather than the cluster's. */
+  readonly note?: 'expired';
+}
+
+/**
+ * For every Release or Cancel approval of `policy`: the pods tollgate holds (one of its
+ * gates, owned or orphaned, is on them) that it reaches at `now`.
+ */
+export function approvalHits(policy: Policy, pods: readonly PodLike[], now: number): ApprovalHit[] {
+  const held = pods.flatMap((pod) => {
+    const owned = ownedGate(pod, policy);
+    if (owned) return [{ pod, gatePolicy: owned.gatePolicy }];
+    return orphanedGate(pod, policy) ? [{ pod, gatePolicy: undefined }] : [];
+  });
+  return policy.approvals.flatMap((approval): ApprovalHit[] => {
+    if (approval.action === 'Resume') return [];
+    const base = { approval: approval.name, action: approval.action, file: approval.source.file };
+    if (!approvalInForce(approval, now)) return [{ ...base, pods: [], note: 'expired' }];
+    const hit = held
+      .filter(({ pod, gatePolicy }) => approvalTargets(approval, pod, gatePolicy))
+      .map(({ pod }) => ({
+        namespace: pod.metadata?.namespace ?? '',
+        name: pod.metadata?.name ?? '',
+        uid: pod.metadata?.uid ?? '',
+      }));
+    return [{ ...base, pods: hit }];
+  });
+}
+
+/** The plan's lines for the approvals: which pods each would hit. */
+export function formatApprovalHits(hits: readonly ApprovalHit[], markdown: boolean): string {
+  if (hits.length === 0) return '';
+  const line = (h: ApprovalHit) => {
+    const what =
+      h.note === 'expired'
+        ? 'expired: hits no pod'
+        : h.pods.length === 0
+          ? 'hits no pod tollgate holds'
+          : `hits ${h.pods.map((p) => `${p.namespace}/${p.name} (uid ${p.uid})`).join(', ')}`;
+    return markdown
+      ? `| ${h.approval} | ${h.action} | ${h.file} | ${what} |`
+      : `  ${h.approval} (${h.action}, ${h.file}): ${what}`;
+  };
+  const head = markdown
+    ? [
+        '',
+        '### Approvals',
+        '',
+        '| approval | action | file | would hit |',
+        '| --- | --- | --- | --- |',
+      ]
+    : ['Approvals:'];
+  return `${[...head, ...hits.map(line)].join('\n')}\n`;
+}
