@@ -36,7 +36,7 @@ import { superviseLoops } from './run/loops.ts';
 import { startObservability, type StartedParts } from './run/observe.ts';
 import { PassWatchdog } from './observe/watchdog.ts';
 import { systemClock } from './lib/clock.ts';
-import { openPolicySource, readToken, tokenSource } from './run/policy.ts';
+import { openPolicySource, readToken, restartRequiredEvent, tokenSource } from './run/policy.ts';
 import { startSweeps } from './run/sweeps.ts';
 import { connectCluster, createStaleGuards, startClusterView } from './run/view.ts';
 import {
@@ -191,7 +191,6 @@ async function start(
   const guards = createStaleGuards(first, view, policies, config.stale);
 
   // 4. The audit trail.
-  watchStartupSettings(policies, first, log);
   const { target, auditToken, audit } = await openAuditTrail(
     config,
     first,
@@ -223,6 +222,7 @@ async function start(
   started('own events', () => closeEvents(selfRecorder, log));
   started('events', () => closeEvents(events.recorder, log));
   anchorAuditInLease(audit, elector, config.lease, events.recorder);
+  watchStartupSettings(policies, first, log, restartRequiredEvent(selfEvents));
 
   // 6. The loops, only during a leader term.
   const loops = superviseLoops({

@@ -3,7 +3,9 @@
  * trailers) and the audit settings (mode, batch) that the audit writer is opened with.
  * A later policy commit that changes one is not applied half-way; it is refused loudly:
  * a warning naming each setting, and `tollgate_policy_restart_required` at 1 until the
- * policy in force matches the start-up values again (a restart, or the change reverted).
+ * policy in force matches the start-up values again (a restart, or the change reverted),
+ * and `announce` (a Kubernetes Event in `tollgate run`) with the same words, once per
+ * refused commit.
  * The audit location (repo, branch) is never the policy's to choose (run/audit.ts).
  */
 import type { Logger } from '../observe/log.ts';
@@ -37,16 +39,23 @@ export function watchStartupSettings(
   policies: { onPolicy(listener: (policy: Policy) => void): unknown },
   first: Policy,
   log: Logger,
+  announce: (note: string) => void = () => undefined,
 ): void {
   policyRestartRequired.set(0);
   policies.onPolicy((policy) => {
     const changes = startupSettingChanges(first.settings, policy.settings);
     policyRestartRequired.set(changes.length > 0 ? 1 : 0);
     if (changes.length > 0) {
-      log.warn(
-        { commit: policy.commit, settings: changes },
-        'policy changes settings that take effect only at restart; the start-up values stay in force until tollgate restarts',
-      );
+      log.warn({ commit: policy.commit, settings: changes }, restartRequiredMessage);
+      announce(restartRequiredNote(policy.commit, changes));
     }
   });
+}
+
+const restartRequiredMessage =
+  'policy changes settings that take effect only at restart; the start-up values stay in force until tollgate restarts';
+
+/** The Event note: the commit, each setting, what to do. */
+export function restartRequiredNote(commit: string, changes: readonly string[]): string {
+  return `policy commit ${commit.slice(0, 12)} changes settings that take effect only at restart (${changes.join('; ')}); the start-up values stay in force: restart tollgate to apply them, or revert the change`;
 }

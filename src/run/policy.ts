@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RunConfig } from '../cli/run-config.ts';
+import type { ControllerEvents } from './writes.ts';
 import type { Logger } from '../observe/log.ts';
 import { tokenFromFile, type TokenSource } from '../policy/credentials.ts';
 import { formatPolicyError } from '../policy/errors.ts';
@@ -97,4 +98,21 @@ export async function openPolicySource(
     refresh: async () => void (await source.poll()),
     stop: async () => source.stop(),
   };
+}
+
+/**
+ * A refused restart-only setting as a Warning Event on tollgate's Lease (its own Events,
+ * beside the leader election), written like every Event: by the leader, through the
+ * dispatcher.
+ */
+export function restartRequiredEvent(
+  selfEvents: Pick<ControllerEvents, 'record'>,
+): (note: string) => void {
+  return (note) =>
+    selfEvents.record({
+      type: 'Warning',
+      reason: 'RestartRequired',
+      action: 'RefuseSettings',
+      note,
+    });
 }

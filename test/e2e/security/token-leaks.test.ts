@@ -15,22 +15,21 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { mkdtempSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { CoreV1Api, EventsV1Api } from '@kubernetes/client-node';
 import { sharedControlPlane, type ControlPlane } from '../../support/control-plane.ts';
 import { startGitServer, pushTree, type GitServer } from '../../support/git-server.ts';
 import { creatable, eventually, removeNamespace, runNamespace } from '../../support/eventually.ts';
 import { aPod } from '../../builders/pod.ts';
 import { aDecision } from '../../builders/decision.ts';
-import { freePort } from '../deploy/tools.ts';
+import { runPolicy, startTollgateRun, type RunProcess } from './support.ts';
 import { GitAuditWriter } from '../../../src/audit/writer.ts';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
 
-const cli = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 const gate = 'leak.tollgate.io/ready';
 const branch = 'tollgate/audit';
 const work = mkdtempSync(join(tmpdir(), 'tollgate-token-leaks-'));
@@ -40,11 +39,6 @@ let cp: ControlPlane;
 let core: CoreV1Api;
 let policyGit: GitServer;
 let auditGit: GitServer;
-interface RunProcess {
-  readonly child: ChildProcess;
-  readonly metrics: string;
-  readonly log: string;
-}
 let run: RunProcess | undefined;
 
 const tokens = {
@@ -62,39 +56,7 @@ function randomWord(): string {
 }
 
 function policyFiles(revision: number): Record<string, string> {
-  return {
-    'tollgate.yaml': [
-      'apiVersion: tollgate.io/v1alpha1',
-      'kind: Settings',
-      'metadata: { name: settings }',
-      'spec:',
-      '  cluster: token-leaks',
-      '  audit: { mode: strict, batch: { maxDecisions: 50, maxDelay: 100ms } }',
-      '  pacing: { maxInFlight: 100, releasesPerSecond: 50, batchSize: 50 }',
-      '',
-    ].join('\n'),
-    'tenants/leak.yaml': [
-      'apiVersion: tollgate.io/v1alpha1',
-      'kind: Tenant',
-      'metadata: { name: leak }',
-      'spec:',
-      `  namespaces: [${namespace}]`,
-      '  gatePrefixes: [leak.tollgate.io/]',
-      '  pacing: { maxInFlight: 100, releasesPerSecond: 50, batchSize: 50 }',
-      '',
-    ].join('\n'),
-    'gates/ready.yaml': [
-      'apiVersion: tollgate.io/v1alpha1',
-      'kind: GatePolicy',
-      'metadata: { name: ready }',
-      'spec:',
-      '  tenant: leak',
-      `  gate: ${gate}`,
-      `  priority: ${revision}`,
-      '  conditions: []',
-      '',
-    ].join('\n'),
-  };
+  return runPolicy({ namespace, gate, priority: revision });
 }
 
 before(async () => {
@@ -114,40 +76,14 @@ after(async () => {
   await auditGit?.close();
 });
 
-/** `tollgate run` as a process, tokens only as files, ready once /readyz answers 200. */
-async function startRun(policyUrl: string, auditUrl: string): Promise<RunProcess> {
-  const port = await freePort();
-  const log = join(work, 'run.log');
-  const out = openSync(log, 'a');
-  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
-  const child = spawn(
-    process.execPath,
-    [
-      cli,
-      'run',
-      ...['--kubeconfig', cp.tollgateKubeconfig, '--identity', 'tollgate-leaks'],
-      ...['--policy-repo', policyUrl, '--git-token-file', policyTokenFile],
-      ...['--audit-repo', auditUrl, '--audit-token-file', auditTokenFile],
-      ...['--git-cache-dir', cacheDir, '--metrics-address', `127.0.0.1:${port}`],
-      ...['--lease-namespace', 'tollgate-system', '--lease-name', `tollgate-${namespace}`],
-      ...['--lease-duration', '3s', '--renew-deadline', '2s', '--retry-period', '500ms'],
-      ...['--policy-resync', '* * * * * *', '--audit-flush', '* * * * * *'],
-      ...['--log-level', 'debug'],
-    ],
-    { env, stdio: ['ignore', out, out] },
-  );
-  const metrics = `http://127.0.0.1:${port}/metrics`;
-  await eventually(
-    'tollgate run ready',
-    async () => {
-      if (child.exitCode !== null) throw new Error(`exited ${child.exitCode}`);
-      return (
-        (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200
-      );
-    },
-    { timeoutMs: 60_000, describe: () => readFileSync(log, 'utf8').slice(-2000) },
-  );
-  return { child, metrics, log };
+function startRun(policyUrl: string, auditUrl: string): Promise<RunProcess> {
+  return startTollgateRun({
+    kubeconfig: cp.tollgateKubeconfig,
+    work,
+    policy: { url: policyUrl, tokenFile: policyTokenFile },
+    audit: { url: auditUrl, tokenFile: auditTokenFile },
+    leaseName: `tollgate-${namespace}`,
+  });
 }
 
 async function createGatedPods(prefix: string, count: number): Promise<string[]> {

@@ -2,7 +2,8 @@
  * Audit settings are read when the audit writer opens. A policy commit that changes
  * them later is refused loudly: a warning naming each setting, and
  * `tollgate_policy_restart_required` at 1 until the settings in force match again
- * (a restart, or the change reverted). Against a real policy source over a folder.
+ * (a restart, or the change reverted), and one announcement (an Event in `tollgate run`,
+ * test/e2e/security/restart-settings.test.ts). Against a real policy source over a folder.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -47,7 +48,8 @@ test('switching audit mode strict to async in Git is refused loudly until the re
     assert.equal((await source.poll()).kind, 'applied');
     const first = source.current()!;
     const lines: { msg: string; fields: Record<string, unknown> }[] = [];
-    watchStartupSettings(source, first, recordingLogger(lines));
+    const announced: string[] = [];
+    watchStartupSettings(source, first, recordingLogger(lines), (note) => announced.push(note));
     assert.equal(await restartRequired(), 0);
 
     const settings = readFileSync(join(dir, 'tollgate.yaml'), 'utf8');
@@ -59,10 +61,13 @@ test('switching audit mode strict to async in Git is refused loudly until the re
     assert.deepEqual(warning.fields.settings, [
       'settings.audit.mode: strict in force, async in Git',
     ]);
+    assert.equal(announced.length, 1, 'announced once (an Event in tollgate run)');
+    assert.match(announced[0]!, /settings\.audit\.mode: strict in force, async in Git/);
 
     writeFileSync(join(dir, 'tollgate.yaml'), settings);
     assert.equal((await source.poll()).kind, 'applied');
     assert.equal(await restartRequired(), 0, 'reverted: nothing waits for a restart');
+    assert.equal(announced.length, 1, 'a revert announces nothing');
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
