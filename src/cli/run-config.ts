@@ -346,6 +346,13 @@ export const runSettings = [
     defaultValue: '30s',
   },
   {
+    key: 'resizeStateKeyFile',
+    flag: 'resize-state-key-file',
+    env: 'TOLLGATE_RESIZE_STATE_KEY_FILE',
+    description:
+      'secret keys (one per line, at least 32 characters; the first seals, all verify) that seal the resize state tollgate keeps on pods; without it state survives no restart',
+  },
+  {
     key: 'logLevel',
     flag: 'log-level',
     env: 'TOLLGATE_LOG_LEVEL',
@@ -406,7 +413,12 @@ export interface RunConfig {
     readonly skipRollback: boolean;
   };
   /** `prometheusUrl` overrides the policy settings' prometheus.url when set. */
-  readonly resize: { readonly prometheusUrl?: string; readonly intervalMs: number };
+  readonly resize: {
+    readonly prometheusUrl?: string;
+    readonly intervalMs: number;
+    /** The file of keys that seal resize state (read at each leader term's start). */
+    readonly stateKeyFile?: string;
+  };
   readonly shutdownTimeoutMs: number;
   readonly logLevel: string;
 }
@@ -496,7 +508,7 @@ export function parseRunConfig(flags: RawRunSettings, context: RunConfigContext)
   const api = parseApiLimits(read);
   const writes = parseWrites(read, api, lease.timings);
   const stale = parseStale(read);
-  const resize = parseResize(read);
+  const resize = parseResize(read, context);
   const logLevel = parseLogLevel(read);
   if (read.problems.length > 0 || policy === undefined) {
     return { ok: false, problems: read.problems };
@@ -875,14 +887,21 @@ function parseStale(read: SettingReader): RunConfig['stale'] {
  * A Prometheus that is not an http(s) URL would only fail at the first pass, after the
  * lease is taken; a pass interval under a second would hammer Prometheus.
  */
-function parseResize(read: SettingReader): RunConfig['resize'] {
+function parseResize(read: SettingReader, context: RunConfigContext): RunConfig['resize'] {
   const prometheusUrl = read.raw('prometheusUrl');
   if (prometheusUrl !== undefined && !isHttpUrl(prometheusUrl))
     read.problem('prometheusUrl', `"${redact(prometheusUrl)}" is not an http(s) URL`);
   const intervalMs = read.duration('resizeInterval');
   if (Number.isFinite(intervalMs) && intervalMs < 1000)
     read.problem('resizeInterval', `"${read.value('resizeInterval')}" must be at least 1s`);
-  return { ...(prometheusUrl === undefined ? {} : { prometheusUrl }), intervalMs };
+  const stateKeyFile = read.raw('resizeStateKeyFile');
+  if (stateKeyFile !== undefined && !context.isFile(stateKeyFile))
+    read.problem('resizeStateKeyFile', `"${stateKeyFile}" is not a readable file`);
+  return {
+    ...(prometheusUrl === undefined ? {} : { prometheusUrl }),
+    intervalMs,
+    ...(stateKeyFile === undefined ? {} : { stateKeyFile }),
+  };
 }
 
 function parseLogLevel(read: SettingReader): string {

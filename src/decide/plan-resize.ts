@@ -157,6 +157,8 @@ function usageTarget(
     approvals: policy.approvals,
     now,
     stepMs: signals.stepMs,
+    // plan holds no state key: it previews from the state as written, and writes nothing.
+    stateKeys: 'preview',
   });
   for (const d of plan.decisions) {
     if (d.kind !== 'Resize' && d.kind !== 'Rollback') continue;
@@ -185,7 +187,7 @@ function clampUnit(
 /** The bounds-only target: current requests brought inside the policy's min/max. */
 export function boundsTarget(rp: ResizePolicy, pod: ResizePodLike): PodResources {
   const current = desiredResources(pod);
-  if (readResizeState(pod).paused) return current;
+  if (readResizeState(pod, 'preview').paused) return current;
   const specs = new Map((pod.spec?.containers ?? []).map((c) => [c.name, c]));
   const containers: Record<string, Requirements> = { ...current.containers };
   for (const [name, bounds] of Object.entries(rp.containers)) {

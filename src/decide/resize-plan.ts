@@ -62,8 +62,13 @@ import {
 } from './resize-signals.ts';
 import { podBudgetProblems } from './resize-budget.ts';
 import {
+  type DeferredSchedule,
+  type PauseCause,
   type PausedState,
+  type RejectedState,
   type ResizeState,
+  type StateSealer,
+  type StateTrust,
   readResizeState,
   stateAnnotations,
   withinPolicyBounds,
@@ -79,8 +84,13 @@ export interface SignalReading {
   readonly error?: string;
 }
 
-/** What the loop remembers between passes without persisting (lost on restart, harmlessly). */
+/**
+ * The loop's memory of a pod's Deferred re-checks: the schedule is also stored on the pod
+ * (`ResizeState.deferred`); this covers the passes before the view shows that write.
+ */
 export interface PodMemo {
+  /** Since when a signal or the SLO has been unreadable (lost on restart: the clock starts again). */
+  readonly unreadableSince?: number;
   readonly deferredGeneration?: number;
   readonly deferredChecks?: number;
   readonly nextDeferredCheck?: number;
@@ -99,6 +109,11 @@ export interface PodResizeInput {
   /** Resolution of the samples (range-query step). */
   readonly stepMs: number;
   readonly memo?: PodMemo;
+  /**
+   * The keys that seal and verify the state stored on the pod (`tollgate run`), or
+   * `preview` (`tollgate plan`: read unverified, never written).
+   */
+  readonly stateKeys: StateTrust;
   /** The API server refused this pod's last resize write (403/422), as the loop saw it. */
   readonly refused?: { readonly code?: number; readonly message: string };
 }
@@ -120,6 +135,10 @@ export interface PodResizePlan {
   readonly skip?: string;
   /** Set when the pod is paused after this plan (for the paused-workloads gauge). */
   readonly paused: boolean;
+  /** Set when this plan pauses the workload: why. */
+  readonly pauseCause?: PauseCause;
+  /** Set on a Defer re-check (not a revert), for `tollgate_resizes_total{result="deferred"}`. */
+  readonly deferredCheck?: boolean;
   /** Pending condition seen on the pod, for the pending gauge. */
   readonly pending?: 'Deferred' | 'Infeasible';
   /**
@@ -129,6 +148,15 @@ export interface PodResizePlan {
   readonly holdKey?: string;
   /** What a Hold is on: an unreadable signal or SLO, or a ResourceQuota without room. */
   readonly holdCause?: 'unreadable' | 'quota';
+  /**
+   * Stored state whose seal did not verify, ignored by this plan: a recorded decision
+   * (no write) and what was rejected, for the loop to record once per change, meter and
+   * raise an Event on.
+   */
+  readonly stateRejected?: {
+    readonly decision: Decision;
+    readonly rejected: readonly RejectedState[];
+  };
 }
 
 export const resizePriority = {
@@ -151,6 +179,8 @@ interface Context {
   readonly actual: PodResources;
   readonly stored: ReturnType<typeof readResizeState>;
   readonly generation: number;
+  /** Since when a signal or the SLO has been unreadable for this pod; undefined = readable. */
+  readonly unreadableSince?: number;
 }
 
 function condition(pod: V1Pod, type: string): V1PodCondition | undefined {
@@ -184,6 +214,11 @@ function decision(
     reason,
     outcome: writes ? { result: 'pending' } : { result: 'recorded' },
   };
+}
+
+/** What seals the state this plan stores on the pod. */
+function sealerOf(ctx: Context): StateSealer {
+  return { trust: ctx.input.stateKeys, uid: ctx.input.pod.metadata?.uid ?? '' };
 }
 
 function resourcesInput(name: string, resources: PodResources): ConditionInput {
@@ -235,13 +270,13 @@ function requestWrites(
   to: PodResources,
   state: ResizeState,
   priority: number,
-  extra: Parameters<typeof stateAnnotations>[0] = {},
+  extra: Parameters<typeof stateAnnotations>[1] = {},
 ): PlannedWrite[] {
   const deadline = ctx.input.now + Math.max(60_000, ctx.input.policy.cooldownMs);
   return [
     {
       decisionId,
-      op: { type: 'annotate', annotations: stateAnnotations({ ...extra, state }) },
+      op: { type: 'annotate', annotations: stateAnnotations(sealerOf(ctx), { ...extra, state }) },
       priority,
       deadline,
     },
@@ -294,11 +329,15 @@ function oomKilledSinceRequest(ctx: Context): string | undefined {
   return undefined;
 }
 
-/** Rollback to the last good resources and, per policy, Pause. */
-function rollback(ctx: Context, why: string, inputs: ConditionInput[]): PodResizePlan {
+/**
+ * Rollback to the last good resources and, per policy, Pause. Without a last good one
+ * to trust (never stored, or rejected): undefined, so the decision goes on, and an OOM
+ * kill then asks for one memory step up within bounds like any other.
+ */
+function rollback(ctx: Context, why: string, inputs: ConditionInput[]): PodResizePlan | undefined {
   const { policy } = ctx.input;
   const lastGood = ctx.stored.lastGood ? fromRecord(ctx.stored.lastGood) : undefined;
-  if (!lastGood) return nothing(`${why}, but no last good resources are recorded`);
+  if (!lastGood) return undefined;
   const to = mergeOnto(ctx.desired, lastGood);
   const pause = policy.rollback.pauseForReview;
   const decisions: Decision[] = [];
@@ -318,23 +357,13 @@ function rollback(ctx: Context, why: string, inputs: ConditionInput[]): PodResiz
     true,
   );
   decisions.push(rollbackDecision);
-  let paused: PausedState | undefined;
-  if (pause) {
-    paused = {
-      reason: why,
-      since: ctx.input.now,
-      approvalsSeen: matchingResumeApprovals(ctx).map((a) => a.name),
-    };
+  const paused = pause ? pausedState(ctx, why, 'rollback') : undefined;
+  if (pause)
     decisions.push(
-      decision(
-        ctx,
-        'Pause',
-        `${why}: automation paused for ${policy.name} until an Approval (action Resume) resumes it`,
-        [{ condition: 'rollback', met: true, value: { reason: why } }],
-        true,
-      ),
+      pauseDecision(ctx, why, 'rollback', [
+        { condition: 'rollback', met: true, value: { reason: why } },
+      ]),
     );
-  }
   const state = newState(ctx, to, 0, ctx.desired);
   const writes = sameResources(ctx.desired, to)
     ? [
@@ -342,7 +371,7 @@ function rollback(ctx: Context, why: string, inputs: ConditionInput[]): PodResiz
           decisionId: rollbackDecision.id,
           op: {
             type: 'annotate' as const,
-            annotations: stateAnnotations({ state, ...(paused ? { paused } : {}) }),
+            annotations: stateAnnotations(sealerOf(ctx), { state, ...(paused ? { paused } : {}) }),
           },
           priority: resizePriority.rollback,
           deadline: ctx.input.now + 60_000,
@@ -356,7 +385,122 @@ function rollback(ctx: Context, why: string, inputs: ConditionInput[]): PodResiz
         resizePriority.rollback,
         paused ? { paused } : {},
       );
-  return { decisions, writes, paused: pause };
+  return {
+    decisions,
+    writes,
+    paused: pause,
+    ...(pause ? { pauseCause: 'rollback' as const } : {}),
+  };
+}
+
+function pausedState(ctx: Context, why: string, cause: PauseCause): PausedState {
+  return {
+    reason: why,
+    since: ctx.input.now,
+    cause,
+    approvalsSeen: matchingResumeApprovals(ctx).map((a) => a.name),
+  };
+}
+
+function pauseDecision(
+  ctx: Context,
+  why: string,
+  cause: PauseCause,
+  inputs: ConditionInput[],
+): Decision {
+  return decision(
+    ctx,
+    'Pause',
+    `${why}: automation paused for ${ctx.input.policy.name} until an Approval (action Resume) resumes it`,
+    [...inputs, { condition: 'pause', met: true, value: { cause } }],
+    true,
+  );
+}
+
+/** Pause without a rollback: the pause stored on the pod, nothing resized. */
+function pauseWorkload(
+  ctx: Context,
+  why: string,
+  cause: Exclude<PauseCause, 'rollback'>,
+  inputs: ConditionInput[],
+): PodResizePlan {
+  const d = pauseDecision(ctx, why, cause, [
+    ...inputs,
+    resourcesInput('current', ctx.desired),
+    resourcesInput('actual', ctx.actual),
+  ]);
+  return {
+    decisions: [d],
+    writes: [
+      {
+        decisionId: d.id,
+        op: {
+          type: 'annotate',
+          annotations: stateAnnotations(sealerOf(ctx), { paused: pausedState(ctx, why, cause) }),
+        },
+        priority: resizePriority.revert,
+        deadline: ctx.input.now + 60_000,
+      },
+    ],
+    paused: true,
+    pauseCause: cause,
+  };
+}
+
+/** Containers restarted `pause.restarts` times or more since tollgate's last resize: Pause. */
+function pauseOnRestarts(ctx: Context): PodResizePlan | undefined {
+  const { state } = ctx.stored;
+  if (!state.restarts || state.requestedAt === undefined) return undefined;
+  let since = 0;
+  for (const s of ctx.input.pod.status?.containerStatuses ?? []) {
+    const before = state.restarts[s.name];
+    if (before !== undefined) since += Math.max(0, (s.restartCount ?? 0) - before);
+  }
+  const limit = ctx.input.policy.pause.restarts;
+  if (since < limit) return undefined;
+  return pauseWorkload(
+    ctx,
+    `containers restarted ${since} times since tollgate's last resize (pause.onRestarts ${limit})`,
+    'restarts',
+    [{ condition: 'restarts', met: false, value: { since, limit, before: state.restarts } }],
+  );
+}
+
+/**
+ * A tollgate resize the kubelet has neither carried out nor answered for
+ * `pause.stuckMs` since the request: Pause; else undefined (keep waiting).
+ */
+function pauseIfStuck(ctx: Context, waiting: string): PodResizePlan | undefined {
+  const { requestedAt } = ctx.stored.state;
+  const limit = ctx.input.policy.pause.stuckMs;
+  if (requestedAt === undefined || ctx.input.now - requestedAt < limit) return undefined;
+  const elapsedMs = ctx.input.now - requestedAt;
+  return pauseWorkload(
+    ctx,
+    `the resize requested ${elapsedMs} ms ago is still not carried out (${waiting}; pause.onStuckFor ${limit} ms)`,
+    'stuck',
+    [{ condition: 'stuck', met: false, value: { elapsedMs, limitMs: limit, waiting } }],
+  );
+}
+
+/** A signal or the SLO unreadable for `pause.unreadableMs` (as this process saw it): Pause. */
+function pauseOnUnreadable(ctx: Context): PodResizePlan | undefined {
+  const since = ctx.unreadableSince;
+  const limit = ctx.input.policy.pause.unreadableMs;
+  if (since === undefined || ctx.input.now - since < limit) return undefined;
+  const unreadable = unreadableInputs(ctx, verdictsFor(ctx));
+  return pauseWorkload(
+    ctx,
+    `${describeUnreadable(unreadable)} since ${new Date(since).toISOString()} (pause.onUnreadableFor ${limit} ms)`,
+    'unreadable',
+    [
+      {
+        condition: 'unreadable',
+        met: false,
+        value: { since, limitMs: limit, signals: unreadable.map((u) => ({ ...u })) },
+      },
+    ],
+  );
 }
 
 /** `partial` laid over `base`: units missing from `partial` keep `base`'s values. */
@@ -456,7 +600,7 @@ function handleInfeasible(
       ? [
           {
             decisionId: id,
-            op: { type: 'annotate', annotations: stateAnnotations({ state }) },
+            op: { type: 'annotate', annotations: stateAnnotations(sealerOf(ctx), { state }) },
             priority: resizePriority.revert,
             deadline: now + 60_000,
           },
@@ -505,7 +649,7 @@ function handleWaiting(
   reason: 'Deferred' | 'Error',
   cond: V1PodCondition,
 ): PodResizePlan {
-  const { policy, now, memo } = ctx.input;
+  const { policy, now } = ctx.input;
   const requestedAt = ctx.stored.state.requestedAt ?? now;
   const elapsed = now - requestedAt;
   const pending = reason === 'Deferred' ? ('Deferred' as const) : undefined;
@@ -547,30 +691,78 @@ function handleWaiting(
       ...(pending ? { pending } : {}),
     };
   }
-  const sameEpisode = memo?.deferredGeneration === ctx.generation;
-  if (sameEpisode && memo?.nextDeferredCheck !== undefined && now < memo.nextDeferredCheck) {
+  const schedule = currentSchedule(ctx);
+  if (schedule && now < schedule.nextCheckAt) {
     return {
-      ...nothing(`${reason}; next check at ${memo.nextDeferredCheck}`, false, memo),
+      ...nothing(`${reason}; next check at ${schedule.nextCheckAt}`, false, memoOf(schedule)),
       ...(pending ? { pending } : {}),
     };
   }
-  const checks = sameEpisode ? (memo?.deferredChecks ?? 0) + 1 : 0;
+  const checks = schedule ? schedule.checks + 1 : 0;
   const next = now + deferredBackoffMs(checks, policy.deferredTimeoutMs);
+  const deferred: DeferredSchedule = {
+    generation: ctx.generation,
+    checks,
+    nextCheckAt: next,
+    reason,
+  };
   const d = decision(
     ctx,
     'Defer',
     reason === 'Deferred'
       ? `the kubelet deferred the resize (no room on the node yet); it retries as room appears, re-checked at ${new Date(next).toISOString()}, until ${policy.deferredTimeoutMs} ms after the request`
       : `the kubelet failed to actuate the resize: ${cond.message ?? 'no message'}; re-checked with backoff until the deadline`,
-    inputs,
-    false,
+    [...inputs, { condition: 'schedule', met: true, value: deferred }],
+    true,
   );
+  // The schedule goes on the pod (sealed), so a restarted tollgate neither re-checks
+  // early nor starts the backoff again.
+  const state: ResizeState = { ...ctx.stored.state, deferred };
   return {
     decisions: [d],
-    writes: [],
+    writes: [
+      {
+        decisionId: d.id,
+        op: { type: 'annotate', annotations: stateAnnotations(sealerOf(ctx), { state }) },
+        priority: resizePriority.annotate,
+        deadline: now + 60_000,
+      },
+    ],
     paused: false,
-    memo: { deferredGeneration: ctx.generation, deferredChecks: checks, nextDeferredCheck: next },
+    deferredCheck: true,
+    memo: memoOf(deferred),
     ...(pending ? { pending } : {}),
+  };
+}
+
+/**
+ * The re-check schedule in force for the pod's current generation: the one stored on
+ * the pod or the loop's memory of a later check (the view may not show the last write
+ * yet), whichever is further along.
+ */
+function currentSchedule(ctx: Context): DeferredSchedule | undefined {
+  const { memo } = ctx.input;
+  const stored = ctx.stored.state.deferred;
+  const fromStore = stored?.generation === ctx.generation ? stored : undefined;
+  const fromMemo =
+    memo?.deferredGeneration === ctx.generation && memo.nextDeferredCheck !== undefined
+      ? {
+          generation: ctx.generation,
+          checks: memo.deferredChecks ?? 0,
+          nextCheckAt: memo.nextDeferredCheck,
+        }
+      : undefined;
+  if (!fromMemo) return fromStore;
+  if (!fromStore || fromMemo.checks > fromStore.checks)
+    return { ...fromMemo, reason: fromStore?.reason ?? 'Deferred' };
+  return fromStore;
+}
+
+function memoOf(schedule: DeferredSchedule): PodMemo {
+  return {
+    deferredGeneration: schedule.generation,
+    deferredChecks: schedule.checks,
+    nextDeferredCheck: schedule.nextCheckAt,
   };
 }
 
@@ -956,15 +1148,40 @@ function stepTarget(ctx: Context, verdicts: readonly SignalVerdict[]): SteppedTa
 export function decidePodResize(input: PodResizeInput): PodResizePlan {
   const ready = resizableContext(input);
   if (!('input' in ready)) return ready;
-  const ctx = ready;
-  if (ctx.stored.paused) return resumeIfApproved(ctx, ctx.stored.paused);
-  return (
+  const ctx = withUnreadableSince(ready);
+  if (ctx.stored.paused) return withStateRejected(ctx, resumeIfApproved(ctx, ctx.stored.paused));
+  const plan =
     rollbackIfHarmed(ctx) ??
+    pauseOnRestarts(ctx) ??
     followResizeInFlight(ctx) ??
     answerRefusal(ctx) ??
+    pauseOnUnreadable(ctx) ??
     waitForCooldown(ctx) ??
-    stepWithinBounds(ctx)
+    stepWithinBounds(ctx);
+  return withStateRejected(ctx, withUnreadableClock(ctx, plan));
+}
+
+/** The plan, its memo carrying since when signals have been unreadable (for the next pass). */
+function withUnreadableClock(ctx: Context, plan: PodResizePlan): PodResizePlan {
+  const since = plan.paused ? undefined : ctx.unreadableSince;
+  const { unreadableSince: _old, ...rest } = plan.memo ?? {};
+  const memo: PodMemo = { ...rest, ...(since === undefined ? {} : { unreadableSince: since }) };
+  const { memo: _plain, ...without } = plan;
+  return Object.keys(memo).length > 0 ? { ...without, memo } : without;
+}
+
+/** The plan, carrying a record of the stored state it ignored because its seal failed. */
+function withStateRejected(ctx: Context, plan: PodResizePlan): PodResizePlan {
+  const { rejected } = ctx.stored;
+  if (rejected.length === 0) return plan;
+  const d = decision(
+    ctx,
+    'Hold',
+    `resize state on the pod ignored (${rejected.map((r) => `${r.annotation}: ${r.reason}`).join(', ')}): tollgate honours only state it sealed for this pod`,
+    [{ condition: 'StoredState', met: false, value: rejected.map((r) => ({ ...r })) }],
+    false,
   );
+  return { ...plan, stateRejected: { decision: d, rejected } };
 }
 
 /**
@@ -984,10 +1201,19 @@ function resizableContext(input: PodResizeInput): Context | PodResizePlan {
     input,
     desired,
     actual,
-    // Nothing read back from annotations may widen a decision (see resize-state.ts).
-    stored: withinPolicyBounds(readResizeState(pod), input.policy, desired),
+    // Only state tollgate sealed for this pod is read back, and even that may not widen
+    // a decision (see resize-state.ts).
+    stored: withinPolicyBounds(readResizeState(pod, input.stateKeys), input.policy, desired),
     generation: pod.metadata?.generation ?? 0,
   };
+}
+
+/** The context with since when its signals have been unreadable (none while paused). */
+function withUnreadableSince(ctx: Context): Context {
+  if (ctx.stored.paused) return ctx;
+  const unreadable = unreadableInputs(ctx, verdictsFor(ctx)).length > 0;
+  if (!unreadable) return ctx;
+  return { ...ctx, unreadableSince: ctx.input.memo?.unreadableSince ?? ctx.input.now };
 }
 
 /** Paused after a rollback: only a new Resume approval resumes automation. */
@@ -1028,7 +1254,11 @@ function resumeIfApproved(
         decisionId: d.id,
         op: {
           type: 'annotate',
-          annotations: stateAnnotations({ paused: null, state, lastGood: toRecord(ctx.actual) }),
+          annotations: stateAnnotations(sealerOf(ctx), {
+            paused: null,
+            state,
+            lastGood: toRecord(ctx.actual),
+          }),
         },
         priority: resizePriority.annotate,
         deadline: ctx.input.now + 60_000,
@@ -1044,10 +1274,15 @@ function rollbackIfHarmed(ctx: Context): PodResizePlan | undefined {
   if (policy.rollback.onOOMKilled) {
     const container = oomKilledSinceRequest(ctx);
     if (container) {
-      return rollback(
-        ctx,
-        `container ${container} was OOMKilled after tollgate lowered its memory`,
-        [{ condition: 'OOMKilled', met: true, value: { container } }],
+      // Without a last good to return to, the OOM kill asks for a memory step up at
+      // once: the decrease that caused it is inside the cooldown by construction.
+      return (
+        rollback(ctx, `container ${container} was OOMKilled after tollgate lowered its memory`, [
+          { condition: 'OOMKilled', met: true, value: { container } },
+        ]) ??
+        followResizeInFlight(ctx) ??
+        answerRefusal(ctx) ??
+        stepWithinBounds(ctx)
       );
     }
   }
@@ -1103,11 +1338,10 @@ function followResizeInFlight(ctx: Context): PodResizePlan | undefined {
   if (current(progressCond) && progressCond?.reason === 'Error')
     return handleWaiting(ctx, 'Error', progressCond);
   if (observed !== undefined && observed < generation) {
-    return nothing(
-      `the kubelet has not observed generation ${generation} yet (observed ${observed})`,
-    );
+    const waiting = `the kubelet has not observed generation ${generation} yet (observed ${observed})`;
+    return pauseIfStuck(ctx, waiting) ?? nothing(waiting);
   }
-  return nothing('resize in progress');
+  return pauseIfStuck(ctx, 'resize in progress') ?? nothing('resize in progress');
 }
 
 /**

@@ -10,9 +10,12 @@
  * - `tollgate.io/resize-paused`: present while automation is paused for the workload
  *   (JSON: reason, since, approvals already present when it paused).
  *
- * Annotations are data anyone with pod-patch rights can edit: a malformed value is
- * reported (the caller records it) and treated as absent, never trusted half-parsed.
- * A well-formed value is not trusted either: `withinPolicyBounds` rebuilds the stored
+ * Annotations are data anyone with pod-patch rights can edit, so each value is sealed
+ * (`resize-seal.ts`: an HMAC over the pod's uid, the annotation and the value, keyed
+ * from the run configuration). A value whose seal does not verify is rejected (the
+ * caller records, meters and alerts on it) and treated as absent; a malformed value is
+ * reported and treated as absent, never trusted half-parsed.
+ * A verified value is still not trusted to widen a decision: `withinPolicyBounds` rebuilds the stored
  * resources from the pod's current ones, moving only the resources the ResizePolicy
  * bounds, only within those bounds, so a forged last-good or target can never widen a
  * rollback or a retreat; each value it had to correct is reported as a problem.
@@ -28,6 +31,27 @@ import {
   type Requirements,
   type ResourcesRecord,
 } from './resize-resources.ts';
+import {
+  seal,
+  unseal,
+  unverifiedJson,
+  type StateKeyRing,
+  type StateRejection,
+} from './resize-seal.ts';
+
+/**
+ * How stored state is read and written: with the key ring `tollgate run` holds (seals
+ * verified on read, applied on write), or `preview` (`tollgate plan`, which holds no key:
+ * values read unverified, nothing it plans is ever written).
+ */
+export type StateTrust = StateKeyRing | 'preview';
+
+/** A stored value not honoured, and why. */
+export interface RejectedState {
+  readonly annotation: string;
+  readonly reason: StateRejection;
+  readonly detail: string;
+}
 
 export const lastGoodAnnotation = 'tollgate.io/resize-last-good';
 export const stateAnnotation = 'tollgate.io/resize-state';
@@ -46,11 +70,44 @@ export interface ResizeState {
   readonly restarts?: Readonly<Record<string, number>>;
   /** Set when the kubelet found a target Infeasible and no smaller one was left: scale-up is left alone. */
   readonly infeasible?: { readonly at: number; readonly reason: string };
+  /** The re-check schedule of a Deferred (or actuation Error) resize, kept across restarts. */
+  readonly deferred?: DeferredSchedule;
 }
+
+/** Where the re-checks of one waiting resize stand. */
+export interface DeferredSchedule {
+  /** The pod generation the kubelet is deferring: a new one starts a new schedule. */
+  readonly generation: number;
+  /** Checks made so far in this episode (0 for the first); the backoff doubles with each. */
+  readonly checks: number;
+  /** Epoch ms before which nothing is checked or recorded again. */
+  readonly nextCheckAt: number;
+  readonly reason: 'Deferred' | 'Error';
+}
+
+function deferredSchedule(value: unknown): DeferredSchedule | undefined {
+  if (!value || typeof value !== 'object') return undefined;
+  const v = value as Record<string, unknown>;
+  const numbers = [v.generation, v.checks, v.nextCheckAt].every(
+    (n) => typeof n === 'number' && Number.isFinite(n),
+  );
+  if (!numbers || (v.reason !== 'Deferred' && v.reason !== 'Error')) return undefined;
+  return {
+    generation: v.generation as number,
+    checks: v.checks as number,
+    nextCheckAt: v.nextCheckAt as number,
+    reason: v.reason,
+  };
+}
+
+/** Why a workload paused: a rollback, restarts, a stuck resize, signals unreadable. */
+export const pauseCauses = ['rollback', 'restarts', 'stuck', 'unreadable'] as const;
+export type PauseCause = (typeof pauseCauses)[number];
 
 export interface PausedState {
   readonly reason: string;
   readonly since: number;
+  readonly cause?: PauseCause;
   /** Resume approvals that already existed: only a newer one resumes this pause. */
   readonly approvalsSeen: readonly string[];
 }
@@ -61,15 +118,21 @@ export interface StoredResizeState {
   readonly paused?: PausedState;
   /** Annotation parse problems, one line each. */
   readonly problems: readonly string[];
+  /** Values whose seal did not verify (ignored, as if absent). */
+  readonly rejected: readonly RejectedState[];
 }
 
 function parseJson(
   pod: V1Pod,
   name: string,
-  problems: string[],
+  trust: StateTrust,
+  found: { problems: string[]; rejected: RejectedState[] },
 ): Record<string, unknown> | undefined {
-  const text = pod.metadata?.annotations?.[name];
+  const sealed = pod.metadata?.annotations?.[name];
+  if (sealed === undefined) return undefined;
+  const text = openSealed(pod, name, sealed, trust, found.rejected);
   if (text === undefined) return undefined;
+  const { problems } = found;
   try {
     const value: unknown = JSON.parse(text);
     if (value && typeof value === 'object' && !Array.isArray(value)) {
@@ -79,6 +142,28 @@ function parseJson(
   } catch (error) {
     problems.push(`annotation ${name}: ${(error as Error).message}`);
   }
+  // Sealed by tollgate yet not a JSON object: corrupt, and rejected like a forgery.
+  if (trust !== 'preview') {
+    found.rejected.push({
+      annotation: name,
+      reason: 'corrupt',
+      detail: `annotation ${name}: sealed, but not a JSON object`,
+    });
+  }
+  return undefined;
+}
+
+function openSealed(
+  pod: V1Pod,
+  name: string,
+  text: string,
+  trust: StateTrust,
+  rejected: RejectedState[],
+): string | undefined {
+  if (trust === 'preview') return unverifiedJson(text);
+  const opened = unseal(trust, pod.metadata?.uid ?? '', name, text);
+  if (opened.ok) return opened.json;
+  rejected.push({ annotation: name, reason: opened.reason, detail: opened.detail });
   return undefined;
 }
 
@@ -91,11 +176,12 @@ function isRecord(value: unknown): value is ResourcesRecord {
   );
 }
 
-export function readResizeState(pod: V1Pod): StoredResizeState {
+export function readResizeState(pod: V1Pod, trust: StateTrust): StoredResizeState {
   const problems: string[] = [];
-  const lastGoodRaw = parseJson(pod, lastGoodAnnotation, problems);
-  const stateRaw = parseJson(pod, stateAnnotation, problems) ?? {};
-  const pausedRaw = parseJson(pod, pausedAnnotation, problems);
+  const found = { problems, rejected: [] as RejectedState[] };
+  const lastGoodRaw = parseJson(pod, lastGoodAnnotation, trust, found);
+  const stateRaw = parseJson(pod, stateAnnotation, trust, found) ?? {};
+  const pausedRaw = parseJson(pod, pausedAnnotation, trust, found);
   let lastGood: ResourcesRecord | undefined;
   if (lastGoodRaw) {
     if (isRecord(lastGoodRaw)) lastGood = lastGoodRaw;
@@ -116,32 +202,57 @@ export function readResizeState(pod: V1Pod): StoredResizeState {
       ? { infeasible: stateRaw.infeasible as ResizeState['infeasible'] & object }
       : {}),
   };
+  const deferred = deferredSchedule(stateRaw.deferred);
+  if (deferred) (state as { deferred?: DeferredSchedule }).deferred = deferred;
   let paused: PausedState | undefined;
   if (pausedRaw) {
     paused = {
       reason: typeof pausedRaw.reason === 'string' ? pausedRaw.reason : 'paused',
       since: typeof pausedRaw.since === 'number' ? pausedRaw.since : 0,
+      ...(pauseCauses.includes(pausedRaw.cause as PauseCause)
+        ? { cause: pausedRaw.cause as PauseCause }
+        : {}),
       approvalsSeen: Array.isArray(pausedRaw.approvalsSeen)
         ? pausedRaw.approvalsSeen.filter((n): n is string => typeof n === 'string')
         : [],
     };
   }
-  return { ...(lastGood ? { lastGood } : {}), state, ...(paused ? { paused } : {}), problems };
+  return {
+    ...(lastGood ? { lastGood } : {}),
+    state,
+    ...(paused ? { paused } : {}),
+    problems,
+    rejected: found.rejected,
+  };
 }
 
-/** The annotate patch that stores a new state (null removes an annotation). */
-export function stateAnnotations(update: {
-  lastGood?: ResourcesRecord | null;
-  state?: ResizeState;
-  paused?: PausedState | null;
-}): Record<string, string | null> {
+/** What stores values on one pod: the trust to seal with and the pod's uid. */
+export interface StateSealer {
+  readonly trust: StateTrust;
+  readonly uid: string;
+}
+
+/** The annotate patch that stores a new state, each value sealed (null removes an annotation). */
+export function stateAnnotations(
+  sealer: StateSealer,
+  update: {
+    lastGood?: ResourcesRecord | null;
+    state?: ResizeState;
+    paused?: PausedState | null;
+  },
+): Record<string, string | null> {
+  const sealed = (name: string, value: unknown): string => {
+    const json = JSON.stringify(value);
+    return sealer.trust === 'preview' ? json : seal(sealer.trust, sealer.uid, name, json);
+  };
   const out: Record<string, string | null> = {};
   if (update.lastGood !== undefined) {
-    out[lastGoodAnnotation] = update.lastGood === null ? null : JSON.stringify(update.lastGood);
+    out[lastGoodAnnotation] =
+      update.lastGood === null ? null : sealed(lastGoodAnnotation, update.lastGood);
   }
-  if (update.state !== undefined) out[stateAnnotation] = JSON.stringify(update.state);
+  if (update.state !== undefined) out[stateAnnotation] = sealed(stateAnnotation, update.state);
   if (update.paused !== undefined) {
-    out[pausedAnnotation] = update.paused === null ? null : JSON.stringify(update.paused);
+    out[pausedAnnotation] = update.paused === null ? null : sealed(pausedAnnotation, update.paused);
   }
   return out;
 }

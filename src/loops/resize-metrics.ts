@@ -4,6 +4,8 @@
  */
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { registry } from '../observe/metrics.ts';
+import { stateRejections } from '../decide/resize-seal.ts';
+import { pauseCauses } from '../decide/resize-state.ts';
 
 /** How a resize ended, from the write's outcome or the kubelet's answer. */
 export const resizeResults = [
@@ -121,3 +123,27 @@ export const resizeWakeupsTotal = getOrCreate(
       registers: [registry],
     }),
 );
+
+export const resizeStateRejectedTotal = getOrCreate(
+  'tollgate_resize_state_rejected_total',
+  () =>
+    new Counter({
+      name: 'tollgate_resize_state_rejected_total',
+      help: 'Resize state annotations ignored because their seal did not verify (unsigned, unknown-key, forged, corrupt); counted once per pod and value. Alert on any increase: someone edits tollgate state, or the state key changed.',
+      labelNames: ['reason'],
+      registers: [registry],
+    }),
+);
+for (const reason of stateRejections) resizeStateRejectedTotal.inc({ reason }, 0);
+
+export const resizePausesTotal = getOrCreate(
+  'tollgate_resize_pauses_total',
+  () =>
+    new Counter({
+      name: 'tollgate_resize_pauses_total',
+      help: 'Workloads paused until an approval, by cause (rollback, restarts, stuck, unreadable).',
+      labelNames: ['cause'],
+      registers: [registry],
+    }),
+);
+for (const cause of pauseCauses) resizePausesTotal.inc({ cause }, 0);

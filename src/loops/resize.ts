@@ -16,6 +16,7 @@
  * fails in strict mode -> no write is sent for that pass; the queue is full -> the loop
  * waits for room (backpressure) rather than dropping a rollback.
  */
+import { randomBytes } from 'node:crypto';
 import type { V1Pod } from '@kubernetes/client-node';
 import {
   checkLive,
@@ -41,6 +42,7 @@ import type { ResourceQuotaLike } from '../decide/resize-objects.ts';
 import { atLeast, QuotaHolds, type QuotaHold } from './resize-quota-holds.ts';
 import { actualResources, desiredResources, sameResources } from '../decide/resize-resources.ts';
 import type { WindowSample } from '../decide/resize-signals.ts';
+import { stateKeyRing, type StateKeyRing } from '../decide/resize-seal.ts';
 import type { PrometheusClient } from '../signals/prometheus.ts';
 import { defaultStepMs, readResizeSignals } from './resize-readings.ts';
 import { resizePodsByPolicy } from '../decide/resize-match.ts';
@@ -49,9 +51,11 @@ import { silentLogger, type Logger } from '../observe/log.ts';
 import {
   resizeActuationSeconds,
   resizePausedWorkloads,
+  resizePausesTotal,
   resizePending,
   resizeRollbacksTotal,
   resizeSignalUnreadable,
+  resizeStateRejectedTotal,
   resizeStepDownsHeldTotal,
   resizeWakeupsTotal,
   resizesTotal,
@@ -129,6 +133,13 @@ export interface ResizeLoopDeps {
    * Default true.
    */
   readonly staleSkipRollback?: boolean;
+  /**
+   * The keys that seal and verify the resize state stored on pods
+   * (`--resize-state-key-file`). Without them the loop seals with a random key made at
+   * its start (logged as a warning): state from before a restart is then rejected as
+   * `unknown-key` and ignored.
+   */
+  readonly stateKeys?: StateKeyRing;
   /** Parallel per-pod Prometheus queries when a query cannot be batched. Default 4. */
   readonly queryConcurrency?: number;
   readonly logger?: Logger;
@@ -236,6 +247,14 @@ const eventOf: Partial<Record<Decision['kind'], { type: 'Normal' | 'Warning'; re
   Hold: { type: 'Warning', reason: 'TollgateResizeHeld' },
 };
 
+/** A key for this process alone, when none is configured: state survives no restart. */
+function ephemeralStateKeys(log: Logger): StateKeyRing {
+  log.warn(
+    'no resize state key configured (--resize-state-key-file): resize state is sealed with a key made at start, so state stored before a restart will be rejected and ignored',
+  );
+  return stateKeyRing([randomBytes(32)]);
+}
+
 for (const cause of wakeCauses) resizeWakeupsTotal.inc({ cause }, 0);
 
 export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
@@ -289,12 +308,17 @@ class ResizeRunner {
   #wakeScheduled = false;
   /** Pods skipped as stale, each woken when its own backoff ends. */
   readonly #staleTimers = new Map<ObjectKey, NodeJS.Timeout>();
+  /** Pods whose write the stale-guard holds, by the reason last recorded. */
+  readonly #liveHolds = new Map<ObjectKey, string>();
   /** Pods whose SkipStale is recorded (by decision kind) while the view stays behind. */
   readonly #staleRecorded = new Map<ObjectKey, string>();
   /** Observe-only: what was last recorded per pod, so the same would-be decision is recorded once. */
   readonly #observed = new Map<ObjectKey, string>();
   /** The last Hold recorded per pod (its `holdKey`): a Hold is recorded once per change. */
   readonly #holds = new Map<ObjectKey, string>();
+  /** The rejected stored values last recorded per pod: recorded once per value. */
+  readonly #rejectedState = new Map<ObjectKey, string>();
+  readonly #stateKeys: StateKeyRing;
   readonly #quotaHolds: QuotaHolds;
   readonly #abort = new AbortController();
   readonly #unsubscribe: () => void;
@@ -309,6 +333,7 @@ class ResizeRunner {
     this.#guard = deps.staleGuard ?? ownWriteGuard();
     this.#stepOf = deps.stepMs ?? defaultStepMs;
     this.#concurrency = deps.queryConcurrency ?? 4;
+    this.#stateKeys = deps.stateKeys ?? ephemeralStateKeys(this.#log);
     this.#quotaHolds = new QuotaHolds({
       quotas: deps.quotas,
       quotasSeenThrough: deps.quotasSeenThrough,
@@ -330,8 +355,10 @@ class ResizeRunner {
       this.#memos.delete(change.key);
       this.#refused.delete(change.key);
       this.#holds.delete(change.key);
+      this.#rejectedState.delete(change.key);
       this.#seen.delete(change.key);
       this.#staleRecorded.delete(change.key);
+      this.#liveHolds.delete(change.key);
       return;
     }
     const pod = change.object as V1Pod;
@@ -555,6 +582,7 @@ class ResizeRunner {
       stepMs: this.#stepOf(turn.rp),
       ...(memo ? { memo } : {}),
       ...(refusal ? { refused: refusal } : {}),
+      stateKeys: this.#stateKeys,
     });
     if (plan.memo) this.#memos.set(key, plan.memo);
     else this.#memos.delete(key);
@@ -578,6 +606,7 @@ class ResizeRunner {
     round: number,
   ): Promise<V1Pod | undefined> {
     const { key, pass } = turn;
+    await this.#recordRejectedState(current, plan, turn);
     if (plan.decisions.length === 0) {
       this.#holds.delete(key);
       this.#observed.delete(key);
@@ -589,9 +618,8 @@ class ResizeRunner {
       this.#observeOnly(key, plan, turn);
       return undefined;
     }
+    if (plan.deferredCheck) resizesTotal.inc({ result: 'deferred' });
     for (const d of plan.decisions) {
-      if (d.kind === 'Defer' && d.outcome.result === 'recorded')
-        resizesTotal.inc({ result: 'deferred' });
       if (d.kind === 'Infeasible' && d.outcome.result === 'recorded')
         resizesTotal.inc({ result: 'infeasible' });
     }
@@ -613,6 +641,7 @@ class ResizeRunner {
     let check = this.#checkLive(current, plan, key, round);
     if (check instanceof Promise) check = await check;
     if (check.action !== 'proceed') return this.#afterLiveCheck(plan, check, key, pass);
+    this.#liveHolds.delete(key);
     // Record intents, send, settle.
     this.#refused.delete(key);
     const intents = plan.decisions.filter((d) => d.outcome.result === 'pending');
@@ -640,6 +669,32 @@ class ResizeRunner {
     if (fresh)
       this.#log.info({ pod: key }, 'resize write conflicted; decided again from a fresh read');
     return fresh;
+  }
+
+  /**
+   * Stored state the plan ignored (its seal did not verify): recorded, counted by reason
+   * and raised as a Warning Event, once per pod and rejected value (not once per pass).
+   * The next write tollgate makes to the pod replaces it with a sealed value.
+   */
+  async #recordRejectedState(pod: V1Pod, plan: PodResizePlan, turn: PodTurn): Promise<void> {
+    const { key } = turn;
+    if (!plan.stateRejected) {
+      this.#rejectedState.delete(key);
+      return;
+    }
+    const annotations = pod.metadata?.annotations ?? {};
+    const values = JSON.stringify(
+      plan.stateRejected.rejected.map((r) => [r.annotation, annotations[r.annotation]]),
+    );
+    if (this.#rejectedState.get(key) === values) return;
+    this.#rejectedState.set(key, values);
+    for (const r of plan.stateRejected.rejected) resizeStateRejectedTotal.inc({ reason: r.reason });
+    const { decision } = plan.stateRejected;
+    this.#log.warn({ pod: key, rejected: plan.stateRejected.rejected }, decision.reason);
+    turn.pass.all.push(decision);
+    this.#deps.audit.record([decision]);
+    if (turn.rp.mode === 'Observe') return;
+    await this.#emit(pod, decision, { type: 'Warning', reason: 'TollgateResizeStateRejected' });
   }
 
   /**
@@ -780,13 +835,10 @@ class ResizeRunner {
     if (this.#staleRecorded.get(key) === first.kind) return;
     this.#staleRecorded.set(key, first.kind);
     this.#deps.audit.record([
-      {
-        ...first,
-        id: first.id.replace(`:${first.kind}:`, ':SkipStale:'),
-        kind: 'SkipStale',
-        reason: `the view has not seen tollgate's last write to this pod yet; ${first.kind} decided again next pass`,
-        outcome: { result: 'recorded' },
-      },
+      skipStaleOf(
+        first,
+        `the view has not seen tollgate's last write to this pod yet; ${first.kind} decided again next pass`,
+      ),
     ]);
   }
 
@@ -836,6 +888,7 @@ class ResizeRunner {
     const kind = plan.decisions.some((d) => d.kind === 'Rollback') ? 'Rollback' : 'Resize';
     if (check.action === 'hold') {
       pass.skipped.set(key, check.reason);
+      this.#recordLiveHold(key, plan, kind, check.reason);
       return undefined;
     }
     if (check.action === 'gone') {
@@ -844,6 +897,24 @@ class ResizeRunner {
     }
     this.#log.info({ pod: key, kind }, 'resize: live read newer than the cache; decided again');
     return check.live;
+  }
+
+  /**
+   * A write the stale-guard held (no live read allowed, or it failed): a SkipStale
+   * record once per pod and change of reason (its numbers aside: a countdown in the
+   * reason is the same reason), not once per pass.
+   */
+  #recordLiveHold(key: ObjectKey, plan: PodResizePlan, kind: string, reason: string): void {
+    const sameReason = `${kind}|${reason.replace(/\d+/g, '#')}`;
+    if (this.#liveHolds.get(key) === sameReason) return;
+    this.#liveHolds.set(key, sameReason);
+    this.#deps.audit.record([
+      skipStaleOf(
+        plan.decisions[0] as Decision,
+        `stale-guard held the ${kind}: ${reason}; decided again later`,
+        `:held:${this.#clock.now()}`,
+      ),
+    ]);
   }
 
   /** A live GET of the pod; a failed read counts as not found. */
@@ -868,6 +939,7 @@ class ResizeRunner {
   ): Promise<'done' | 'conflict'> {
     const sent = await this.#sendChain(pod, plan, tenant, hold);
     this.#deps.audit.record(this.#recordOutcomes(plan, sent));
+    if (plan.pauseCause && !sent.failed) resizePausesTotal.inc({ cause: plan.pauseCause });
     if (!sent.failed) for (const d of plan.decisions) await this.#emit(pod, d);
     return sent.failed?.result === 'conflict' ? 'conflict' : 'done';
   }
@@ -982,8 +1054,7 @@ class ResizeRunner {
     }
   }
 
-  async #emit(pod: V1Pod, decision: Decision): Promise<void> {
-    const event = eventOf[decision.kind];
+  async #emit(pod: V1Pod, decision: Decision, event = eventOf[decision.kind]): Promise<void> {
     if (!this.#deps.events || !event) return;
     try {
       await this.#deps.events(pod, { ...event, message: decision.reason.slice(0, 1000) });
@@ -1023,6 +1094,17 @@ function meterUnreadable(rp: ResizePolicy, read: ResizeReadings): void {
         { policy: rp.name, signal, read: how },
         counts.get(`${signal}\n${how}`) ?? 0,
       );
+}
+
+/** The SkipStale record of a decision not carried out (no write), with its reason. */
+function skipStaleOf(first: Decision, reason: string, idSuffix = ''): Decision {
+  return {
+    ...first,
+    id: `${first.id.replace(`:${first.kind}:`, ':SkipStale:')}${idSuffix}`,
+    kind: 'SkipStale',
+    reason,
+    outcome: { result: 'recorded' },
+  };
 }
 
 function keyOf(pod: V1Pod): ObjectKey {

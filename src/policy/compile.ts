@@ -612,6 +612,16 @@ function compileResizePolicy(
       pauseForReview: spec.rollback?.pauseForReview ?? true,
     },
     allowRestart: spec.allowRestart ?? false,
+    pause: {
+      restarts: spec.pause?.onRestarts ?? 5,
+      stuckMs: duration(report, 'spec.pause.onStuckFor', spec.pause?.onStuckFor, 1_800_000),
+      unreadableMs: duration(
+        report,
+        'spec.pause.onUnreadableFor',
+        spec.pause?.onUnreadableFor,
+        7_200_000,
+      ),
+    },
     ...(spec.mode === 'Observe' ? { mode: 'Observe' as const } : {}),
   };
 }

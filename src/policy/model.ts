@@ -154,6 +154,12 @@ export interface ResizePolicy {
   readonly rollback: { readonly onOOMKilled: boolean; readonly pauseForReview: boolean };
   /** Whether a resize that restarts a container (its resizePolicy says RestartContainer) is allowed. */
   readonly allowRestart: boolean;
+  /** When a workload pauses besides a rollback: restarts since tollgate's last resize, a resize stuck, signals unreadable. */
+  readonly pause: {
+    readonly restarts: number;
+    readonly stuckMs: number;
+    readonly unreadableMs: number;
+  };
   /** `Observe`: decide and record what would be done, write nothing. Absent = `Act`. */
   readonly mode?: 'Act' | 'Observe';
 }

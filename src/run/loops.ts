@@ -4,6 +4,7 @@
  * when a Prometheus is configured, resize, over a view of the dispatcher whose queued
  * writes are cancelled when the term ends or the loops stop.
  */
+import { readFileSync } from 'node:fs';
 import type { AuditSink } from '../audit/types.ts';
 import type { RunConfig } from '../cli/run-config.ts';
 import { boundedPodReader, freshPodRevision, podReader } from '../cluster/client.ts';
@@ -22,6 +23,7 @@ import type { Logger } from '../observe/log.ts';
 import type { PassWatchdog } from '../observe/watchdog.ts';
 import type { Policy } from '../policy/model.ts';
 import { createPrometheusClient } from '../signals/prometheus.ts';
+import { parseStateKeys, type StateKeyRing } from '../decide/resize-seal.ts';
 import { recoverOutcomes, type AuditTarget } from './audit.ts';
 import type { TokenSource } from '../policy/credentials.ts';
 import type { PolicyFeed } from './policy.ts';
@@ -210,7 +212,8 @@ function startResizeLoopIfConfigured(
 ): ResizeLoop | undefined {
   const { config, policies, view, log } = parts;
   const prometheusUrl = config.resize.prometheusUrl ?? policies.current()?.settings.prometheus?.url;
-  if (prometheusUrl) {
+  const stateKeys = readStateKeys(config.resize.stateKeyFile, log);
+  if (prometheusUrl && stateKeys !== 'invalid') {
     return startResizeLoop({
       view,
       policy: () => policies.current(),
@@ -225,6 +228,7 @@ function startResizeLoopIfConfigured(
       ...quotasFromView(view),
       cacheLagMs: () => view.cacheLag.lagMs(),
       ...(parts.watchdog ? { watchdog: parts.watchdog } : {}),
+      ...(stateKeys ? { stateKeys } : {}),
       logger: log,
     });
   }
@@ -234,4 +238,29 @@ function startResizeLoopIfConfigured(
     );
   }
   return undefined;
+}
+
+/**
+ * The resize state keys, read at each term's start (a rotated Secret takes effect at the
+ * next term). A file that cannot be read or holds no valid key stops the resize loop
+ * (an error naming the file): sealing with a key other than the operator's would reject
+ * every stored state after a restart.
+ */
+function readStateKeys(
+  path: string | undefined,
+  log: Logger,
+): StateKeyRing | undefined | 'invalid' {
+  if (path === undefined) return undefined;
+  let ring: ReturnType<typeof parseStateKeys>;
+  try {
+    ring = parseStateKeys(readFileSync(path, 'utf8'));
+  } catch (error) {
+    ring = { error: error instanceof Error ? error.message : String(error) };
+  }
+  if (!('error' in ring)) return ring;
+  log.error(
+    { file: path, problem: ring.error },
+    'resize state key file unusable: the resize loop does not run',
+  );
+  return 'invalid';
 }

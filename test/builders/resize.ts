@@ -7,6 +7,43 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import type { ResizePolicy, ResourceBounds, Signal } from '../../src/policy/model.ts';
 import type { WindowSample } from '../../src/decide/resize-signals.ts';
+import { seal, stateKeyRing, unseal } from '../../src/decide/resize-seal.ts';
+import {
+  decidePodResize,
+  type PodResizeInput,
+  type PodResizePlan,
+} from '../../src/decide/resize-plan.ts';
+
+/** The state key ring resize unit tests seal and verify with. */
+export const testStateKeys = stateKeyRing(['resize-state-key-for-tests-only-0123456789']);
+
+/**
+ * `decidePodResize` with the defaults resize unit tests share: the default ResizePolicy,
+ * no signals, no approvals, a 15 s step, the test state keys; `input` overrides any.
+ */
+export function decideResizeFor(
+  now: number,
+  input: Pick<PodResizeInput, 'pod'> & Partial<PodResizeInput>,
+): PodResizePlan {
+  return decidePodResize({
+    policy: aResizePolicy(),
+    commit: 'c0ffee',
+    readings: [],
+    approvals: [],
+    now,
+    stepMs: 15_000,
+    stateKeys: testStateKeys,
+    ...input,
+  });
+}
+
+/** The JSON value of a sealed resize annotation `plan` wrote for pod `uid` (verified). */
+export function sealedValue(uid: string, annotation: string, text: string | null | undefined) {
+  if (text === undefined || text === null) return undefined;
+  const opened = unseal(testStateKeys, uid, annotation, text);
+  if (!opened.ok) throw new Error(opened.detail);
+  return JSON.parse(opened.json) as Record<string, unknown>;
+}
 
 interface ContainerSpec {
   name: string;
@@ -86,8 +123,23 @@ export class RunningPodBuilder {
     return this;
   }
 
+  /** The container's restart count (no termination reason). */
+  restarts(container: string, restartCount: number): this {
+    const c = this.#containers.find((x) => x.name === container);
+    if (!c) throw new Error(`no container ${container}`);
+    c.restartCount = restartCount;
+    return this;
+  }
+
   annotation(key: string, value: string): this {
     this.#annotations[key] = value;
+    return this;
+  }
+
+  /** A resize state annotation as tollgate stores it: `value` as JSON, sealed for this pod. */
+  sealed(key: string, value: unknown, keys = testStateKeys): this {
+    const json = typeof value === 'string' ? value : JSON.stringify(value);
+    this.#annotations[key] = seal(keys, `uid-${this.#name}`, key, json);
     return this;
   }
 
@@ -198,6 +250,7 @@ export function aResizePolicy(overrides: Partial<ResizePolicy> = {}): ResizePoli
     deferredTimeoutMs: 300_000,
     maxAttempts: 3,
     rollback: { onOOMKilled: true, pauseForReview: true },
+    pause: { restarts: 5, stuckMs: 1_800_000, unreadableMs: 7_200_000 },
     allowRestart: false,
     ...overrides,
   };

@@ -257,6 +257,23 @@ export interface ResizePolicy {
       pauseForReview?: boolean;
     };
     /**
+     * When to pause automation for a workload (besides a rollback with pauseForReview): recorded as a Pause with its cause, a TollgateResizePaused Event, resumed by an Approval with action Resume.
+     */
+    pause?: {
+      /**
+       * Container restarts (summed over the pod's containers) since tollgate's last resize of the pod that pause it.
+       */
+      onRestarts?: number;
+      /**
+       * A tollgate resize the kubelet has neither carried out nor answered (no Deferred, Infeasible or Error) this long after the request pauses the pod. A duration.
+       */
+      onStuckFor?: string;
+      /**
+       * A signal or the SLO unreadable (query error or no samples) for a pod this long, as one tollgate process has seen it, pauses the pod. A duration.
+       */
+      onUnreadableFor?: string;
+    };
+    /**
      * Whether a resize that restarts a container (its resizePolicy says RestartContainer) is allowed.
      */
     allowRestart?: boolean;

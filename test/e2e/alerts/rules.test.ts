@@ -393,6 +393,20 @@ describe('alert rules on the series tollgate exports', () => {
         'Signal memory of ResizePolicy api has not been readable for 30 minutes (query error or no samples); no pod of it is made smaller until it is.',
     },
     {
+      alert: 'TollgateResizeStateRejected',
+      series: [
+        {
+          series: 'tollgate_resize_state_rejected_total{pod="tollgate-a",reason="forged"}',
+          values: '0x10 1x40',
+        },
+      ],
+      silentAt: '10m',
+      firingAt: '12m',
+      labels: { reason: 'forged' },
+      description:
+        "tollgate ignored resize state it did not seal for the pod (forged) in the last 15 minutes: someone edits tollgate's annotations on pods (unsigned, forged), or the state key changed (unknown-key). The audit trail names each pod.",
+    },
+    {
       alert: 'TollgatePolicyRestartRequired',
       series: [
         { series: 'tollgate_policy_restart_required{pod="tollgate-a"}', values: '0x10 1x40' },
@@ -459,6 +473,10 @@ describe('alert rules on the series tollgate exports', () => {
             values: '0+60x200',
           },
           { series: 'tollgate_policy_head_invalid{pod="tollgate-a"}', values: '0x200' },
+          {
+            series: 'tollgate_resize_state_rejected_total{pod="tollgate-a",reason="forged"}',
+            values: '0x200',
+          },
           {
             series: 'tollgate_policy_last_load_timestamp_seconds{pod="tollgate-a"}',
             values: '0+60x200',

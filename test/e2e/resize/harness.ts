@@ -4,6 +4,7 @@
  * dispatcher, the Git audit writer on a real Git server, and a real Prometheus scraping
  * an exporter whose per-pod values the test sets.
  */
+import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -27,10 +28,17 @@ import {
 } from '../../../src/loops/resize.ts';
 import { createPrometheusClient } from '../../../src/signals/prometheus.ts';
 import { aPolicy, aTenant } from '../../builders/policy.ts';
+import { sealedValue, testStateKeys } from '../../builders/resize.ts';
 import { freshClone } from '../audit/support.ts';
 import { createDispatcherForTest, startPrometheusForTest, type TestPrometheus } from './parts.ts';
 
 export const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+/** The JSON of one of tollgate's resize annotations on `pod`, its seal verified (or {}). */
+export function storedState(pod: V1Pod, annotation: string): Record<string, unknown> {
+  const text = pod.metadata?.annotations?.[annotation];
+  return sealedValue(pod.metadata?.uid ?? '', annotation, text) ?? {};
+}
 
 export interface ResizeWorld {
   readonly cp: ControlPlane;
@@ -49,6 +57,12 @@ export interface ResizeWorld {
   pod(name: string): Promise<V1Pod>;
   /** Creates a pod pinned to a node and waits until the kubelet runs it. */
   runPod(body: V1Pod): Promise<V1Pod>;
+  /**
+   * Asserts `name` was resized in place: the pod `runPod` started (same uid), its
+   * containers restarted exactly `restarts` times since (restarts the test itself
+   * caused, e.g. OOM kills; tollgate's policies here allow none).
+   */
+  assertInPlace(name: string, restarts?: number): Promise<V1Pod>;
   /** Audit records (JSON objects) on the audit branch of the real Git server. */
   auditRecords(): Promise<Record<string, unknown>[]>;
   stop(): Promise<void>;
@@ -115,6 +129,9 @@ export async function startResizeWorld(
   });
   const core = tollgateKc.makeApiClient(CoreV1Api);
   const loops: ResizeLoop[] = [];
+  const started = new Map<string, V1Pod>();
+  const restartsOf = (pod: V1Pod | undefined) =>
+    (pod?.status?.containerStatuses ?? []).reduce((sum, s) => sum + (s.restartCount ?? 0), 0);
 
   return {
     cp,
@@ -137,6 +154,7 @@ export async function startResizeWorld(
         prometheus: createPrometheusClient({ url: prom.url, timeoutMs: 3000 }),
         intervalMs: 500,
         stepMs: () => 1000,
+        stateKeys: testStateKeys,
         readPod: async (ns, pod) => core.readNamespacedPod({ namespace: ns, name: pod }),
         events: (pod, event) => {
           const meta = pod.metadata ?? {};
@@ -169,7 +187,26 @@ export async function startResizeWorld(
             : undefined;
         },
         { timeoutMs: 60_000 },
+      ).then((pod) => {
+        started.set(podName, pod);
+        return pod;
+      });
+    },
+    async assertInPlace(name, restarts = 0) {
+      const first = started.get(name);
+      const now = await admin.readNamespacedPod({ namespace, name });
+      assert.ok(first, `${name} was started by runPod`);
+      assert.equal(
+        now.metadata?.uid,
+        first.metadata?.uid,
+        `${name}: the same pod (uid), never replaced`,
       );
+      assert.equal(
+        restartsOf(now) - restartsOf(first),
+        restarts,
+        `${name}: containers restarted only as the test caused`,
+      );
+      return now;
     },
     async auditRecords() {
       await audit.flush();

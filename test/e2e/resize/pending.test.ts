@@ -11,9 +11,16 @@ import { aResizePolicy } from '../../builders/resize.ts';
 import type { ResizePolicy } from '../../../src/policy/model.ts';
 import type { ClusterView } from '../../../src/cluster/types.ts';
 import { toStoredAmount } from '../../../src/lib/quantity.ts';
+import { ManualClock } from '../../../src/lib/clock.ts';
 import { registry } from '../../../src/observe/metrics.ts';
 import { stateAnnotation } from '../../../src/decide/resize-state.ts';
-import { mergePatch, policyFor, startResizeWorld, type ResizeWorld } from './harness.ts';
+import {
+  mergePatch,
+  policyFor,
+  startResizeWorld,
+  storedState,
+  type ResizeWorld,
+} from './harness.ts';
 
 const queueMetric = 'tollgate_test_queue_length';
 let world: ResizeWorld;
@@ -83,6 +90,7 @@ before(async () => {
     'rz-small-d': { cpu: '2', memory: '4Gi' },
     'rz-small-e': { cpu: '2', memory: '4Gi' },
     'rz-small-f': { cpu: '4', memory: '4Gi' },
+    'rz-small-g': { cpu: '2', memory: '4Gi' },
   });
 });
 
@@ -121,7 +129,7 @@ async function overshoot(
       'the workload marked Infeasible',
       async () => {
         const current = await world.pod(pod);
-        return JSON.parse(current.metadata?.annotations?.[stateAnnotation] ?? '{}').infeasible;
+        return storedState(current, stateAnnotation).infeasible;
       },
       { timeoutMs: 60_000, describe: () => JSON.stringify(seen) },
     );
@@ -147,6 +155,7 @@ async function overshoot(
       infeasible.some((r) => /attempts exhausted/.test(r.reason)),
       'the mark and its reason are in Git',
     );
+    await world.assertInPlace(pod);
     return { seen };
   } finally {
     clearInterval(watch);
@@ -217,6 +226,7 @@ test('with the node known, tollgate never asks for more than its allocatable', a
   const pod = await world.pod('known-0');
   assert.equal(cpuOf(pod), 1000, '2400m would exceed the 2-cpu node: not requested');
   assert.equal(pod.metadata?.generation, 1);
+  await world.assertInPlace('known-0');
 });
 
 test('a Deferred resize is recorded and completes once room appears on the node', async () => {
@@ -268,6 +278,7 @@ test('a Deferred resize is recorded and completes once room appears on the node'
   );
   assert.equal(cpuOf(pod), 1500);
   assert.ok(!pod.status?.conditions?.some((c) => c.type === 'PodResizePending'));
+  await world.assertInPlace('dfr-0');
   await eventually(
     'the pending gauge back to 0',
     async () =>
@@ -310,6 +321,7 @@ test('a Deferred resize that finds no room before deferredTimeout is withdrawn t
     defers.some((r) => /past deferredTimeout/.test(r.reason) && r.outcome.result === 'succeeded'),
     JSON.stringify(defers),
   );
+  await world.assertInPlace('stuck-0');
 });
 
 test('an actuation Error (PodResizeInProgress reason Error) is recorded and waited for while the kubelet retries, and withdrawn past deferredTimeout when it never succeeds', async () => {
@@ -367,7 +379,90 @@ test('an actuation Error (PodResizeInProgress reason Error) is recorded and wait
       ),
       JSON.stringify(defers),
     );
+    for (const name of ['err-0', 'err-1']) await world.assertInPlace(name);
   } finally {
     await loop.stop();
   }
+});
+
+test('a tollgate restarted in the middle of a Deferred resize resumes its schedule: no early re-check, the backoff continued, the deadline from the original request', async () => {
+  const policy = () =>
+    policyFor(world.namespace, [
+      policyNamed('rst', {
+        deferredTimeoutMs: 600_000,
+        containers: { app: { cpu: { min: 500, max: 2000, step: 500 } } },
+      }),
+    ]);
+  const first = world.loop(policy);
+  await world.runPod({ ...appPod('filler-g', 'filler', 'rz-small-g', '800m') });
+  setQueue('rst-0', 50);
+  await world.runPod(appPod('rst-0', 'rst', 'rz-small-g', '1'));
+  setQueue('rst-0', 500);
+  type Schedule = { checks: number; nextCheckAt: number; generation: number };
+  const scheduleOf = (pod: V1Pod) => storedState(pod, stateAnnotation).deferred as Schedule;
+  const deferred = await eventually(
+    'the Deferred resize and its first check stored on the pod',
+    async () => {
+      const pod = await world.pod('rst-0');
+      return scheduleOf(pod)?.checks === 0 ? pod : undefined;
+    },
+    { timeoutMs: 20_000 },
+  );
+  setQueue('rst-0', 50);
+  await first.stop();
+  await eventually(
+    'the view shows the stored schedule',
+    async () => {
+      const seen = world.view.pod(world.namespace, 'rst-0');
+      return seen ? scheduleOf(seen)?.checks === 0 : false;
+    },
+    { timeoutMs: 5000 },
+  );
+  const { nextCheckAt } = scheduleOf(deferred);
+  const requestedAt = storedState(deferred, stateAnnotation).requestedAt as number;
+  const defersBefore = (await recordsFor('rst-0')).filter((r) => r.kind === 'Defer').length;
+
+  // A new process (its own memory empty), on a clock the test moves.
+  const clock = new ManualClock(nextCheckAt - 1000);
+  const second = world.loop(policy, { clock, intervalMs: 3_600_000 });
+  await second.pass();
+  assert.equal(
+    (await recordsFor('rst-0')).filter((r) => r.kind === 'Defer').length,
+    defersBefore,
+    'nothing re-checked or recorded before the stored next check',
+  );
+  assert.equal(scheduleOf(await world.pod('rst-0')).checks, 0);
+
+  clock.set(nextCheckAt);
+  await second.pass();
+  const checked = await eventually(
+    'the second check, with the backoff continued',
+    async () => {
+      const pod = await world.pod('rst-0');
+      return scheduleOf(pod)?.checks === 1 ? pod : undefined;
+    },
+    { timeoutMs: 10_000 },
+  );
+  assert.equal(scheduleOf(checked).nextCheckAt, nextCheckAt + 10_000, 'the second backoff step');
+  assert.equal(cpuOf(checked), 1500, 'still waiting for the kubelet');
+
+  // Past the deadline counted from the original request (not from the restart).
+  clock.set(requestedAt + 600_000);
+  const withdrawn = await eventually(
+    'withdrawn to the actual resources at the original deadline',
+    async () => {
+      await second.pass();
+      const pod = await world.pod('rst-0');
+      return cpuOf(pod) === 1000 ? pod : undefined;
+    },
+    { timeoutMs: 15_000 },
+  );
+  const defers = (await recordsFor('rst-0')).filter((r) => r.kind === 'Defer');
+  assert.ok(
+    defers.some((r) => /Deferred for 600000 ms, past deferredTimeout/.test(r.reason)),
+    JSON.stringify(defers.map((r) => r.reason)),
+  );
+  assert.equal(cpuOf(withdrawn), 1000);
+  await world.assertInPlace('rst-0');
+  await second.stop();
 });

@@ -157,6 +157,7 @@ test('a ResourceQuota with room for one step of two wanted: one pod steps, the o
     (error: { code?: number; body?: unknown }) =>
       error.code === 403 && /exceeded quota/.test(String(error.body)),
   );
+  for (const name of ['quota-0', 'quota-1']) await world.assertInPlace(name);
 });
 
 test('the view keeps ResourceQuotas of the managed namespaces only, following the managed set as the policy changes it', async () => {

@@ -17,7 +17,7 @@ import { PolicySource } from '../../../src/policy/source.ts';
 import { toStoredAmount } from '../../../src/lib/quantity.ts';
 import { registry } from '../../../src/observe/metrics.ts';
 import { lastGoodAnnotation, pausedAnnotation } from '../../../src/decide/resize-state.ts';
-import { startResizeWorld, type ResizeWorld } from './harness.ts';
+import { startResizeWorld, storedState, type ResizeWorld } from './harness.ts';
 
 const queueMetric = 'tollgate_test_queue_length';
 const errorMetric = 'tollgate_test_error_ratio';
@@ -77,6 +77,26 @@ function policyFiles(namespace: string): Record<string, string> {
       '  maxAttempts: 3',
       '  rollback: { onOOMKilled: true, pauseForReview: true }',
       '  allowRestart: false',
+      '',
+    ].join('\n'),
+    'resize/crashy.yaml': [
+      'apiVersion: tollgate.io/v1alpha1',
+      'kind: ResizePolicy',
+      'metadata: { name: crashy }',
+      'spec:',
+      '  tenant: team-a',
+      '  selector: { matchLabels: { app: crashy } }',
+      '  containers:',
+      '    app:',
+      '      cpu: { min: 250m, max: 2, step: 250m }',
+      '  signals:',
+      '    - name: queue',
+      `      query: ${queueMetric}{namespace="$namespace",pod="$pod"}`,
+      '      scaleUpAbove: 100',
+      '      scaleDownBelow: 20',
+      '  window: 2s',
+      '  cooldown: 3s',
+      '  pause: { onRestarts: 3, onStuckFor: 10m, onUnreadableFor: 1h }',
       '',
     ].join('\n'),
     'resize/slo.yaml': [
@@ -165,7 +185,8 @@ test('an OOMKilled container after a memory decrease is rolled back and paused, 
   setQueue(50);
   const lowered = await world.pod('oomy-0');
   assert.deepEqual(
-    JSON.parse(lowered.metadata?.annotations?.[lastGoodAnnotation] ?? '{}').containers.app.requests,
+    (storedState(lowered, lastGoodAnnotation) as { containers: { app: { requests: unknown } } })
+      .containers.app.requests,
     {
       cpu: '100m',
       memory: '512Mi',
@@ -186,10 +207,8 @@ test('an OOMKilled container after a memory decrease is rolled back and paused, 
     },
     { timeoutMs: 30_000 },
   );
-  assert.match(
-    JSON.parse(rolledBack.metadata?.annotations?.[pausedAnnotation] ?? '{}').reason,
-    /OOMKilled/,
-  );
+  assert.match(String(storedState(rolledBack, pausedAnnotation).reason), /OOMKilled/);
+  await world.assertInPlace('oomy-0', 1);
 
   const records = (await world.auditRecords()).filter(
     (r) => (r.target as { name: string }).name === 'oomy-0',
@@ -337,10 +356,8 @@ test('an SLO breached for longer than the policy allows after a resize rolls it 
     },
     { timeoutMs: 20_000 },
   );
-  assert.match(
-    JSON.parse(pod.metadata?.annotations?.[pausedAnnotation] ?? '{}').reason,
-    /SLO breached/,
-  );
+  assert.match(String(storedState(pod, pausedAnnotation).reason), /SLO breached/);
+  await world.assertInPlace('slo-0');
   const records = (await world.auditRecords()).filter(
     (r) => (r.target as { name: string }).name === 'slo-0',
   );
@@ -352,4 +369,66 @@ test('an SLO breached for longer than the policy allows after a resize rolls it 
     await registry.getSingleMetricAsString('tollgate_resize_rollbacks_total'),
     /reason="SLO"\} 1/,
   );
+});
+
+test('containers restarting after a resize pause the workload, with the cause in Git, an Event and a metric; the pod is never replaced', async () => {
+  const labels = { namespace: world.namespace, pod: 'crashy-0' };
+  world.prom.set(queueMetric, labels, 50);
+  await world.runPod({
+    metadata: { name: 'crashy-0', labels: { app: 'crashy' } },
+    spec: {
+      nodeName: 'rz-oom-node',
+      containers: [
+        {
+          name: 'app',
+          image: 'registry.example/worker:1',
+          resources: { requests: { cpu: '500m', memory: '128Mi' } },
+        },
+      ],
+    },
+  });
+  const cpu = (pod: V1Pod) =>
+    toStoredAmount('cpu', pod.spec?.containers[0]?.resources?.requests?.cpu ?? '0');
+  world.prom.set(queueMetric, labels, 500);
+  await eventually(
+    'cpu raised one step to 750m',
+    async () => cpu(await world.pod('crashy-0')) === 750,
+    {
+      timeoutMs: 20_000,
+    },
+  );
+  world.prom.set(queueMetric, labels, 50);
+  for (let kill = 0; kill < 3; kill += 1)
+    await world.kubelet.oomKill(world.namespace, 'crashy-0', 'app');
+  const paused = await eventually(
+    'the workload paused on restarts',
+    async () => {
+      const pod = await world.pod('crashy-0');
+      return pod.metadata?.annotations?.[pausedAnnotation] ? pod : undefined;
+    },
+    { timeoutMs: 20_000 },
+  );
+  assert.equal(storedState(paused, pausedAnnotation).cause, 'restarts');
+  assert.equal(cpu(paused), 750, 'a pause resizes nothing');
+  await world.assertInPlace('crashy-0', 3);
+  const pause = (await world.auditRecords()).find(
+    (r) =>
+      (r.target as { name: string }).name === 'crashy-0' &&
+      r.kind === 'Pause' &&
+      (r.outcome as { result: string }).result === 'succeeded',
+  );
+  assert.ok(pause, 'the pause is on the audit branch');
+  assert.match(String(pause.reason), /restarted 3 times since tollgate's last resize/);
+  assert.match(JSON.stringify(pause.inputs), /"cause":"restarts"/);
+  assert.match(
+    await registry.getSingleMetricAsString('tollgate_resize_pauses_total'),
+    /cause="restarts"\} 1/,
+  );
+  await world.events.flush();
+  const events = await world.cp
+    .kubeConfig('admin')
+    .makeApiClient(EventsV1Api)
+    .listNamespacedEvent({ namespace: world.namespace, fieldSelector: 'regarding.name=crashy-0' });
+  const reasons = events.items.map((e) => `${e.type}/${e.reason}`);
+  assert.ok(reasons.includes('Warning/TollgateResizePaused'), reasons.join(', '));
 });

@@ -252,6 +252,11 @@ describe('tollgate run configuration', () => {
       problem: /--resize-interval .* "200ms" must be at least 1s/,
     },
     {
+      name: 'a resize state key file that is not there',
+      flags: { ...minimal, resizeStateKeyFile: '/nope/keys' },
+      problem: /--resize-state-key-file .* "\/nope\/keys" is not a readable file/,
+    },
+    {
       name: 'an unknown log level',
       flags: { ...minimal, logLevel: 'loud' },
       problem: /--log-level .* "loud" is not one of trace/,

@@ -11,7 +11,15 @@ import {
   stateAnnotation,
 } from '../../../src/decide/resize-state.ts';
 import type { Approval } from '../../../src/policy/model.ts';
-import { aNode, aResizePolicy, aRunningPod, series, steady } from '../../builders/resize.ts';
+import {
+  aNode,
+  aResizePolicy,
+  aRunningPod,
+  sealedValue,
+  series,
+  steady,
+  testStateKeys,
+} from '../../builders/resize.ts';
 
 const now = Date.UTC(2026, 10, 29, 8, 0, 0);
 
@@ -23,6 +31,7 @@ function plan(input: Partial<PodResizeInput> & Pick<PodResizeInput, 'pod'>): Pod
     approvals: [],
     now,
     stepMs: 15_000,
+    stateKeys: testStateKeys,
     ...input,
   });
 }
@@ -171,7 +180,7 @@ test('signal-driven steps', () => {
       name: 'a resize during the cooldown is not made',
       input: {
         pod: web()
-          .annotation(
+          .sealed(
             stateAnnotation,
             stateJson({
               requestedAt: now - 60_000,
@@ -195,7 +204,7 @@ test('signal-driven steps', () => {
       name: 'a recorded target that never reached the spec does not start a cooldown',
       input: {
         pod: web()
-          .annotation(
+          .sealed(
             stateAnnotation,
             stateJson({
               requestedAt: now - 60_000,
@@ -211,7 +220,7 @@ test('signal-driven steps', () => {
       name: 'after the cooldown the next step is made',
       input: {
         pod: web()
-          .annotation(
+          .sealed(
             stateAnnotation,
             stateJson({
               requestedAt: now - 130_000,
@@ -263,12 +272,15 @@ test('a resize writes its state annotation first, then the resize, with last goo
     ['annotate', 'resize'],
   );
   const annotations = annotationsOf(p) ?? {};
-  assert.deepEqual(JSON.parse(annotations[lastGoodAnnotation] ?? '{}'), {
-    containers: {
-      app: { requests: { cpu: '500m', memory: '256Mi' }, limits: { cpu: '1', memory: '512Mi' } },
+  assert.deepEqual(
+    sealedValue('uid-web-0', lastGoodAnnotation, annotations[lastGoodAnnotation]) ?? {},
+    {
+      containers: {
+        app: { requests: { cpu: '500m', memory: '256Mi' }, limits: { cpu: '1', memory: '512Mi' } },
+      },
     },
-  });
-  const state = JSON.parse(annotations[stateAnnotation] ?? '{}');
+  );
+  const state = sealedValue('uid-web-0', stateAnnotation, annotations[stateAnnotation]) ?? {};
   assert.equal(state.requestedAt, now);
   assert.deepEqual(state.direction, { cpu: 'up', memory: 'up' });
   const d = p.decisions[0];
@@ -335,14 +347,14 @@ const inflight = () =>
   aRunningPod('web-0', 'team-a')
     .container('app', { cpu: '1', memory: '256Mi' })
     .actual({ cpu: '500m', memory: '256Mi' })
-    .annotation(
+    .sealed(
       stateAnnotation,
       stateJson({
         requestedAt: now - 10_000,
         target: { containers: { app: { requests: { cpu: '1', memory: '256Mi' } } } },
       }),
     )
-    .annotation(
+    .sealed(
       lastGoodAnnotation,
       JSON.stringify({ containers: { app: { requests: { cpu: '500m', memory: '256Mi' } } } }),
     );
@@ -369,7 +381,7 @@ test('Infeasible: recorded, then one step smaller, then marked and reverted', ()
 
   const exhausted = plan({
     pod: inflight()
-      .annotation(
+      .sealed(
         stateAnnotation,
         stateJson({
           attempts: 2,
@@ -390,12 +402,13 @@ test('Infeasible: recorded, then one step smaller, then marked and reverted', ()
     cpu: '500m',
     memory: '256Mi',
   });
-  const state = JSON.parse(annotationsOf(exhausted)?.[stateAnnotation] ?? '{}');
+  const state =
+    sealedValue('uid-web-0', stateAnnotation, annotationsOf(exhausted)?.[stateAnnotation]) ?? {};
   assert.ok(state.infeasible, 'the workload is marked');
 
   const marked = plan({
     pod: web()
-      .annotation(
+      .sealed(
         stateAnnotation,
         stateJson({
           requestedAt: now - 500_000,
@@ -417,7 +430,7 @@ test('an Infeasible condition for an older generation is not acted on', () => {
   assert.match(p.skip ?? '', /not observed generation 3/);
 });
 
-test('Deferred: recorded with backoff, then reverted past the deadline', () => {
+test('Deferred: recorded with backoff (its schedule stored on the pod), then reverted past the deadline', () => {
   const pod = inflight()
     .generation(2, 2)
     .condition('PodResizePending', 'Deferred', 'no room', 2)
@@ -427,7 +440,11 @@ test('Deferred: recorded with backoff, then reverted past the deadline', () => {
     first.decisions.map((d) => d.kind),
     ['Defer'],
   );
-  assert.equal(first.writes.length, 0);
+  assert.deepEqual(
+    first.writes.map((w) => w.op.type),
+    ['annotate'],
+    'a check stores its schedule on the pod, and resizes nothing',
+  );
   assert.equal(first.pending, 'Deferred');
   assert.ok(first.memo?.nextDeferredCheck && first.memo.nextDeferredCheck > now);
 
@@ -487,11 +504,11 @@ test('a resize tollgate did not request is not touched', () => {
 const afterMemoryDecrease = () =>
   aRunningPod('web-0', 'team-a')
     .container('app', { cpu: '500m', memory: '128Mi' })
-    .annotation(
+    .sealed(
       lastGoodAnnotation,
       JSON.stringify({ containers: { app: { requests: { cpu: '500m', memory: '256Mi' } } } }),
     )
-    .annotation(
+    .sealed(
       stateAnnotation,
       JSON.stringify({
         attempts: 1,
@@ -520,7 +537,7 @@ test('OOMKilled after a memory decrease rolls back and pauses', () => {
   });
   const annotations = annotationsOf(p) ?? {};
   assert.equal(
-    JSON.parse(annotations[pausedAnnotation] ?? '{}').reason,
+    (sealedValue('uid-web-0', pausedAnnotation, annotations[pausedAnnotation]) ?? {}).reason,
     'container app was OOMKilled after tollgate lowered its memory',
   );
   assert.equal(p.writes[0]?.priority, 100);
@@ -559,7 +576,7 @@ const resume = (name: string, extra: Partial<Approval['target']> = {}): Approval
 
 test('a paused workload waits for a new Resume approval', () => {
   const pausedPod = web()
-    .annotation(
+    .sealed(
       pausedAnnotation,
       JSON.stringify({ reason: 'OOMKilled', since: now - 1000, approvalsSeen: ['old'] }),
     )
@@ -606,7 +623,7 @@ test('a paused workload waits for a new Resume approval', () => {
 });
 
 test('a malformed state annotation is treated as absent', () => {
-  const p = plan({ pod: web().annotation(stateAnnotation, '{not json').obj(), readings: high });
+  const p = plan({ pod: web().sealed(stateAnnotation, '{not json').obj(), readings: high });
   assert.deepEqual(
     p.decisions.map((d) => d.kind),
     ['Resize'],
@@ -617,7 +634,7 @@ test('an Infeasible target whose halfway point is under a quarter step is marked
   const pod = aRunningPod('web-0', 'team-a')
     .container('app', { cpu: '600m', memory: '256Mi' })
     .actual({ cpu: '500m', memory: '256Mi' })
-    .annotation(
+    .sealed(
       stateAnnotation,
       stateJson({
         requestedAt: now - 10_000,
@@ -643,7 +660,7 @@ test('a resize the API server refused is handled like Infeasible: halfway first,
   const refusedState = (attempts: number) =>
     aRunningPod('web-0', 'team-a')
       .container('app', { cpu: '1', memory: '256Mi' })
-      .annotation(
+      .sealed(
         stateAnnotation,
         stateJson({
           attempts,
@@ -679,7 +696,10 @@ test('a resize the API server refused is handled like Infeasible: halfway first,
     ['annotate'],
     'the spec never changed, so only the mark is written',
   );
-  assert.ok(JSON.parse(annotationsOf(last)?.[stateAnnotation] ?? '{}').infeasible);
+  assert.ok(
+    (sealedValue('uid-web-0', stateAnnotation, annotationsOf(last)?.[stateAnnotation]) ?? {})
+      .infeasible,
+  );
 
   const without = plan({ pod: refusedState(1), readings: high });
   assert.deepEqual(

@@ -13,7 +13,7 @@ import {
   type SignalReading,
 } from '../../../src/decide/resize-plan.ts';
 import type { ResizePolicy, Signal } from '../../../src/policy/model.ts';
-import { aResizePolicy, aRunningPod, steady } from '../../builders/resize.ts';
+import { aResizePolicy, aRunningPod, steady, testStateKeys } from '../../builders/resize.ts';
 
 const now = Date.UTC(2026, 10, 29, 8, 0, 0);
 
@@ -38,6 +38,7 @@ function plan(input: Partial<PodResizeInput> & Pick<PodResizeInput, 'pod'>): Pod
     approvals: [],
     now,
     stepMs: 15_000,
+    stateKeys: testStateKeys,
     ...input,
   });
 }

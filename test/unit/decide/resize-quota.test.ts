@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { chargeQuotas, resizeCharge, type QuotaCharge } from '../../../src/decide/resize-quota.ts';
 import { decidePodResize, type PodResizePlan } from '../../../src/decide/resize-plan.ts';
 import type { ResourceQuotaLike } from '../../../src/decide/resize-objects.ts';
-import { aResizePolicy, aRunningPod, steady } from '../../builders/resize.ts';
+import { aResizePolicy, aRunningPod, steady, testStateKeys } from '../../builders/resize.ts';
 
 const now = Date.UTC(2026, 10, 29, 8, 0, 0);
 const mi = 2 ** 20;
@@ -135,6 +135,7 @@ test('two pods of one namespace with room for one step: the second, decided agai
       approvals: [],
       now,
       stepMs: 15_000,
+      stateKeys: testStateKeys,
     });
   const first = decide('web-0', quotas);
   const write = first.writes.find((w) => w.op.type === 'resize');

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { decidePodResize, type PodResizePlan } from '../../../src/decide/resize-plan.ts';
 import { lastGoodAnnotation, stateAnnotation } from '../../../src/decide/resize-state.ts';
-import { aResizePolicy, aRunningPod, steady } from '../../builders/resize.ts';
+import { aResizePolicy, aRunningPod, steady, testStateKeys } from '../../builders/resize.ts';
 
 const now = Date.UTC(2026, 10, 29, 8, 0, 0);
 const low = [{ signal: 'queue', samples: steady(1, now) }];
@@ -16,8 +16,8 @@ const low = [{ signal: 'queue', samples: steady(1, now) }];
 function forgedAfterMemoryDecrease(lastGood: Record<string, unknown>) {
   return aRunningPod('web-0', 'team-a')
     .container('app', { cpu: '500m', memory: '128Mi' })
-    .annotation(lastGoodAnnotation, JSON.stringify(lastGood))
-    .annotation(
+    .sealed(lastGoodAnnotation, JSON.stringify(lastGood))
+    .sealed(
       stateAnnotation,
       JSON.stringify({
         attempts: 1,
@@ -39,6 +39,7 @@ function plan(pod: ReturnType<typeof forgedAfterMemoryDecrease>): PodResizePlan 
     approvals: [],
     now,
     stepMs: 15_000,
+    stateKeys: testStateKeys,
     pod,
   });
 }

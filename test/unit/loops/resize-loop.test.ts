@@ -14,7 +14,9 @@ import type { Decision } from '../../../src/decide/decision.ts';
 import type { Policy } from '../../../src/policy/model.ts';
 import type { PrometheusClient } from '../../../src/signals/prometheus.ts';
 import { ManualClock } from '../../../src/lib/clock.ts';
-import { aResizePolicy, aRunningPod } from '../../builders/resize.ts';
+import { lastGoodAnnotation } from '../../../src/decide/resize-state.ts';
+import { registry } from '../../../src/observe/metrics.ts';
+import { aResizePolicy, aRunningPod, testStateKeys } from '../../builders/resize.ts';
 
 const clock = new ManualClock();
 
@@ -438,4 +440,68 @@ test('an observe-only policy decides and records what it would do, writes nothin
     h.recorded.map((d) => d.kind),
     ['Resize'],
   );
+});
+
+test('a forged resize state is ignored, recorded with an Event and counted once per value, not once per pass', async () => {
+  const forged = (memory: string) =>
+    aRunningPod('web-0', 'team-a')
+      .container('app', { cpu: '500m', memory: '256Mi' })
+      .annotation(
+        lastGoodAnnotation,
+        JSON.stringify({ containers: { app: { requests: { cpu: '2', memory } } } }),
+      )
+      .obj();
+  let inView = [forged('1Gi')];
+  const h = harness(inView, () => ({ result: 'failed', code: 422, message: 'not in this test' }));
+  const events: string[] = [];
+  const rejectedUnsigned = async () =>
+    (await registry.getSingleMetric('tollgate_resize_state_rejected_total')?.get())?.values.find(
+      (v) => v.labels.reason === 'unsigned',
+    )?.value ?? 0;
+  const before = await rejectedUnsigned();
+  const loop = startResizeLoop({
+    ...common(h, inView),
+    view: { ...viewOf([]), pods: () => inView },
+    stateKeys: testStateKeys,
+    events: (_pod, e) => void events.push(e.reason),
+  });
+  await loop.pass();
+  await loop.pass();
+  inView = [forged('768Mi')];
+  await loop.pass();
+  await loop.stop();
+  const rejections = h.recorded.filter((d) => /resize state on the pod ignored/.test(d.reason));
+  assert.equal(rejections.length, 2, 'one record per forged value, none for the repeat pass');
+  assert.equal((await rejectedUnsigned()) - before, 2, 'counted once per value');
+  assert.equal(events.filter((r) => r === 'TollgateResizeStateRejected').length, 2);
+});
+
+test('a stale-guard hold of a resize is recorded in Git once per change of reason, not once per pass', async () => {
+  const one = [pods()[0] as V1Pod];
+  const h = harness(one, () => ({ result: 'succeeded', resourceVersion: '800' }));
+  let reason = 'Resize held: the view has not synced since tollgate started';
+  const loop = startResizeLoop({
+    ...common(h, one),
+    staleGuard: {
+      ...alwaysFresh,
+      requireLive: () => ({ action: 'hold', reason, retryAfterMs: 100 }),
+    },
+  });
+  await loop.pass();
+  await loop.pass();
+  reason = 'Resize: live read refused: live-read breaker open after 5 failures; 30000 ms left';
+  await loop.pass();
+  reason = 'Resize: live read refused: live-read breaker open after 5 failures; 29000 ms left';
+  await loop.pass();
+  await loop.stop();
+  assert.equal(h.requests.length, 0, 'nothing written while held');
+  const holds = h.recorded.filter((d) => d.kind === 'SkipStale');
+  assert.deepEqual(
+    holds.map((d) => d.reason),
+    [
+      'stale-guard held the Resize: Resize held: the view has not synced since tollgate started; decided again later',
+      'stale-guard held the Resize: Resize: live read refused: live-read breaker open after 5 failures; 30000 ms left; decided again later',
+    ],
+  );
+  assert.ok(holds.every((d) => d.outcome.result === 'recorded'));
 });
