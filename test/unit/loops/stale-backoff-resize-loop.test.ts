@@ -19,7 +19,7 @@ import type { PrometheusClient } from '../../../src/signals/prometheus.ts';
 import { lastGoodAnnotation, stateAnnotation } from '../../../src/decide/resize-state.ts';
 import { ManualClock } from '../../../src/lib/clock.ts';
 import { registry } from '../../../src/observe/metrics.ts';
-import { aResizePolicy, aRunningPod } from '../../builders/resize.ts';
+import { aResizePolicy, aRunningPod, testStateKeys } from '../../builders/resize.ts';
 
 const key = 'team-a/web-0';
 const staleness = {
@@ -44,20 +44,16 @@ function harmedPod(clock: ManualClock): V1Pod {
   const now = clock.now();
   return aRunningPod('web-0', 'team-a')
     .container('app', { cpu: '500m', memory: '128Mi' })
-    .annotation(
-      lastGoodAnnotation,
-      JSON.stringify({ containers: { app: { requests: { cpu: '500m', memory: '256Mi' } } } }),
-    )
-    .annotation(
-      stateAnnotation,
-      JSON.stringify({
-        attempts: 1,
-        requestedAt: now - 200_000,
-        direction: { memory: 'down' },
-        restarts: { app: 0 },
-        target: { containers: { app: { requests: { cpu: '500m', memory: '128Mi' } } } },
-      }),
-    )
+    .sealed(lastGoodAnnotation, {
+      containers: { app: { requests: { cpu: '500m', memory: '256Mi' } } },
+    })
+    .sealed(stateAnnotation, {
+      attempts: 1,
+      requestedAt: now - 200_000,
+      direction: { memory: 'down' },
+      restarts: { app: 0 },
+      target: { containers: { app: { requests: { cpu: '500m', memory: '128Mi' } } } },
+    })
     .oomKilled('app', new Date(now - 5_000).toISOString())
     .obj();
 }
@@ -134,6 +130,7 @@ function world(pod: (clock: ManualClock) => V1Pod, extra: Partial<ResizeLoopDeps
     prometheus,
     intervalMs: 3_600_000,
     clock,
+    stateKeys: testStateKeys,
     staleGuard: guard,
     cacheLagMs: () => 0,
     readPod: async () => {
