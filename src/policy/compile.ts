@@ -18,6 +18,7 @@
 import { parseDuration } from '../lib/clock.ts';
 import { toStoredAmount } from '../lib/quantity.ts';
 import { fieldPath, type PolicyError } from './errors.ts';
+import { annotationKeyProblems, qualifiedNameProblems, selectorProblems } from './labels.ts';
 import { gatePrefixesOverlap, gateUnderPrefix } from './gate-prefix.ts';
 import type {
   ApprovalDocument,
@@ -117,24 +118,15 @@ function pacingOf(input: Partial<Pacing> | undefined, base: Pacing): Pacing {
   };
 }
 
+/** The selector, checked as the API server checks one (labels.ts). */
 function selectorOf(report: Report, input: GatePolicyDocument['spec']['selector']): LabelSelector {
-  const matchExpressions = (input?.matchExpressions ?? []).map((e, i) => {
-    const values = e.values ?? [];
-    const setBased = e.operator === 'In' || e.operator === 'NotIn';
-    if (setBased && values.length === 0) {
-      report(
-        `spec.selector.matchExpressions[${i}].values`,
-        `operator ${e.operator} needs at least one value`,
-      );
-    }
-    if (!setBased && values.length > 0) {
-      report(
-        `spec.selector.matchExpressions[${i}].values`,
-        `operator ${e.operator} takes no values`,
-      );
-    }
-    return { key: e.key, operator: e.operator, values };
-  });
+  for (const problem of selectorProblems(input))
+    report(fieldPath(['spec', 'selector', ...problem.path]), problem.message);
+  const matchExpressions = (input?.matchExpressions ?? []).map((e) => ({
+    key: e.key,
+    operator: e.operator,
+    values: e.values ?? [],
+  }));
   return { matchLabels: { ...(input?.matchLabels ?? {}) }, matchExpressions };
 }
 
@@ -428,6 +420,10 @@ function compileGatePolicy(
       case 'ImagePresent':
         return { type: 'ImagePresent', minNodes: c.minNodes ?? 1 };
       case 'GangComplete':
+        for (const problem of qualifiedNameProblems(c.groupLabel))
+          report(`${path}.groupLabel`, `label key: ${problem}`);
+        for (const problem of annotationKeyProblems(c.sizeAnnotation))
+          report(`${path}.sizeAnnotation`, `annotation key: ${problem}`);
         return { type: 'GangComplete', groupLabel: c.groupLabel, sizeAnnotation: c.sizeAnnotation };
       case 'ObjectCondition': {
         const byCondition = c.conditionType !== undefined;

@@ -116,6 +116,98 @@ const cases: Case[] = [
     errors: ['g.yaml#0 spec.selector.matchExpressions[0].values: operator Exists takes no values'],
   },
   {
+    name: 'selector label keys and values are checked as the API server checks them',
+    files: {
+      'g.yaml': gate(
+        'ready',
+        'team-a',
+        'a.tollgate.io/ready',
+        [
+          '  selector:',
+          '    matchLabels:',
+          '      Example.com/app: trainer',
+          '      app/x/y: a',
+          '      tier: -web',
+          '    matchExpressions:',
+          '      - { key: team_, operator: Exists }',
+          '      - { key: zone, operator: In, values: [eu-1, "bad value"] }',
+          '',
+        ].join('\n'),
+      ),
+    },
+    errors: [
+      'g.yaml#0 spec.selector.matchLabels["Example.com/app"]: label key: prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters',
+      'g.yaml#0 spec.selector.matchLabels["app/x/y"]: label key: a qualified name must consist of alphanumeric characters',
+      'g.yaml#0 spec.selector.matchLabels.tier: label value "-web": a valid label must be an empty string or consist of alphanumeric characters',
+      'g.yaml#0 spec.selector.matchExpressions[0].key: label key: name part must consist of alphanumeric characters',
+      'g.yaml#0 spec.selector.matchExpressions[1].values[1]: label value "bad value": a valid label must be an empty string',
+    ],
+  },
+  {
+    name: 'a label value of 64 characters is refused, 63 accepted',
+    files: {
+      'g.yaml': gate(
+        'ready',
+        'team-a',
+        'a.tollgate.io/ready',
+        `  selector:\n    matchExpressions:\n      - { key: k, operator: NotIn, values: [${'a'.repeat(63)}, ${'b'.repeat(64)}] }\n`,
+      ),
+    },
+    errors: [
+      'g.yaml#0 spec.selector.matchExpressions[0].values[1]: must NOT have more than 63 characters',
+    ],
+  },
+  {
+    name: "a resize policy's selector is checked the same way",
+    files: {
+      'r.yaml': resize(
+        '      cpu: { min: 100m, max: "1", step: 100m }\n',
+        '  selector:\n    matchLabels:\n      "/app": web\n',
+      ),
+    },
+    errors: [
+      'r.yaml#0 spec.selector.matchLabels["/app"]: label key: prefix part must be non-empty',
+    ],
+  },
+  {
+    name: "a gang's group label and size annotation must be qualified names",
+    files: {
+      'g.yaml': gate(
+        'ready',
+        'team-a',
+        'a.tollgate.io/ready',
+        '  conditions:\n    - { type: GangComplete, groupLabel: "gang name", sizeAnnotation: "a.tollgate.io/" }\n',
+      ),
+    },
+    errors: [
+      'g.yaml#0 spec.conditions[0].groupLabel: label key: name part must consist of alphanumeric characters',
+      'g.yaml#0 spec.conditions[0].sizeAnnotation: annotation key: name part must be non-empty',
+    ],
+  },
+  {
+    name: 'label keys and values the API server accepts are accepted',
+    files: {
+      'g.yaml': gate(
+        'ready',
+        'team-a',
+        'a.tollgate.io/ready',
+        [
+          '  selector:',
+          '    matchLabels:',
+          '      app.kubernetes.io/name: My_App.v2',
+          '      A-b_c.D: ""',
+          `      ${'x'.repeat(63)}: "1"`,
+          '    matchExpressions:',
+          '      - { key: example.com/Tier, operator: In, values: [a, "0"] }',
+          '  conditions:',
+          '    - { type: GangComplete, groupLabel: ml.tollgate.io/gang, sizeAnnotation: ml.tollgate.io/Gang-Size }',
+          '',
+        ].join('\n'),
+      ),
+    },
+    errors: [],
+  },
+  {
     name: 'a recheck whose initial delay exceeds its maximum is refused',
     files: {
       'g.yaml': gate(
