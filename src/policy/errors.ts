@@ -10,12 +10,16 @@ export interface PolicyError {
   /** Field path inside the document, e.g. "spec.conditions[1].minNodes"; "" for the whole document or file. */
   readonly path: string;
   readonly message: string;
+  /** 1-based line and column of the field in the file, when found (locate.ts). */
+  readonly line?: number;
+  readonly column?: number;
 }
 
-/** One line per error: `file#doc path: message`, the format the CLI prints. */
+/** One line per error: `file#doc path: message (line L, column C)`, as the CLI prints it. */
 export function formatPolicyError(error: PolicyError): string {
   const where = error.document === undefined ? error.file : `${error.file}#${error.document}`;
-  return `${where}${error.path ? ` ${error.path}` : ''}: ${error.message}`;
+  const at = error.line === undefined ? '' : ` (line ${error.line}, column ${error.column})`;
+  return `${where}${error.path ? ` ${error.path}` : ''}: ${error.message}${at}`;
 }
 
 /** `["spec", "conditions", 1, "minNodes"]` -> `spec.conditions[1].minNodes`. */

@@ -10,6 +10,7 @@ import { lstat, readdir, readFile } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
 import { compilePolicy, type PolicyResult } from './compile.ts';
 import type { PolicyError } from './errors.ts';
+import { locateErrors } from './locate.ts';
 import { limits, parsePolicyFile, type ParsedDocument } from './parse.ts';
 import { parseFilesOffThread, type OffThreadOptions } from './parse-off-thread.ts';
 
@@ -74,8 +75,9 @@ function compileParsed(
   options: { commit?: string },
 ): PolicyResult {
   const compiled = compilePolicy(documents, options.commit ?? contentHash(files));
-  if (errors.length === 0) return compiled;
-  return { ok: false, errors: [...errors, ...(compiled.ok ? [] : compiled.errors)] };
+  if (errors.length === 0 && compiled.ok) return compiled;
+  const all = [...errors, ...(compiled.ok ? [] : compiled.errors)];
+  return { ok: false, errors: locateErrors(all, files) };
 }
 
 /**

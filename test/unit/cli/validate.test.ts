@@ -43,12 +43,12 @@ test('a valid folder exits 0 and says what it holds', async () => {
   );
 });
 
-test('an invalid folder exits 1 and lists every error as file#doc path: message', async () => {
+test('an invalid folder exits 1 and lists every error as file#doc path: message (line, column)', async () => {
   const { code, stdout } = await run(resolve(fixtures, 'min-above-max'));
   assert.equal(code, 1);
   assert.match(
     stdout,
-    /^resize\/r\.yaml#0 spec\.containers\.app\.memory: min \(2Gi\) is greater than max \(1Gi\)$/m,
+    /^resize\/r\.yaml#0 spec\.containers\.app\.memory: min \(2Gi\) is greater than max \(1Gi\) \(line 9, column 15\)$/m,
   );
   assert.match(stdout, /invalid, 1 error$/m);
 });
