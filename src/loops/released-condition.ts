@@ -129,10 +129,14 @@ export function createReleasedConditions(options: {
         // Back in line (unless a newer one came meanwhile); tried again once there is room.
         if (!backlog.has(uid)) backlog.set(uid, due);
         waitingForRoom = true;
-        void dispatcher.whenNotFull().then(() => {
-          waitingForRoom = false;
-          pump();
-        });
+        void dispatcher.whenNotFull().then(
+          () => {
+            waitingForRoom = false;
+            pump();
+          },
+          // The term ended (a term-bound dispatcher's wait rejects): nothing more this term.
+          () => undefined,
+        );
         return;
       }
       if (!enqueued.accepted) {

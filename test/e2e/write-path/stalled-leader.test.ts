@@ -1,0 +1,354 @@
+/**
+ * The stalled leader: two real `tollgate run` replicas (src/cli/main.ts) against a real
+ * control plane whose API server is made slow (API Priority and Fairness off, one
+ * mutating request in flight at most, and a burst of other writes as the `tollgate`
+ * identity), a real Git server (policy + audit) and the simulated kubelet. The leader is
+ * stopped with SIGSTOP while it releases (writes in flight), past its lease; the standby
+ * takes over and releases; the old leader is resumed with SIGCONT.
+ *
+ * What must hold, seen by an independent watcher (its own informer) and the audit:
+ * - no budget overshoot (maxInFlight of released-but-unscheduled pods) at any time;
+ * - no gate removed twice;
+ * - `tollgate audit verify` finds no intent with two outcomes (exit 0);
+ * - no write of the old leader is accepted after the new leader's first write: the
+ *   overlap window, from the API server's view (the order in which the watcher sees the
+ *   removals, each attributed by the audit to the replica that recorded its intent), is
+ *   measured and printed as `[stalled-leader e2e]`.
+ *
+ * Sizes: TOLLGATE_E2E_STALL_PODS pods (default 160).
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile, type ChildProcess } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  CoordinationV1Api,
+  CoreV1Api,
+  EventsV1Api,
+  V1MicroTime,
+  type V1Pod,
+} from '@kubernetes/client-node';
+import { startControlPlane, type ControlPlane } from '../../support/control-plane.ts';
+import { SimulatedKubelet } from '../../support/kubelet.ts';
+import { startGitServer, pushTree, type GitServer } from '../../support/git-server.ts';
+import { creatable, eventually } from '../../support/eventually.ts';
+import { aPod } from '../../builders/pod.ts';
+import { BudgetWatcher } from '../gate-release/harness.ts';
+import { cleanEnv, spawnTollgate, type Replica } from '../../../bench/tollgate-process.ts';
+import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
+
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
+const cli = join(repoRoot, 'src/cli/main.ts');
+const namespace = 'stall';
+const gate = 'stall.tollgate.io/ready';
+const PODS = Number(process.env.TOLLGATE_E2E_STALL_PODS ?? 160);
+const maxInFlight = 20;
+const timings = { name: 'e2e', lease: '3000ms', renew: '2000ms', retry: '500ms' };
+const leaseMs = 3_000;
+const leaseName = 'tollgate-stall-e2e';
+
+const log = (line: string): void => void process.stderr.write(`[stalled-leader e2e] ${line}\n`);
+
+let cp: ControlPlane;
+let core: CoreV1Api;
+let kubelet: SimulatedKubelet;
+let git: GitServer;
+let policyUrl: string;
+let auditUrl: string;
+let watcher: BudgetWatcher;
+const stopBurst = new AbortController();
+const children: ChildProcess[] = [];
+const work = mkdtempSync(join(tmpdir(), 'tollgate-stall-e2e-'));
+
+const policyFiles = (): Record<string, string> => ({
+  'tollgate.yaml': [
+    'apiVersion: tollgate.io/v1alpha1',
+    'kind: Settings',
+    'metadata: { name: settings }',
+    'spec:',
+    '  cluster: stall-e2e',
+    '  audit: { mode: strict, batch: { maxDecisions: 200, maxDelay: 200ms } }',
+    `  pacing: { maxInFlight: ${maxInFlight}, releasesPerSecond: 40, batchSize: 20 }`,
+    '',
+  ].join('\n'),
+  'tenants/stall.yaml': [
+    'apiVersion: tollgate.io/v1alpha1',
+    'kind: Tenant',
+    'metadata: { name: stall }',
+    'spec:',
+    `  namespaces: [${namespace}]`,
+    '  gatePrefixes: [stall.tollgate.io/]',
+    `  pacing: { maxInFlight: ${maxInFlight}, releasesPerSecond: 40, batchSize: 20 }`,
+    '',
+  ].join('\n'),
+  'gates/ready.yaml': [
+    'apiVersion: tollgate.io/v1alpha1',
+    'kind: GatePolicy',
+    'metadata: { name: ready }',
+    'spec:',
+    '  tenant: stall',
+    `  gate: ${gate}`,
+    '  conditions: [{ type: Budget }]',
+    '',
+  ].join('\n'),
+});
+
+/** A replica of `tollgate run` (bench/tollgate-process.ts spawns it), ready to serve. */
+async function startReplica(identity: string): Promise<Replica> {
+  const replica = await spawnTollgate({
+    identity,
+    cp,
+    git,
+    policyUrl,
+    auditUrl,
+    leaseName,
+    timings,
+    work,
+  });
+  children.push(replica.child);
+  await eventually(
+    `${identity} ready`,
+    async () => {
+      if (replica.child.exitCode !== null)
+        throw new Error(`${identity} exited ${replica.child.exitCode} before it was ready`);
+      return (await fetch(`${replica.url}/readyz`).catch(() => undefined))?.status === 200;
+    },
+    { timeoutMs: 90_000, intervalMs: 100 },
+  );
+  return replica;
+}
+
+const holder = async (): Promise<string | undefined> =>
+  (
+    await cp
+      .kubeConfig('admin')
+      .makeApiClient(CoordinationV1Api)
+      .readNamespacedLease({ namespace: 'tollgate-system', name: leaseName })
+  ).spec?.holderIdentity;
+
+/**
+ * Other writes as the `tollgate` identity (not exempt from the inflight limit, unlike
+ * the set-up's system:masters): with one mutating request at a time, tollgate's writes
+ * meet 429s and wait. Runs until `stop` aborts.
+ */
+async function burst(stop: AbortSignal): Promise<{ sent: number; refused: number }> {
+  const events = cp.kubeConfig('tollgate').makeApiClient(EventsV1Api);
+  const counts = { sent: 0, refused: 0 };
+  let n = 0;
+  await Promise.all(
+    Array.from({ length: 4 }, async () => {
+      while (!stop.aborted) {
+        const name = `burst-${n++}`;
+        counts.sent += 1;
+        await events
+          .createNamespacedEvent({
+            namespace,
+            body: {
+              metadata: { name, namespace },
+              eventTime: new V1MicroTime(Date.now()),
+              reportingController: 'tollgate.io/stall-e2e',
+              reportingInstance: 'burst',
+              action: 'Burst',
+              reason: 'Burst',
+              type: 'Normal',
+              regarding: { kind: 'Pod', namespace, name: 'burst-target', apiVersion: 'v1' },
+            },
+          })
+          .catch(() => (counts.refused += 1));
+      }
+    }),
+  );
+  return counts;
+}
+
+/**
+ * SIGSTOPs the replica as soon as its /metrics shows a write in flight (else, after
+ * `lookMs`, with whatever waits); returns what it showed last.
+ */
+async function writesOf(
+  replica: Replica,
+  lookMs: number,
+): Promise<{ inFlight: number; queued: number }> {
+  const until = Date.now() + lookMs;
+  for (;;) {
+    const text = await (await fetch(`${replica.url}/metrics`)).text();
+    const gauge = (name: string): number =>
+      Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? 0);
+    const seen = {
+      inFlight: gauge('tollgate_dispatch_in_flight'),
+      queued: gauge('tollgate_dispatch_queue_depth'),
+    };
+    if (seen.inFlight > 0 || (Date.now() > until && seen.queued > 0)) {
+      replica.child.kill('SIGSTOP');
+      return seen;
+    }
+    if (Date.now() > until + 60_000) throw new Error(`${replica.identity}: no write waiting`);
+    await sleep(2);
+  }
+}
+
+function runVerify(): Promise<{ code: number | null; out: string }> {
+  return new Promise((done) => {
+    execFile(
+      process.execPath,
+      [cli, 'audit', 'verify', '--repo', auditUrl, '--git-token-env', 'E2E_GIT_TOKEN'],
+      { env: cleanEnv({ E2E_GIT_TOKEN: git.token }) },
+      (error, stdout, stderr) =>
+        done({
+          code: error ? ((error as { code?: number }).code ?? 1) : 0,
+          out: `${stdout}${stderr}`,
+        }),
+    );
+  });
+}
+
+before(async () => {
+  cp = await startControlPlane({
+    name: 'stalled-leader',
+    apiServerArgs: [
+      '--enable-priority-and-fairness=false',
+      '--max-requests-inflight=20',
+      '--max-mutating-requests-inflight=1',
+    ],
+  });
+  core = cp.kubeConfig('admin').makeApiClient(CoreV1Api);
+  kubelet = new SimulatedKubelet(cp.kubeConfig('admin'), { concurrency: 8 });
+  for (let i = 1; i <= 2; i++)
+    await kubelet.addNode(`stall-node-${i}`, { cpu: '200', memory: '512Gi', pods: 500 });
+  await kubelet.start();
+  await core.createNamespace({ body: { metadata: { name: namespace } } });
+  git = await startGitServer();
+  policyUrl = git.createRepo('policy');
+  auditUrl = git.createRepo('audit');
+  await pushTree(git, policyUrl, policyFiles(), { message: 'policy v1' });
+  watcher = new BudgetWatcher(
+    cp.kubeConfig('admin'),
+    () => ({ stall: { namespaces: [namespace], gatePrefix: 'stall.tollgate.io/', maxInFlight } }),
+    () => maxInFlight,
+  );
+  await watcher.start();
+});
+
+after(async () => {
+  stopBurst.abort();
+  for (const child of children) {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGCONT');
+      child.kill('SIGKILL');
+    }
+  }
+  await watcher?.stop();
+  await kubelet?.stop();
+  await git?.close();
+  await cp?.stop();
+});
+
+test('a leader stopped past its lease with writes in flight: the standby takes over, the resumed leader writes nothing more, no overshoot, no double release, one outcome per intent', async () => {
+  const a = await startReplica('replica-a');
+  await eventually('replica-a leads', async () => (await holder()) === 'replica-a', {
+    timeoutMs: 20_000,
+  });
+  const b = await startReplica('replica-b');
+
+  const pods: V1Pod[] = Array.from({ length: PODS }, (_, i) =>
+    aPod(`p-${String(i).padStart(4, '0')}`, namespace)
+      .gated(gate)
+      .requests({ cpu: '100m', memory: '32Mi' })
+      .obj(),
+  );
+  const ours = new Set(pods.map((p) => `${namespace}/${p.metadata!.name}`));
+  const released = () =>
+    [...watcher.seen.entries()].filter(([k, s]) => ours.has(k) && s.releases > 0).length;
+  const bursting = burst(stopBurst.signal);
+  for (const pod of pods) await core.createNamespacedPod({ namespace, body: creatable(pod) });
+
+  await eventually('a quarter released by replica-a', async () => released() >= PODS / 4, {
+    timeoutMs: 180_000,
+    intervalMs: 20,
+  });
+  // Stopped the moment its dispatcher reports a write in flight (sent, not answered) or
+  // waiting (queued or backing off after a 429): on resume the fence must abort or refuse
+  // them, not let them land while replica-b leads. With one mutating request at a time a
+  // write is refused at once, so an in-flight one is only caught now and then: looked
+  // for during 20 s, else the stop comes with writes waiting; both counts are printed.
+  const atStopWrites = await writesOf(a, 20_000);
+  const stoppedAt = Date.now();
+  const atStop = released();
+  await eventually('replica-b takes the lease', async () => (await holder()) === 'replica-b', {
+    timeoutMs: 60_000,
+    intervalMs: 50,
+  });
+  const takeoverMs = Date.now() - stoppedAt;
+  await eventually('replica-b releases', async () => released() >= atStop + 5, {
+    timeoutMs: 120_000,
+    intervalMs: 20,
+  });
+  a.child.kill('SIGCONT');
+  const resumedAt = Date.now();
+  await sleep(leaseMs); // the resumed replica's timers, fence and writer run now
+  stopBurst.abort();
+  const burstCounts = await bursting;
+
+  await eventually(`all ${PODS} released`, async () => released() >= PODS, {
+    timeoutMs: 300_000,
+    intervalMs: 100,
+    describe: () => `${released()} released`,
+  });
+  for (const replica of [b, a]) replica.child.kill('SIGTERM');
+  const codes = await Promise.all([a.exited, b.exited]);
+  // The leader's clean shutdown (a term ending with writes waiting used to crash it
+  // before the term's last outcomes were recorded).
+  assert.equal(codes[1], 0, 'replica-b exits 0 on SIGTERM');
+
+  // The independent watcher: no overshoot, no gate removed twice.
+  assert.deepEqual(
+    watcher.violations.slice(0, 5),
+    [],
+    `${watcher.violations.length} budget violations`,
+  );
+  for (const key of ours) {
+    const seen = watcher.seen.get(key)!;
+    assert.equal(seen.releases, 1, `${key} released ${seen.releases} times`);
+  }
+
+  // The audit: one outcome per intent; who recorded each release's intent.
+  const verify = await runVerify();
+  assert.equal(verify.code, 0, `tollgate audit verify:\n${verify.out}`);
+  const source = await openAuditSource(auditUrl, 'tollgate/audit', { token: git.token });
+  const history = await readAuditHistory(source);
+  source.close();
+  const intentBy = new Map<string, string>();
+  for (const commit of history) {
+    const controller = /Tollgate-Controller: (\S+)/.exec(commit.message ?? '')?.[1] ?? '?';
+    for (const record of commit.records) {
+      if (record.kind === 'Release' && record.outcome.result === 'pending')
+        intentBy.set(`${record.target.namespace}/${record.target.name}`, controller);
+    }
+  }
+
+  // The overlap window, from the API server's view: the order in which the watcher saw
+  // the removals (watch order is the API server's commit order).
+  const removals = [...ours]
+    .map((key) => ({ key, at: watcher.seen.get(key)!.releasedAt!, by: intentBy.get(key) }))
+    .sort((x, y) => x.at - y.at);
+  const byA = removals.filter((r) => r.by === 'replica-a');
+  const byB = removals.filter((r) => r.by === 'replica-b');
+  const lastA = byA.at(-1);
+  const firstB = byB[0];
+  assert.ok(lastA && firstB, 'both replicas released pods');
+  const aAfterB = byA.filter((r) => r.at > firstB.at).length;
+  const abortedInFlight = a.lines.filter((l) =>
+    JSON.stringify(l).includes('aborted in flight'),
+  ).length;
+  log(
+    `${PODS} pods, maxInFlight ${maxInFlight}; SIGSTOP at ${atStop} released with ${atStopWrites.inFlight} write(s) in flight and ${atStopWrites.queued} waiting (${abortedInFlight} aborted in flight after SIGCONT); replica-b led ${takeoverMs} ms after the stop (lease ${leaseMs} ms); SIGCONT ${resumedAt - stoppedAt} ms after the stop; ` +
+      `burst ${burstCounts.sent} writes (${burstCounts.refused} refused); releases by replica-a ${byA.length}, by replica-b ${byB.length}; ` +
+      `overlap window (replica-a's last accepted removal minus replica-b's first, watch order): ${lastA.at - firstB.at} ms, replica-a removals after replica-b's first: ${aAfterB}; exit codes ${JSON.stringify(codes)}`,
+  );
+  assert.equal(aAfterB, 0, "no removal of replica-a's was accepted after replica-b's first");
+  assert.ok(lastA.at <= firstB.at, 'the overlap window is empty');
+});
