@@ -747,6 +747,22 @@ function approvalTarget(
   }
 }
 
+/** Is `namespace` one of the tenant's of the policy an approval names? Reported when not. */
+function inTenantOf(
+  policy: { readonly name: string; readonly tenant: string },
+  kind: 'GatePolicy' | 'ResizePolicy',
+  namespace: string,
+  fail: Report,
+  refs: ApprovalRefs,
+): boolean {
+  if ((refs.tenants.get(policy.tenant)?.namespaces ?? []).includes(namespace)) return true;
+  fail(
+    'spec.target.namespace',
+    `namespace "${namespace}" is outside tenant "${policy.tenant}" of ${kind} "${policy.name}"`,
+  );
+  return false;
+}
+
 function gangTarget(
   target: Extract<TargetDocument, { kind: 'Gang' }>,
   fail: Report,
@@ -765,13 +781,7 @@ function gangTarget(
     );
     return undefined;
   }
-  if (!(refs.tenants.get(policy.tenant)?.namespaces ?? []).includes(target.namespace)) {
-    fail(
-      'spec.target.namespace',
-      `namespace "${target.namespace}" is outside tenant "${policy.tenant}" of GatePolicy "${policy.name}"`,
-    );
-    return undefined;
-  }
+  if (!inTenantOf(policy, 'GatePolicy', target.namespace, fail, refs)) return undefined;
   const { namespace, gang: value } = target;
   return {
     kind: 'Gang',
@@ -792,16 +802,11 @@ function resizeTarget(
     fail('spec.target.name', `ResizePolicy "${target.name}" is not defined`);
     return undefined;
   }
-  if (target.namespace !== undefined) {
-    const owned = refs.tenants.get(policy.tenant)?.namespaces ?? [];
-    if (!owned.includes(target.namespace)) {
-      fail(
-        'spec.target.namespace',
-        `namespace "${target.namespace}" is outside tenant "${policy.tenant}" of ResizePolicy "${policy.name}"`,
-      );
-      return undefined;
-    }
-  }
+  if (
+    target.namespace !== undefined &&
+    !inTenantOf(policy, 'ResizePolicy', target.namespace, fail, refs)
+  )
+    return undefined;
   return {
     kind: 'ResizePolicy',
     name: target.name,
