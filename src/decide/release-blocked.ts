@@ -67,3 +67,40 @@ export function blockedNow(
     return false;
   return entry.blocked || now < entry.until;
 }
+
+/** What a `Blocked` audit record says (the fields of a Decision this needs). */
+export interface BlockedRecordLike {
+  readonly loop: string;
+  readonly kind: string;
+  readonly at: number;
+  readonly reason: string;
+  readonly target: { readonly uid: string; readonly resourceVersion: string };
+  readonly policy: { readonly commit: string };
+}
+
+/**
+ * The Blocked state a restarted controller carries on, from the audit trail read newest
+ * first: a pod whose latest gate-release record is `Blocked` stays blocked on the pod
+ * version and policy commit it was blocked under (so its write is not sent again until
+ * the pod or the policy changes); any later record of the pod supersedes it.
+ */
+export function blockedFromRecords(
+  newestFirst: Iterable<BlockedRecordLike>,
+): Record<string, BlockedWrite> {
+  const seen = new Set<string>();
+  const blocked: Record<string, BlockedWrite> = {};
+  for (const record of newestFirst) {
+    if (record.loop !== 'gate-release' || seen.has(record.target.uid)) continue;
+    seen.add(record.target.uid);
+    if (record.kind !== 'Blocked') continue;
+    blocked[record.target.uid] = {
+      resourceVersion: record.target.resourceVersion,
+      commit: record.policy.commit,
+      attempts: maxFinalFailures,
+      until: record.at,
+      blocked: true,
+      message: record.reason,
+    };
+  }
+  return blocked;
+}
