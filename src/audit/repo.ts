@@ -650,26 +650,30 @@ export class AuditRepo implements Repo {
         oid = commit.parent[0];
       }
     }
-    if (reachable.size > 0) {
-      const { filename } = await git.packObjects({
-        fs,
-        gitdir: this.gitdir,
-        oids: [...reachable],
-        write: true,
-        cache: this.cache,
-      });
-      await git.indexPack({
-        fs,
-        dir: this.gitdir,
-        gitdir: this.gitdir,
-        filepath: `objects/pack/${filename}`,
-        cache: this.cache,
-      });
-    }
+    if (reachable.size > 0) await this.#writePack(reachable);
     for (const [, path] of loose) fs.rmSync(path, { force: true });
     for (const folder of new Set([...loose.values()].map((path) => dirname(path))))
       if (fs.readdirSync(folder).length === 0) fs.rmdirSync(folder);
     return { packed: reachable.size, pruned: loose.size - reachable.size };
+  }
+
+  /** Writes one pack of `oids` with its index; returns the pack's file name. */
+  async #writePack(oids: ReadonlySet<string>): Promise<string> {
+    const { filename } = await git.packObjects({
+      fs,
+      gitdir: this.gitdir,
+      oids: [...oids],
+      write: true,
+      cache: this.cache,
+    });
+    await git.indexPack({
+      fs,
+      dir: this.gitdir,
+      gitdir: this.gitdir,
+      filepath: `objects/pack/${filename}`,
+      cache: this.cache,
+    });
+    return filename;
   }
 
   /**
@@ -691,20 +695,7 @@ export class AuditRepo implements Repo {
     for (const { name } of merging)
       for (const oid of packIndexOids(fs.readFileSync(join(folder, name.replace(/pack$/, 'idx')))))
         oids.add(oid);
-    const { filename } = await git.packObjects({
-      fs,
-      gitdir: this.gitdir,
-      oids: [...oids],
-      write: true,
-      cache: this.cache,
-    });
-    await git.indexPack({
-      fs,
-      dir: this.gitdir,
-      gitdir: this.gitdir,
-      filepath: `objects/pack/${filename}`,
-      cache: this.cache,
-    });
+    const filename = await this.#writePack(oids);
     const packCache = packfileCache(this.cache);
     for (const { name } of merging) {
       if (name === filename) continue;

@@ -10,15 +10,13 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sharedControlPlane, type ControlPlane } from '../../support/control-plane.ts';
 import { startGitServer, type GitServer } from '../../support/git-server.ts';
 import { LeaderElector, leaseClientFromKubeConfig } from '../../../src/cluster/leader.ts';
-import { GitAuditWriter } from '../../../src/audit/writer.ts';
+import { openTestWriter } from './support.ts';
 import { anchorAuditInLease, auditAnchorAnnotation } from '../../../src/run/audit.ts';
 import type { EventRecord, EventSubject } from '../../../src/cluster/events.ts';
 import { registry } from '../../../src/observe/metrics.ts';
@@ -58,15 +56,7 @@ async function replica(identity: string, url: string) {
     identity,
     timings,
   });
-  const { writer, repo } = await GitAuditWriter.open({
-    url,
-    token: git.token,
-    cacheDir: mkdtempSync(join(tmpdir(), `tollgate-anchor-${identity}-`)),
-    cluster: 'anchor',
-    controller: identity,
-    batch: { maxDecisions: 100, maxDelayMs: 20 },
-    leftoversAtTermStart: true,
-  });
+  const { writer, repo } = await openTestWriter(git, url, 'anchor', identity);
   const events: { subject: EventSubject; event: EventRecord }[] = [];
   writer.setFence(elector.fence);
   anchorAuditInLease(writer, elector, lease, {

@@ -10,9 +10,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sharedControlPlane, type ControlPlane } from '../../support/control-plane.ts';
 import { startGitServer, type GitServer } from '../../support/git-server.ts';
@@ -23,7 +20,7 @@ import {
 } from '../../../src/cluster/leader.ts';
 import { openIntents, recoveredOutcome } from '../../../src/audit/recover.ts';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
-import { GitAuditWriter } from '../../../src/audit/writer.ts';
+import { openTestWriter } from './support.ts';
 import { aDecision, outcomeOf } from '../../builders/decision.ts';
 
 const root = new URL('../../../', import.meta.url).pathname;
@@ -76,15 +73,7 @@ describe('a stalled leader', () => {
         identity,
         timings,
       });
-      const { writer, repo } = await GitAuditWriter.open({
-        url,
-        token: git.token,
-        cacheDir: mkdtempSync(join(tmpdir(), `tollgate-stalled-${identity}-`)),
-        cluster: 'stalled',
-        controller: identity,
-        batch: { maxDecisions: 100, maxDelayMs: 20 },
-        leftoversAtTermStart: true,
-      });
+      const { writer, repo } = await openTestWriter(git, url, 'stalled', identity);
       writer.setFence(elector.fence);
       running.push(elector, { stop: () => writer.close().catch(() => undefined) });
       return { elector, writer, repo };

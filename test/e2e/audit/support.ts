@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { pino, type Logger } from 'pino';
 import type { GitServer } from '../../support/git-server.ts';
+import { GitAuditWriter } from '../../../src/audit/writer.ts';
 
 const run = promisify(execFile);
 
@@ -52,4 +53,24 @@ export function allFiles(root: string): string[] {
 
 export function filesContaining(root: string, needle: string): string[] {
   return allFiles(root).filter((path) => readFileSync(path).includes(needle));
+}
+
+/** A writer on a fresh cache folder, as a leader's term would open it (leftovers pushed by reconcile). */
+export function openTestWriter(
+  server: GitServer,
+  url: string,
+  cluster: string,
+  controller: string,
+  options: Partial<Parameters<typeof GitAuditWriter.open>[0]> = {},
+): ReturnType<typeof GitAuditWriter.open> {
+  return GitAuditWriter.open({
+    url,
+    token: server.token,
+    cacheDir: mkdtempSync(join(tmpdir(), `tollgate-${cluster}-${controller}-`)),
+    cluster,
+    controller,
+    batch: { maxDecisions: 100, maxDelayMs: 20 },
+    leftoversAtTermStart: true,
+    ...options,
+  });
 }

@@ -7,13 +7,11 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
 import { intentsWithoutOutcome } from '../../../src/audit/recover.ts';
 import { verifyTrail } from '../../../src/audit/verify.ts';
-import { GitAuditWriter, openIntentsDeepening } from '../../../src/audit/writer.ts';
+import { openIntentsDeepening, type GitAuditWriter } from '../../../src/audit/writer.ts';
+import { openTestWriter } from './support.ts';
 import type { Decision } from '../../../src/decide/decision.ts';
 import { ManualClock } from '../../../src/lib/clock.ts';
 import { startGitServer, type GitServer } from '../../support/git-server.ts';
@@ -33,15 +31,9 @@ async function leader(
   name: string,
   options: { shallowDepth?: number; checkpointEvery?: number } = {},
 ) {
-  const { writer, repo } = await GitAuditWriter.open({
-    url,
-    token: server.token,
-    cacheDir: mkdtempSync(join(tmpdir(), `tollgate-term-${name}-`)),
-    cluster: 'prod',
-    controller: name,
+  const { writer, repo } = await openTestWriter(server, url, 'prod', name, {
     batch: { maxDecisions: 100, maxDelayMs: 1_000 },
     checkpointEvery: options.checkpointEvery ?? 8,
-    leftoversAtTermStart: true,
     clock,
     ...(options.shallowDepth ? { shallowDepth: options.shallowDepth } : {}),
   });

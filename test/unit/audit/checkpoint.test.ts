@@ -7,18 +7,16 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { AuditRepo } from '../../../src/audit/repo.ts';
+import type { AuditRepo } from '../../../src/audit/repo.ts';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
 import { intentsWithoutOutcome, openIntents } from '../../../src/audit/recover.ts';
 import { verifyTrail } from '../../../src/audit/verify.ts';
 import { GitAuditWriter } from '../../../src/audit/writer.ts';
 import { checkpointPath, serializeCheckpoint } from '../../../src/audit/checkpoint.ts';
 import type { Decision } from '../../../src/decide/decision.ts';
-import { ManualClock } from '../../../src/lib/clock.ts';
+import type { ManualClock } from '../../../src/lib/clock.ts';
 import { aDecision, outcomeOf } from '../../builders/decision.ts';
+import { localClone } from '../../support/audit-clone.ts';
 
 interface Trail {
   readonly dir: string;
@@ -29,16 +27,7 @@ interface Trail {
 
 /** A writer on a local bare clone (pushes succeed without a remote), checkpointing every `every` commits. */
 async function aTrail(every: number): Promise<Trail> {
-  const dir = mkdtempSync(join(tmpdir(), 'tollgate-checkpoint-'));
-  const clock = new ManualClock(Date.UTC(2026, 10, 29, 7));
-  const repo = new AuditRepo({
-    dir,
-    url: 'http://127.0.0.1:9/audit.git',
-    branch: 'tollgate/audit',
-    author: { name: 't', email: 't@t' },
-    clock,
-  });
-  await repo.open();
+  const { dir, clock, repo } = await localClone();
   const writer = new GitAuditWriter({
     store: {
       commitFile: (path, content, message) => repo.commitFile(path, content, message),

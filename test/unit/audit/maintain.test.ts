@@ -6,38 +6,23 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
-import { mkdtempSync, readdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import git from 'isomorphic-git';
-import { AuditRepo, packsToMerge } from '../../../src/audit/repo.ts';
+import { packsToMerge } from '../../../src/audit/repo.ts';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
 import { serializeBatch } from '../../../src/audit/record.ts';
 import { intentsWithoutOutcome, openIntents } from '../../../src/audit/recover.ts';
 import type { Decision } from '../../../src/decide/decision.ts';
 import { verifyTrail } from '../../../src/audit/verify.ts';
-import { ManualClock } from '../../../src/lib/clock.ts';
 import { aDecision, outcomeOf } from '../../builders/decision.ts';
+import { localClone } from '../../support/audit-clone.ts';
 
 const looseCount = (gitdir: string): number =>
   readdirSync(join(gitdir, 'objects'))
     .filter((name) => /^[0-9a-f]{2}$/.test(name))
     .reduce((sum, name) => sum + readdirSync(join(gitdir, 'objects', name)).length, 0);
 
-/** A bare clone on disk with a manual clock; its remote is never contacted. */
-async function localClone(): Promise<{ dir: string; clock: ManualClock; repo: AuditRepo }> {
-  const dir = mkdtempSync(join(tmpdir(), 'tollgate-clone-'));
-  const clock = new ManualClock(Date.UTC(2026, 10, 29, 7));
-  const repo = new AuditRepo({
-    dir,
-    url: 'http://127.0.0.1:9/audit.git',
-    branch: 'tollgate/audit',
-    author: { name: 't', email: 't@t' },
-    clock,
-  });
-  await repo.open();
-  return { dir, clock, repo };
-}
 
 test('maintenance packs what the clone wrote, prunes what no branch reaches, and the trail stays readable and writable', async () => {
   const { dir, clock, repo } = await localClone();
