@@ -493,19 +493,7 @@ export class AuditRepo implements Repo {
       const fresh =
         this.#shallowDepth > 0 && known === undefined && (await this.localTip()) === undefined;
       const result = await git
-        .fetch({
-          fs,
-          http: withUnbornHeadRepair(this.branch),
-          gitdir: this.gitdir,
-          remote: remoteName,
-          ref: this.branch,
-          singleBranch: true,
-          tags: false,
-          ...(fresh ? { depth: this.#shallowDepth } : {}),
-          onAuth: this.#onAuth,
-          onAuthFailure: this.#onAuthFailure,
-          cache: this.cache,
-        })
+        .fetch({ ...this.#fetchOptions(), ...(fresh ? { depth: this.#shallowDepth } : {}) })
         .catch(async (error: unknown) => {
           // isomorphic-git moves the tracking ref before it stores the pack; undo that.
           if (known)
@@ -548,6 +536,22 @@ export class AuditRepo implements Repo {
     return tip;
   }
 
+  /** A fetch of the audit branch alone into the remote-tracking ref. */
+  #fetchOptions() {
+    return {
+      fs,
+      http: withUnbornHeadRepair(this.branch),
+      gitdir: this.gitdir,
+      remote: remoteName,
+      ref: this.branch,
+      singleBranch: true,
+      tags: false,
+      onAuth: this.#onAuth,
+      onAuthFailure: this.#onAuthFailure,
+      cache: this.cache,
+    };
+  }
+
   /** The clone's shallow boundary commits (none: the clone holds the whole history). */
   shallowCommits(): string[] {
     const file = join(this.gitdir, 'shallow');
@@ -564,20 +568,7 @@ export class AuditRepo implements Repo {
    */
   async deepen(): Promise<boolean> {
     if (this.shallowCommits().length === 0) return false;
-    await git.fetch({
-      fs,
-      http: withUnbornHeadRepair(this.branch),
-      gitdir: this.gitdir,
-      remote: remoteName,
-      ref: this.branch,
-      singleBranch: true,
-      tags: false,
-      depth: this.#depth,
-      relative: true,
-      onAuth: this.#onAuth,
-      onAuthFailure: this.#onAuthFailure,
-      cache: this.cache,
-    });
+    await git.fetch({ ...this.#fetchOptions(), depth: this.#depth, relative: true });
     this.#depth *= 2;
     return true;
   }
