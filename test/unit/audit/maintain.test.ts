@@ -23,7 +23,6 @@ const looseCount = (gitdir: string): number =>
     .filter((name) => /^[0-9a-f]{2}$/.test(name))
     .reduce((sum, name) => sum + readdirSync(join(gitdir, 'objects', name)).length, 0);
 
-
 test('maintenance packs what the clone wrote, prunes what no branch reaches, and the trail stays readable and writable', async () => {
   const { dir, clock, repo } = await localClone();
   const write = async (index: number): Promise<void> => {
