@@ -8,13 +8,16 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   deployDir,
   kustomizeBuild,
   kustomizeOverlay,
   parseManifests,
+  repoRoot,
   runTollgate,
   withMonitoring,
   type Manifest,
@@ -322,6 +325,35 @@ describe('the GitOps and release examples', () => {
     const tenant = kustomizations.find((k) => k.metadata?.name === 'team-a-workloads')!;
     assert.deepEqual(tenant.spec.dependsOn, [{ name: 'tollgate' }]);
     assert.match(tenant.spec.patches[0].patch, /kustomize\.toolkit\.fluxcd\.io\/ssa: IfNotPresent/);
+  });
+
+  it('the release workflow publishes the policy schemas under the tag, with the CHANGELOG section as notes', () => {
+    const text = readFileSync(join(deployDir, 'examples/release-workflow.yaml'), 'utf8');
+    const workflow = parseManifests(text, 'release-workflow.yaml')[0] as Record<string, any>;
+    const [check, publish] = (workflow.jobs.schemas.steps as { run?: string }[]).filter(
+      (s) => s.run,
+    );
+    assert.match(publish!.run!, /gh release upload "\$GITHUB_REF_NAME" schemas\/\*\.schema\.json/);
+    const { version } = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8'));
+    const runCheck = (tag: string) => {
+      const temp = mkdtempSync(join(tmpdir(), 'tollgate-release-'));
+      const result = spawnSync('bash', ['-euo', 'pipefail', '-c', check!.run!], {
+        cwd: repoRoot,
+        env: { ...process.env, GITHUB_REF_NAME: tag, RUNNER_TEMP: temp },
+        encoding: 'utf8',
+      });
+      return {
+        code: result.status,
+        notes: existsSync(join(temp, 'notes.md'))
+          ? readFileSync(join(temp, 'notes.md'), 'utf8')
+          : '',
+      };
+    };
+    const released = runCheck(`v${version}`);
+    assert.equal(released.code, 0, "the tag of package.json's version passes");
+    assert.match(released.notes, /^### Added$/m, "the notes are CHANGELOG.md's section");
+    assert.ok(!released.notes.includes(`## [${version}]`), 'without its heading');
+    assert.notEqual(runCheck('v0.0.0-not-this').code, 0, 'another tag fails the release');
   });
 
   it('the release workflow builds with the script CI uses, pushes that digest, signs it and attests the SBOM', () => {

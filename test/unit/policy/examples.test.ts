@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { loadPolicyFromDirectory, readPolicyDirectory } from '../../../src/policy/load.ts';
 import { parsePolicyFile } from '../../../src/policy/parse.ts';
 import { formatPolicyError } from '../../../src/policy/errors.ts';
@@ -51,7 +51,19 @@ test('the example policy repository validates and compiles', async () => {
   assert.equal(policy.settings.audit.batch.maxDelayMs, 2_000);
 });
 
-test('every example file parses on its own and its modeline names an existing schema of its kind', async () => {
+/**
+ * Modelines point at the schemas published with the release of this version
+ * (deploy/examples/release-workflow.yaml uploads schemas/ under the tag), so they work in
+ * a policy repository of the user's own; here they are checked against schemas/.
+ */
+const { version } = JSON.parse(
+  readFileSync(resolve(import.meta.dirname, '../../../package.json'), 'utf8'),
+) as { version: string };
+const releasedSchema = new RegExp(
+  `^https://github\\.com/tollgate/tollgate/releases/download/v${version.replaceAll('.', '\\.')}/(\\w+\\.schema\\.json)$`,
+);
+
+test('every example file parses on its own and its modeline names the released schema of its kind, for this version', async () => {
   const { files, errors } = await readPolicyDirectory(examples);
   assert.deepEqual(errors, []);
   assert.ok(files.length >= 9, `only ${files.length} files`);
@@ -60,8 +72,10 @@ test('every example file parses on its own and its modeline names an existing sc
     assert.deepEqual(parsed.errors, [], file.path);
     const modeline = /^# yaml-language-server: \$schema=(\S+)\n/.exec(file.content);
     assert.ok(modeline, `${file.path} starts with a yaml-language-server modeline`);
-    const schemaPath = join(examples, dirname(file.path), modeline[1] ?? '');
-    assert.ok(existsSync(schemaPath), `${file.path}: ${modeline[1]} exists`);
+    const released = releasedSchema.exec(modeline[1] ?? '');
+    assert.ok(released, `${file.path}: ${modeline[1]} is a schema released as v${version}`);
+    const schemaPath = resolve(import.meta.dirname, '../../../schemas', released[1]!);
+    assert.ok(existsSync(schemaPath), `${file.path}: ${modeline[1]} is published from schemas/`);
     const schema = JSON.parse(readFileSync(schemaPath, 'utf8')) as { title: string };
     for (const doc of parsed.documents) {
       assert.equal((doc.value as { kind: string }).kind, schema.title, `${file.path}#${doc.index}`);
