@@ -6,8 +6,9 @@
  *
  * Identities (static token file, so authentication is real but needs no PKI):
  * - `admin`: user tollgate-test-admin in system:masters.
- * - `tollgate`: user `tollgate` in group `tollgate`, bound only by deploy/base/rbac.yaml,
- *   so RBAC mistakes in deploy/ fail tests the way they would fail in a cluster.
+ * - `tollgate`: the tollgate-system/tollgate ServiceAccount (a TokenRequest token), the
+ *   identity the Deployment runs as, bound only by deploy/base/rbac.yaml, so RBAC
+ *   mistakes in deploy/ fail tests the way they would fail in a cluster.
  * - `intruder`: user `intruder` with no bindings at all, for admission/RBAC denial tests.
  * The scheduler and controller manager run as their upstream identities
  * (system:kube-scheduler, system:kube-controller-manager with per-controller service
@@ -20,8 +21,7 @@
  * otherwise.
  *
  * `TOLLGATE_TEST_KUBECONFIG` set: nothing is started; the admin kubeconfig is that file,
- * and the `tollgate`/`intruder` identities are service accounts in tollgate-system with
- * tokens from the TokenRequest API.
+ * and the `intruder` identity is a service account in tollgate-system too.
  */
 import { reuseConnections } from '../../src/cluster/client.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -60,7 +60,7 @@ export interface ControlPlane {
   readonly server: string;
   /** Path to a kubeconfig for system:masters. */
   readonly adminKubeconfig: string;
-  /** Path to a kubeconfig for the unprivileged `tollgate` identity (RBAC from deploy/). */
+  /** Path to a kubeconfig for tollgate's ServiceAccount (tollgate-system/tollgate, RBAC from deploy/). */
   readonly tollgateKubeconfig: string;
   /** Path to a kubeconfig for `intruder`, an identity with no RBAC at all. */
   readonly intruderKubeconfig: string;
@@ -373,6 +373,28 @@ function loadKubeConfig(file: string): KubeConfig {
 }
 
 /** Server-side applies every document of deploy/base/rbac.yaml (idempotent on reuse). */
+/**
+ * A kubeconfig at `path` authenticating as the service account tollgate-system/`account`
+ * with a token from the TokenRequest API (six hours, the API server's default audience).
+ */
+async function writeServiceAccountKubeconfig(
+  admin: KubeConfig,
+  account: string,
+  path: string,
+): Promise<string> {
+  const cluster = admin.getCurrentCluster();
+  if (!cluster) throw new Error('control plane: the admin kubeconfig has no current cluster');
+  const answer = await admin.makeApiClient(CoreV1Api).createNamespacedServiceAccountToken({
+    name: account,
+    namespace: tollgateNamespace,
+    body: { spec: { audiences: [], expirationSeconds: 3600 * 6 } },
+  });
+  const kc = new KubeConfig();
+  kc.loadFromClusterAndUser(cluster, { name: account, token: answer.status?.token });
+  writeFileSync(path, kc.exportConfig(), { mode: 0o600 });
+  return path;
+}
+
 async function applyRbac(admin: KubeConfig): Promise<void> {
   const objects = admin.makeApiClient(KubernetesObjectApi);
   const core = admin.makeApiClient(CoreV1Api);
@@ -449,7 +471,6 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
   const token = (): string => randomBytes(24).toString('hex');
   const tokens = {
     admin: token(),
-    tollgate: token(),
     intruder: token(),
     scheduler: token(),
     controllerManager: token(),
@@ -459,7 +480,6 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     tokenFile,
     [
       `${tokens.admin},tollgate-test-admin,uid-admin,"system:masters"`,
-      `${tokens.tollgate},tollgate,uid-tollgate,"tollgate"`,
       `${tokens.intruder},intruder,uid-intruder,"tollgate-intruders"`,
       `${tokens.scheduler},system:kube-scheduler,uid-scheduler`,
       `${tokens.controllerManager},system:kube-controller-manager,uid-kcm`,
@@ -481,10 +501,6 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     writeFileSync(
       kubeconfigs.admin,
       kubeconfigYaml(server, 'tollgate-test-admin', tokens.admin, caFile),
-    );
-    writeFileSync(
-      kubeconfigs.tollgate,
-      kubeconfigYaml(server, 'tollgate', tokens.tollgate, caFile),
     );
     writeFileSync(
       kubeconfigs.intruder,
@@ -605,7 +621,9 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     controllerManager.start();
     const admin = loadKubeConfig(kubeconfigs.admin);
     await Promise.all([
-      applyRbac(admin),
+      applyRbac(admin).then(() =>
+        writeServiceAccountKubeconfig(admin, 'tollgate', kubeconfigs.tollgate),
+      ),
       waitFor(
         'kube-scheduler /readyz',
         all,
@@ -692,18 +710,8 @@ async function attachExternal(file: string): Promise<ControlPlane> {
   }
   const root = mkdtempSync(join(tmpdir(), 'tollgate-external-'));
   folders.add(root);
-  const write = async (account: string): Promise<string> => {
-    const answer = await core.createNamespacedServiceAccountToken({
-      name: account,
-      namespace: tollgateNamespace,
-      body: { spec: { audiences: [], expirationSeconds: 3600 * 6 } },
-    });
-    const path = join(root, `${account}.kubeconfig`);
-    const kc = new KubeConfig();
-    kc.loadFromClusterAndUser(cluster, { name: account, token: answer.status?.token });
-    writeFileSync(path, kc.exportConfig());
-    return path;
-  };
+  const write = (account: string): Promise<string> =>
+    writeServiceAccountKubeconfig(admin, account, join(root, `${account}.kubeconfig`));
   const tollgateKubeconfig = await write('tollgate');
   const intruderKubeconfig = await write('intruder');
   const unsupported = (what: string): Error =>

@@ -1,15 +1,17 @@
 /**
  * Proof that the identities of the local control plane are real RBAC subjects: the
- * `tollgate` user (and the tollgate-system/tollgate service account) get exactly what
- * deploy/base/rbac.yaml grants, and are denied the rest; `intruder` gets nothing.
+ * harness's `tollgate` identity is the tollgate-system/tollgate ServiceAccount the
+ * Deployment runs as, and gets exactly what deploy/base/rbac.yaml grants, and is denied
+ * the rest; no User `tollgate` is bound; `intruder` gets nothing.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import type { KubeConfig } from '@kubernetes/client-node';
 import {
+  AuthenticationV1Api,
   CoordinationV1Api,
   EventsV1Api,
   CoreV1Api,
-  KubeConfig,
   PatchStrategy,
   setHeaderOptions,
   V1MicroTime,
@@ -179,13 +181,23 @@ describe('RBAC of the tollgate identity', () => {
     ],
     ['may not read secrets', 403, (core) => core.listNamespacedSecret({ namespace })],
     [
-      'may not write pod status (that is the kubelet)',
-      403,
+      'may patch pod status (its own tollgate.io/Released condition)',
+      200,
       (core) =>
         core.patchNamespacedPodStatus(
           { name: 'target', namespace, body: [{ op: 'add', path: '/status/message', value: 'x' }] },
           jsonPatch,
         ),
+    ],
+    [
+      'may not replace pod status (that is the kubelet)',
+      403,
+      async (core) =>
+        core.replaceNamespacedPodStatus({
+          name: 'target',
+          namespace,
+          body: await core.readNamespacedPod({ name: 'target', namespace }),
+        }),
     ],
     [
       'may not create namespaces',
@@ -194,11 +206,22 @@ describe('RBAC of the tollgate identity', () => {
     ],
   ];
 
-  test('the tollgate user gets what deploy/base/rbac.yaml grants and is denied the rest', async () => {
+  test("the harness's tollgate identity is the tollgate-system/tollgate ServiceAccount", async () => {
+    const review = await cp
+      .kubeConfig('tollgate')
+      .makeApiClient(AuthenticationV1Api)
+      .createSelfSubjectReview({ body: {} });
+    assert.equal(
+      review.status?.userInfo?.username,
+      'system:serviceaccount:tollgate-system:tollgate',
+    );
+  });
+
+  test('the ServiceAccount gets what deploy/base/rbac.yaml grants and is denied the rest', async () => {
     await expectTable(cp.kubeConfig('tollgate'), 'tollgate', tollgateCases);
   });
 
-  test('the tollgate user may remove a scheduling gate (pods patch)', async () => {
+  test('the ServiceAccount may remove a scheduling gate (pods patch)', async () => {
     const core = cp.kubeConfig('tollgate').makeApiClient(CoreV1Api);
     const patched = await core.patchNamespacedPod(
       { name: 'target', namespace, body: [{ op: 'remove', path: '/spec/schedulingGates' }] },
@@ -207,19 +230,10 @@ describe('RBAC of the tollgate identity', () => {
     assert.equal(patched.spec?.schedulingGates, undefined);
   });
 
-  test('the tollgate-system/tollgate service account is bound the same way', async () => {
-    const token = await admin.createNamespacedServiceAccountToken({
-      name: 'tollgate',
-      namespace: 'tollgate-system',
-      body: { spec: { audiences: [] } },
-    });
-    const adminConfig = cp.kubeConfig('admin');
-    const kc = new KubeConfig();
-    kc.loadFromClusterAndUser(adminConfig.getCurrentCluster()!, {
-      name: 'tollgate-sa',
-      token: token.status?.token,
-    });
-    await expectTable(kc, 'system:serviceaccount:tollgate-system:tollgate', tollgateCases);
+  test('a User named tollgate is bound to nothing (deploy/base binds only the ServiceAccount)', async () => {
+    const asUser = setHeaderOptions('Impersonate-User', 'tollgate');
+    assert.equal(await statusOf(() => admin.listPodForAllNamespaces({}, asUser)), 403);
+    assert.equal(await statusOf(() => admin.listNode({}, asUser)), 403);
   });
 
   test('the intruder identity, bound to nothing, is denied even reads', async () => {

@@ -6,28 +6,14 @@
  *
  * Stated differences, removed before comparing:
  * - the Namespace object: deploy/base creates it (with Pod Security labels); a chart
- *   leaves that to `helm install --create-namespace` or the platform;
- * - the User `tollgate` subject in deploy/base's bindings: the identity tollgate's own
- *   end-to-end harness authenticates as (test/support/control-plane.ts applies
- *   deploy/base/rbac.yaml); the chart binds only the service account.
+ *   leaves that to `helm install --create-namespace` or the platform.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { describeObject, helmTemplate, kustomizeOverlay, type Manifest } from './tools.ts';
 
-type Subject = { kind: string; name: string };
-
 function normalizedKustomize(objects: Manifest[]): Manifest[] {
-  return objects
-    .filter((o) => o.kind !== 'Namespace')
-    .map((o) => {
-      const subjects = (o as { subjects?: Subject[] }).subjects;
-      if (!subjects) return o;
-      return {
-        ...o,
-        subjects: subjects.filter((s) => !(s.kind === 'User' && s.name === 'tollgate')),
-      };
-    });
+  return objects.filter((o) => o.kind !== 'Namespace');
 }
 
 const byIdentity = (objects: Manifest[]): Map<string, Manifest> =>
