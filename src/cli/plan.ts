@@ -33,7 +33,14 @@ import {
   hasDifferences,
   withResize,
 } from '../decide/plan-diff.ts';
-import { planResize, type SignalsFor } from '../decide/plan-resize.ts';
+import {
+  observeOnlyPolicies,
+  planResize,
+  type ResizePlan,
+  type SignalsFor,
+} from '../decide/plan-resize.ts';
+import { observedHistory } from '../decide/plan-observed.ts';
+import { openAuditSource, readAuditHistory } from '../audit/reader.ts';
 import { approvalHits, formatApprovalHits } from '../decide/approvals.ts';
 import type { ResizePodLike } from '../decide/resize-objects.ts';
 import { resizePodsByPolicy } from '../decide/resize-match.ts';
@@ -58,6 +65,12 @@ export interface PlanOptions {
   /** Prometheus for usage-driven resize targets (flag --prometheus-url or --prometheus). */
   readonly prometheusUrl?: string;
   readonly prometheus?: string;
+  /** The audit trail (folder or http(s) URL) to show observe-only ResizePolicies' history from. */
+  readonly audit?: string;
+  /** Default `tollgate/audit`. */
+  readonly auditBranch?: string;
+  /** How far back that history goes, in days. Default 14. */
+  readonly auditDays?: string;
 }
 
 export interface PlanIo {
@@ -215,10 +228,8 @@ export async function runPlan(options: PlanOptions, io: PlanIo): Promise<number>
               running,
               args.now,
             );
-      diff = withResize(
-        diff,
-        planResize(base.policy, proposed.policy, running, nodes, args.now, signals),
-      );
+      const resize = planResize(base.policy, proposed.policy, running, nodes, args.now, signals);
+      diff = withResize(diff, await withObservedHistory(resize, options, args, base, proposed));
     }
     const hits = approvalHits(proposed.policy, pods, args.now);
     io.stdout(
@@ -234,6 +245,40 @@ export async function runPlan(options: PlanOptions, io: PlanIo): Promise<number>
     if (isStructured(output)) io.stdout(formatOutput(output, { error: message }, () => ''));
     else io.stderr(`tollgate plan: ${message}\n`);
     return 2;
+  }
+}
+
+/**
+ * With `--audit`: the observe-only ResizePolicies' would-be decisions of the last
+ * `--audit-days` days, read from the audit branch, attached to the resize plan.
+ */
+async function withObservedHistory(
+  resize: ResizePlan,
+  options: PlanOptions,
+  args: PlanArguments,
+  ...policies: { policy: Policy }[]
+): Promise<ResizePlan> {
+  const names = observeOnlyPolicies(...policies.map((p) => p.policy));
+  if (options.audit === undefined || names.length === 0) return resize;
+  const days = Number(options.auditDays ?? '14');
+  if (!Number.isFinite(days) || days <= 0)
+    throw new UsageError(`--audit-days must be a positive number, got "${options.auditDays}"`);
+  const source = await openAuditSource(options.audit, options.auditBranch ?? 'tollgate/audit', {
+    ...(args.token ? { token: args.token } : {}),
+  }).catch((error: unknown) => {
+    throw new UsageError(error instanceof Error ? error.message : String(error));
+  });
+  try {
+    const commits = await readAuditHistory(source, { since: args.now - days * 86_400_000 });
+    return {
+      ...resize,
+      observed: observedHistory(
+        commits.flatMap((c) => c.records),
+        names,
+      ),
+    };
+  } finally {
+    source.close();
   }
 }
 
@@ -404,6 +449,12 @@ export function registerPlan(program: Command): void {
       'Prometheus HTTP API for usage-driven resize targets (default $TOLLGATE_PROMETHEUS_URL; without it, bounds only)',
     )
     .option('--prometheus <url>', 'same as --prometheus-url')
+    .option(
+      '--audit <location>',
+      'audit trail (folder or http(s) Git URL) to show what observe-only ResizePolicies would have done',
+    )
+    .option('--audit-branch <name>', 'branch of the audit trail', 'tollgate/audit')
+    .option('--audit-days <n>', 'how many days of observe-only history to show', '14')
     .option(
       '--git-token-env <name>',
       'environment variable holding the Git token',

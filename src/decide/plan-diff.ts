@@ -11,6 +11,7 @@
  */
 import type { Decision, DecisionKind } from './decision.ts';
 import type { Policy } from '../policy/model.ts';
+import { observedLines } from './plan-observed.ts';
 import { planReleases, emptyPlanState, type PlanOptions } from './release-plan.ts';
 import type { ClusterSnapshot } from './objects.ts';
 import { describeResources, type ResizePlan } from './plan-resize.ts';
@@ -214,8 +215,31 @@ function uncoveredLine(resize: NonNullable<PlanDiff['resize']>): string[] {
   ];
 }
 
+/** What each proposed ResizePolicy's resizes can do on the cluster's nodes. */
+function featureLines(resize: NonNullable<PlanDiff['resize']>): string[] {
+  return resize.features.flatMap((f) => f.lines.map((line) => `${f.policy}: ${line}`));
+}
+
+/** Observe-only policies' would-be decisions, when the plan read the audit trail. */
+function observedText(resize: NonNullable<PlanDiff['resize']>): string[] {
+  if (!resize.observed || resize.observed.length === 0) return [];
+  return [
+    'Observe-only ResizePolicies, what they would have done (audit trail):',
+    ...resize.observed.flatMap(observedLines).map((l) => `  ${l}`),
+  ];
+}
+
 function resizeText(resize: NonNullable<PlanDiff['resize']>): string[] {
-  const lines: string[] = ['', resize.note, ...uncoveredLine(resize)];
+  const features = featureLines(resize);
+  const lines: string[] = [
+    '',
+    resize.note,
+    ...uncoveredLine(resize),
+    ...(features.length > 0
+      ? ["In-place resize on this cluster's nodes:", ...features.map((l) => `  ${l}`)]
+      : []),
+    ...observedText(resize),
+  ];
   if (resize.changes.length === 0) {
     lines.push(
       `No resize target changes (${resize.managedBase} -> ${resize.managedProposed} managed pods).`,
@@ -241,6 +265,12 @@ function resizeMarkdown(resize: NonNullable<PlanDiff['resize']>): string[] {
   const lines: string[] = ['', `#### Resize targets that change (${resize.changes.length})`, ''];
   lines.push(`> ${resize.note}`);
   for (const line of uncoveredLine(resize)) lines.push('>', `> ${line}`);
+  const features = featureLines(resize);
+  if (features.length > 0) {
+    lines.push('>', "> In-place resize on this cluster's nodes:");
+    for (const line of features) lines.push(`> - \`${line.replace(/: /, '`: ')}`);
+  }
+  for (const line of observedText(resize)) lines.push('>', `> ${line.trimStart()}`);
   if (resize.changes.length === 0) {
     lines.push(
       '',

@@ -17,6 +17,10 @@
  *   resources here too, and a resource whose target would break the pod-level budget
  *   keeps its current value.
  *
+ * `features` says per proposed ResizePolicy what its resizes can do on the cluster's
+ * nodes (in-place resize by kubelet version, pod-level resize by declared feature), as
+ * the loop judges it before sending anything (`resize-features.ts`).
+ *
  * Quotas are not read (the resize loop `tollgate run` starts reads none either) and no
  * in-memory loop state (Defer backoff, a refused write) is known: like the gate part of
  * the plan, it judges from an empty memory at one instant.
@@ -28,6 +32,8 @@ import type { Policy, ResizePolicy, ResourceBounds } from '../policy/model.ts';
 import type { ResizeNodeLike, ResizePodLike, ResourceListRecord } from './resize-objects.ts';
 import { decidePodResize, revertResource, type SignalReading } from './resize-plan.ts';
 import { podBudgetProblems } from './resize-budget.ts';
+import { policyResizeSupport, type PolicyResizeSupport } from './resize-features.ts';
+import type { ObservedPolicyHistory } from './plan-observed.ts';
 import { resizePodsByPolicy } from './resize-match.ts';
 import {
   type PodResources,
@@ -97,6 +103,18 @@ export interface ResizePlan {
    * are the current resources: said, so "no change" is never mistaken for "no data".
    */
   readonly uncovered: readonly string[];
+  /** Per proposed ResizePolicy (by name): what its resizes can do on the cluster's nodes. */
+  readonly features: readonly PolicyResizeSupport[];
+  /** Observe-only ResizePolicies' would-be decisions from the audit trail (`plan --audit`). */
+  readonly observed?: readonly ObservedPolicyHistory[];
+}
+
+/** The names of the ResizePolicies in `mode: Observe` under either policy, sorted. */
+export function observeOnlyPolicies(...policies: readonly Policy[]): string[] {
+  const names = policies.flatMap((p) =>
+    p.resizePolicies.filter((rp) => rp.mode === 'Observe').map((rp) => rp.name),
+  );
+  return [...new Set(names)].sort(byName);
 }
 
 const byName = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
@@ -305,6 +323,9 @@ export function planResize(
     uncovered: [
       ...new Set([...before, ...after].filter(([, t]) => !t.covered).map(([k]) => k)),
     ].sort(byName),
+    features: proposed.resizePolicies
+      .map((rp) => policyResizeSupport(rp, nodes))
+      .sort((a, b) => byName(a.policy, b.policy)),
   };
 }
 

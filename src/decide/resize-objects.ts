@@ -71,7 +71,12 @@ export interface ResizePodLike {
 
 export interface ResizeNodeLike {
   readonly metadata?: { readonly name?: string };
-  readonly status?: { readonly allocatable?: QuantityMap };
+  readonly status?: {
+    readonly allocatable?: QuantityMap;
+    readonly nodeInfo?: { readonly kubeletVersion?: string };
+    /** Features the kubelet declares (1.35+), e.g. InPlacePodLevelResourcesVerticalScaling. */
+    readonly declaredFeatures?: readonly string[];
+  };
 }
 
 export interface ResourceQuotaLike {

@@ -61,6 +61,7 @@ import {
   unreadable,
 } from './resize-signals.ts';
 import { podBudgetProblems } from './resize-budget.ts';
+import { nodeResizeSupport, podLevelResizeFeature } from './resize-features.ts';
 import {
   type DeferredSchedule,
   type PauseCause,
@@ -179,6 +180,8 @@ interface Context {
   readonly actual: PodResources;
   readonly stored: ReturnType<typeof readResizeState>;
   readonly generation: number;
+  /** A container OOMKilled after tollgate lowered memory, with no last good to roll back to. */
+  readonly oomAfterDecrease?: string;
   /** Since when a signal or the SLO has been unreadable for this pod; undefined = readable. */
   readonly unreadableSince?: number;
 }
@@ -996,6 +999,9 @@ function describeUnreadable(list: readonly UnreadableInput[]): string {
  */
 function oomKilledRecently(ctx: Context, unit: string | undefined): string | undefined {
   const { pod, policy, now } = ctx.input;
+  const afterDecrease = ctx.oomAfterDecrease;
+  if (afterDecrease !== undefined && (unit === undefined || unit === afterDecrease))
+    return afterDecrease;
   const since = Math.max(now - policy.windowMs, ctx.stored.state.requestedAt ?? -Infinity);
   for (const s of pod.status?.containerStatuses ?? []) {
     if (unit !== undefined && s.name !== unit) continue;
@@ -1064,7 +1070,14 @@ function stepTarget(ctx: Context, verdicts: readonly SignalVerdict[]): SteppedTa
   const units: (string | undefined)[] = Object.keys(policy.containers).filter(
     (n) => ctx.desired.containers[n],
   );
-  if (policy.pod && ctx.desired.pod) units.push(undefined);
+  if (policy.pod && ctx.desired.pod) {
+    const support = ctx.input.node ? nodeResizeSupport(ctx.input.node) : undefined;
+    if (!support || support.podLevel) units.push(undefined);
+    else
+      notes.push(
+        `(pod): node ${support.node} does not declare ${podLevelResizeFeature}, so pod-level resources are left alone`,
+      );
+  }
   for (const unit of units) {
     const label = unit ?? '(pod)';
     const bounds = boundsFor(policy, unit);
@@ -1197,6 +1210,9 @@ function resizableContext(input: PodResizeInput): Context | PodResizePlan {
   if (qosClass(desired) === 'BestEffort') return nothing('BestEffort pod: no resources to resize');
   const actual = actualResources(pod);
   if (!actual) return nothing('the kubelet has not reported container resources yet');
+  const support = input.node ? nodeResizeSupport(input.node) : undefined;
+  if (support && !support.containers)
+    return nothing(`node ${support.node} cannot resize in place: ${support.why ?? ''}`);
   return {
     input,
     desired,
@@ -1275,14 +1291,16 @@ function rollbackIfHarmed(ctx: Context): PodResizePlan | undefined {
     const container = oomKilledSinceRequest(ctx);
     if (container) {
       // Without a last good to return to, the OOM kill asks for a memory step up at
-      // once: the decrease that caused it is inside the cooldown by construction.
+      // once, however long ago it was: the decrease that caused it is inside the
+      // cooldown by construction, and a late pass must not forget it.
+      const killed = { ...ctx, oomAfterDecrease: container };
       return (
         rollback(ctx, `container ${container} was OOMKilled after tollgate lowered its memory`, [
           { condition: 'OOMKilled', met: true, value: { container } },
         ]) ??
-        followResizeInFlight(ctx) ??
-        answerRefusal(ctx) ??
-        stepWithinBounds(ctx)
+        followResizeInFlight(killed) ??
+        answerRefusal(killed) ??
+        stepWithinBounds(killed)
       );
     }
   }

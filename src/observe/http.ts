@@ -20,9 +20,11 @@ import type { Logger } from './log.ts';
 /**
  * Returns undefined when healthy, else the reason (a short sentence); null when the check
  * does not apply right now (not listed, even with `?verbose`; e.g. no loop runs on a
- * standby replica, so none can be wedged).
+ * standby replica, so none can be wedged); `{ detail }` when healthy with something to
+ * say (listed with `?verbose` as `[+] name ok: detail`).
  */
-export type HealthCheck = () => string | undefined | null | { readonly degraded: string };
+export type HealthCheck = () =>
+  string | undefined | null | { readonly degraded: string } | { readonly detail: string };
 
 export interface HealthChecks {
   readonly [name: string]: HealthCheck;
@@ -52,14 +54,14 @@ export function runChecks(checks: HealthChecks, verbose: boolean): CheckReport {
       reason = `check threw: ${error instanceof Error ? error.message : String(error)}`;
     }
     if (reason === null) continue;
-    if (typeof reason === 'object') {
+    if (typeof reason === 'object' && 'degraded' in reason) {
       // Degraded, not failing: listed always, the replica stays ready.
       lines.push(`[!] ${name} degraded: ${reason.degraded}`);
-    } else if (reason !== undefined) {
+    } else if (typeof reason === 'string') {
       ok = false;
       lines.push(`[-] ${name} failed: ${reason}`);
     } else if (verbose) {
-      lines.push(`[+] ${name} ok`);
+      lines.push(reason === undefined ? `[+] ${name} ok` : `[+] ${name} ok: ${reason.detail}`);
     }
   }
   lines.push(ok ? 'ok' : 'not ok');

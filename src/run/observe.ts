@@ -10,11 +10,12 @@ import type { PassWatchdog } from '../observe/watchdog.ts';
 import { registry } from '../observe/metrics.ts';
 import type { RunConfig } from '../cli/run-config.ts';
 import type { PolicyFeed } from './policy.ts';
+import { policyResizeSupport } from '../decide/resize-features.ts';
 
 /** Filled in as the parts start; read by the readiness checks meanwhile. */
 export interface StartedParts {
   policies?: Pick<PolicyFeed, 'current'>;
-  view?: Pick<LiveClusterView, 'synced'>;
+  view?: Pick<LiveClusterView, 'synced'> & Partial<Pick<LiveClusterView, 'nodes'>>;
   /** Which loop pass, if any, runs past its limit. */
   watchdog?: Pick<PassWatchdog, 'wedged'>;
   /** Whether the stale-guard can establish freshness (live reads answer). */
@@ -49,7 +50,24 @@ export function readinessChecks(parts: StartedParts): HealthChecks {
       const degraded = parts.freshness?.degraded;
       return degraded === undefined ? undefined : { degraded };
     },
+    'resize-features': () => resizeFeatures(parts),
   };
+}
+
+/**
+ * What each ResizePolicy's resizes can do on the cluster's nodes (in-place resize by
+ * kubelet version, pod-level resize by declared feature): a detail, never a failure (one
+ * policy's needs must not make the replica unready); not listed without ResizePolicies.
+ */
+function resizeFeatures(parts: StartedParts): { detail: string } | null {
+  const policies = parts.policies?.current()?.resizePolicies ?? [];
+  const view = parts.view;
+  if (policies.length === 0 || !view?.synced || !view.nodes) return null;
+  const nodes = [...view.nodes()];
+  const lines = policies.flatMap((rp) =>
+    policyResizeSupport(rp, nodes).lines.map((line) => `${rp.name}: ${line}`),
+  );
+  return { detail: lines.join('; ') };
 }
 
 export async function startObservability(

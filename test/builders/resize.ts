@@ -282,9 +282,15 @@ export function steady(
   );
 }
 
+/** A node as a 1.37 kubelet reports it: in-place resize, pod-level resize declared. */
 export function aNode(name: string, cpu: string, memory: string) {
   return {
     metadata: { name },
-    status: { allocatable: { cpu, memory }, capacity: { cpu, memory } },
+    status: {
+      allocatable: { cpu, memory },
+      capacity: { cpu, memory },
+      nodeInfo: { kubeletVersion: 'v1.37.2' },
+      declaredFeatures: ['InPlacePodLevelResourcesVerticalScaling'],
+    },
   };
 }

@@ -21,6 +21,8 @@ import { toStoredAmount } from '../../../src/lib/quantity.ts';
 import { registry } from '../../../src/observe/metrics.ts';
 import type { ResizeLoop } from '../../../src/loops/resize.ts';
 import { createPrometheusClient } from '../../../src/signals/prometheus.ts';
+import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
+import { observedHistory, observedLines } from '../../../src/decide/plan-observed.ts';
 import { policyFor, startResizeWorld, type ResizeWorld } from './harness.ts';
 
 const cpuMetric = 'tollgate_test_cpu_ratio';
@@ -264,4 +266,25 @@ test('an observe-only policy records what it would do and writes nothing to the 
     'the would-be decision is in Git, once',
   );
   assert.match(String(records[0]?.reason), /^observe-only: would carry out Resize/);
+
+  // `tollgate plan --audit` reads this history back from the audit branch on the Git server.
+  const source = await openAuditSource(world.auditRepo, 'tollgate/audit', {
+    token: world.git.token,
+  });
+  try {
+    const commits = await readAuditHistory(source);
+    const [history] = observedHistory(
+      commits.flatMap((c) => c.records),
+      ['observing'],
+    );
+    assert.equal(history?.decisions, 1, 'one would-be decision, the intent-free record once');
+    assert.deepEqual(history?.byKind, { Resize: 1 });
+    assert.equal(history?.recent[0]?.pod, `${world.namespace}/observing-0`);
+    assert.match(
+      observedLines(history as NonNullable<typeof history>)[0] ?? '',
+      /^observing: 1 would-be decision\(s\) .*\(1 Resize\); latest:$/,
+    );
+  } finally {
+    source.close();
+  }
 });

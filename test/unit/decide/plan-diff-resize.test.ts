@@ -10,7 +10,11 @@ import {
   usageNote,
   withResize,
 } from '../../../src/decide/plan-diff.ts';
-import { planResize, type SignalsFor } from '../../../src/decide/plan-resize.ts';
+import {
+  observeOnlyPolicies,
+  planResize,
+  type SignalsFor,
+} from '../../../src/decide/plan-resize.ts';
 import { snapshotOf } from '../../../src/decide/objects.ts';
 import type { Policy, ResizePolicy } from '../../../src/policy/model.ts';
 import { aPolicy, aTenant } from '../../builders/policy.ts';
@@ -271,4 +275,61 @@ test('resize targets in the plan, usage-driven (signal readings given)', async (
     assert.ok(formatText(diff).includes(usageNote));
     assert.equal(formatText(diff).includes(boundsOnlyNote), false);
   });
+});
+
+test('the plan says per ResizePolicy what its resizes can do on the cluster nodes', () => {
+  const nodes = [
+    aNode('new', '8', '16Gi'),
+    {
+      metadata: { name: 'old' },
+      status: {
+        allocatable: { cpu: '8', memory: '16Gi' },
+        nodeInfo: { kubeletVersion: 'v1.35.1' },
+      },
+    },
+  ];
+  const withPod = aResizePolicy({ pod: { cpu: { min: 500, max: 4000, step: 500 } } });
+  const proposed = policy('p', withPod);
+  const diff = withResize(
+    diffPlans(proposed, proposed, snapshotOf([], []), Date.UTC(2026, 10, 29, 8)),
+    planResize(proposed, proposed, [], nodes, Date.UTC(2026, 10, 29, 8)),
+  );
+  const text = formatText(diff);
+  assert.match(
+    text,
+    /In-place resize on this cluster's nodes:\n {2}web-resize: container resize: 2 of 2 nodes\n {2}web-resize: pod-level resize: 1 of 2 nodes \(not old: the node does not declare InPlacePodLevelResourcesVerticalScaling\)/,
+  );
+  assert.match(formatMarkdown(diff), /> - `web-resize`: pod-level resize: 1 of 2 nodes/);
+});
+
+test('with the audit trail read, the plan shows what each observe-only policy would have done', () => {
+  const observing = policy('p', aResizePolicy({ mode: 'Observe' }));
+  assert.deepEqual(observeOnlyPolicies(policy('b', aResizePolicy()), observing), ['web-resize']);
+  const at = Date.UTC(2026, 10, 29, 8);
+  const resize = {
+    ...planResize(observing, observing, [], [aNode('n', '8', '16Gi')], at),
+    observed: [
+      {
+        policy: 'web-resize',
+        decisions: 2,
+        since: at - 60_000,
+        until: at,
+        byKind: { Hold: 1, Resize: 1 },
+        recent: [
+          {
+            at,
+            pod: 'team-a/web-0',
+            kind: 'Resize',
+            reason: 'observe-only: would carry out Resize: up',
+          },
+        ],
+      },
+    ],
+  };
+  const diff = withResize(diffPlans(observing, observing, snapshotOf([], []), at), resize);
+  assert.match(
+    formatText(diff),
+    /Observe-only ResizePolicies, what they would have done \(audit trail\):\n {2}web-resize: 2 would-be decision\(s\) from .* \(1 Hold, 1 Resize\); latest:\n {4}2026-11-29T08:00:00.000Z team-a\/web-0 Resize: observe-only: would carry out Resize: up/,
+  );
+  assert.match(formatMarkdown(diff), /> web-resize: 2 would-be decision\(s\)/);
 });

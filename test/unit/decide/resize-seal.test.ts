@@ -229,3 +229,16 @@ test('an OOM kill after a decrease, with the last good rejected, still raises me
   // The signal is low: cpu steps down; memory steps up, as the OOM kill asks.
   assert.deepEqual(resize.containers[0]?.resources.requests, { cpu: '250m', memory: '256Mi' });
 });
+
+test('that memory step does not depend on the OOM kill still being inside the signal window', () => {
+  const pod = aRunningPod('web-0', 'team-a')
+    .container('app', { cpu: '500m', memory: '128Mi' })
+    .oomKilled('app', new Date(now - 600_000).toISOString())
+    .annotation(lastGoodAnnotation, lastGood)
+    .sealed(stateAnnotation, { ...JSON.parse(memoryDown), requestedAt: now - 900_000 })
+    .obj();
+  const p = decideResizeFor(now, { readings: [], pod });
+  const resize = p.writes.find((w) => w.op.type === 'resize')?.op;
+  assert.ok(resize?.type === 'resize', p.skip ?? p.decisions.map((d) => d.reason).join());
+  assert.equal(resize.containers[0]?.resources.requests?.memory, '256Mi');
+});
