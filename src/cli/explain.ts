@@ -6,14 +6,22 @@
  * Exit codes: 0 explained, 1 the pod is not gated by tollgate (or the policy is invalid),
  * 2 usage or I/O.
  */
+import * as fs from 'node:fs';
 import type { Command } from 'commander';
+import git from 'isomorphic-git';
 import { openAuditSource, walkAuditHistory } from '../audit/reader.ts';
 import { createClusterView } from '../cluster/view.ts';
-import { explainPods, type Explanation } from '../decide/explain.ts';
-import type { ClusterSnapshot } from '../decide/objects.ts';
+import {
+  explainPods,
+  explainReleasedPod,
+  type Explanation,
+  type PodExplanation,
+} from '../decide/explain.ts';
+import type { ClusterSnapshot, PodLike } from '../decide/objects.ts';
 import { formatPolicyError } from '../policy/errors.ts';
 import { loadPolicyFromDirectory } from '../policy/load.ts';
 import type { Policy } from '../policy/model.ts';
+import { redactUrl } from '../observe/log.ts';
 import { managedNamespaces, referencedObjects } from '../run/view.ts';
 import { clusterConfig, reachCluster, withCluster, type ClusterFlags } from './cluster-options.ts';
 import { formatOutput, withOutput } from './output.ts';
@@ -40,14 +48,47 @@ export interface ClusterReadOptions extends ClusterFlags {
 
 export class UsageError extends Error {}
 
+/** Where the policy explained against lives: its Git remote and commit, when the folder is a checkout. */
+export interface PolicyCheckout {
+  /** The `origin` remote (credentials removed), or the folder when there is none. */
+  readonly location: string;
+  /** HEAD's commit, or undefined for a folder that is no Git checkout (a content hash is used). */
+  readonly commit: string | undefined;
+}
+
+export async function policyCheckout(dir: string): Promise<PolicyCheckout> {
+  try {
+    const root = await git.findRoot({ fs, filepath: dir });
+    const commit = await git.resolveRef({ fs, dir: root, ref: 'HEAD' });
+    const url = (await git.getConfig({ fs, dir: root, path: 'remote.origin.url' })) as
+      string | undefined;
+    return { location: url ? redactUrl(url) : dir, commit };
+  } catch {
+    return { location: dir, commit: undefined };
+  }
+}
+
+export interface ClusterExplained {
+  readonly policy: Policy;
+  readonly checkout: PolicyCheckout;
+  readonly explanations: Explanation[];
+  /** The pod asked about, as the view had it (undefined when absent). */
+  readonly target?: PodLike;
+}
+
 /** Loads the policy, lists the cluster read-only and explains every governed gated pod. */
 export async function explainCluster(
   options: ClusterReadOptions,
   io: ExplainIo,
-): Promise<{ policy: Policy; explanations: Explanation[] }> {
+  target?: { namespace: string; name: string },
+): Promise<ClusterExplained> {
   if (!['text', 'json', 'yaml'].includes(options.output))
     throw new UsageError(`-o must be text, json or yaml, got "${options.output}"`);
-  const loaded = await loadPolicyFromDirectory(options.policyDir);
+  const checkout = await policyCheckout(options.policyDir);
+  const loaded = await loadPolicyFromDirectory(
+    options.policyDir,
+    checkout.commit ? { commit: checkout.commit } : {},
+  );
   if (!loaded.ok) {
     for (const error of loaded.errors) io.stderr(`${formatPolicyError(error)}\n`);
     throw new UsageError(`${options.policyDir}: invalid policy`);
@@ -62,7 +103,13 @@ export async function explainCluster(
   try {
     await view.whenSynced(AbortSignal.timeout(options.syncTimeoutMs ?? 30_000));
     await objectsListed(view, references, options.syncTimeoutMs ?? 30_000);
-    return { policy, explanations: explainPods(policy, view, io.now()) };
+    const pod = target ? view.pod(target.namespace, target.name) : undefined;
+    return {
+      policy,
+      checkout,
+      explanations: explainPods(policy, view, io.now()),
+      ...(pod ? { target: pod } : {}),
+    };
   } catch (error) {
     if ((error as Error).name === 'TimeoutError' || (error as Error).name === 'AbortError')
       throw new UsageError('the cluster could not be listed in time (check --kubeconfig and RBAC)');
@@ -141,19 +188,46 @@ export function formatDecisions(decisions: readonly AuditedDecision[]): string {
   if (decisions.length === 0) lines.push('  (none recorded in the commits read)');
   for (const d of decisions)
     lines.push(`  ${d.at} ${d.kind} (${d.phase}, ${d.outcome}): ${d.reason}`);
+  const held = heldSince(decisions);
+  if (held) lines.push(`Held:       for this reason since ${held.at} (the newest Hold decision)`);
   return `${lines.join('\n')}\n`;
+}
+
+/** The newest decision when it is a Hold: since when the pod waits for its current reason. */
+export function heldSince(decisions: readonly AuditedDecision[]): AuditedDecision | undefined {
+  return decisions[0]?.kind === 'Hold' ? decisions[0] : undefined;
 }
 
 const value = (v: unknown): string => (typeof v === 'string' ? v : JSON.stringify(v));
 
+/** Where the policy came from, where the pod is in its life, and its own conditions. */
+function podLines(e: PodExplanation, location: string): { source: string; life: string[] } {
+  return {
+    source: `Source:     ${location} at ${e.source.commit}: ${e.source.file}`,
+    life: [
+      `State:      ${e.life.state} since ${e.life.since ?? 'unknown'}: ${e.life.detail}`,
+      'Pod conditions:',
+      ...(e.podConditions.length === 0
+        ? ['  (none shown)']
+        : e.podConditions.map(
+            (c) =>
+              `  ${c.type} ${c.status}${c.reason ? ` (${c.reason})` : ''} since ${c.since ?? 'unknown'}`,
+          )),
+    ],
+  };
+}
+
 /** The text form of one explanation; stable, so it can be checked byte for byte. */
-export function formatExplanation(e: Explanation): string {
+export function formatExplanation(e: Explanation, location: string): string {
+  const pod = podLines(e, location);
   const lines = [
     `Pod:        ${e.pod}`,
     `Tenant:     ${e.tenant}`,
     `Policy:     ${e.policy ?? '(none selects it)'}`,
+    pod.source,
     `Gate:       ${e.gate}`,
     `Gated:      since ${e.gatedSince ?? 'unknown'}`,
+    ...pod.life,
     `Waiting:    ${e.waiting}: ${e.reason}`,
     `Order:      ${e.position} of ${e.queueLength} in tenant ${e.tenant}'s release order`,
     'Conditions:',
@@ -178,39 +252,68 @@ export function formatExplanation(e: Explanation): string {
   return `${lines.join('\n')}\n`;
 }
 
+/** The text form of a pod tollgate no longer gates: where it is, and why it is not running yet. */
+export function formatReleasedPod(e: PodExplanation, location: string): string {
+  const pod = podLines(e, location);
+  const lines = [
+    `Pod:        ${e.pod}`,
+    `Tenant:     ${e.tenant}`,
+    "Gate:       none of tollgate's (released, or never gated)",
+    pod.source,
+    ...pod.life,
+  ];
+  return `${lines.join('\n')}\n`;
+}
+
+function splitTarget(target: string): { namespace: string; name: string } {
+  const match = /^([^/]+)\/([^/]+)$/.exec(target);
+  if (!match) throw new UsageError(`expected <namespace>/<pod>, got "${target}"`);
+  return { namespace: match[1] as string, name: match[2] as string };
+}
+
+/** The gated pod's explanation, or the released pod's, or undefined outside every tenant. */
+function explanationFor(
+  explained: ClusterExplained,
+  target: string,
+): { gated: Explanation } | { released: PodExplanation } | undefined {
+  const gated = explained.explanations.find((e) => e.pod === target);
+  if (gated) return { gated };
+  const released = explained.target && explainReleasedPod(explained.policy, explained.target);
+  return released ? { released } : undefined;
+}
+
 export async function runExplain(
   target: string,
   options: ClusterReadOptions,
   io: ExplainIo,
 ): Promise<number> {
   try {
-    if (!/^[^/]+\/[^/]+$/.test(target))
-      throw new UsageError(`expected <namespace>/<pod>, got "${target}"`);
-    const { explanations } = await explainCluster(options, io);
-    const found = explanations.find((e) => e.pod === target);
-    if (found && options.audit !== undefined) {
-      const decisions = await lastDecisions(
-        options.audit,
-        options.auditBranch ?? 'tollgate/audit',
-        found.uid,
-        auditCommitCount(options.auditCommits),
-      );
-      io.stdout(
-        formatOutput(
-          options.output,
-          { ...found, decisions },
-          () => `${formatExplanation(found)}${formatDecisions(decisions)}`,
-        ),
-      );
-      return 0;
-    }
+    const explained = await explainCluster(options, io, splitTarget(target));
+    const found = explanationFor(explained, target);
     if (!found) {
       io.stderr(
-        `tollgate explain: ${target} is not a pod held by a tollgate gate (not found, released, or in no tenant's namespace)\n`,
+        `tollgate explain: ${target} is not a pod tollgate governs (not found, or in no tenant's namespace)\n`,
       );
       return 1;
     }
-    io.stdout(formatOutput(options.output, found, () => formatExplanation(found)));
+    const location = explained.checkout.location;
+    const pod = 'gated' in found ? found.gated : found.released;
+    const decisions =
+      options.audit === undefined
+        ? undefined
+        : await lastDecisions(
+            options.audit,
+            options.auditBranch ?? 'tollgate/audit',
+            pod.uid,
+            auditCommitCount(options.auditCommits),
+          );
+    const value = { ...pod, policySource: location, ...(decisions ? { decisions } : {}) };
+    const text = () =>
+      ('gated' in found
+        ? formatExplanation(found.gated, location)
+        : formatReleasedPod(found.released, location)) +
+      (decisions ? formatDecisions(decisions) : '');
+    io.stdout(formatOutput(options.output, value, text));
     return 0;
   } catch (error) {
     io.stderr(`tollgate explain: ${(error as Error).message}\n`);

@@ -19,9 +19,15 @@
  */
 import type { ConditionInput } from './decision.ts';
 import type { Usage } from './conditions.ts';
+import {
+  podConditionsOf,
+  podLifeOf,
+  type PodConditionView,
+  type PodLifeView,
+} from './explain-state.ts';
 import { expiresAt, gateSetAt } from './expiry.ts';
-import { ownedGate } from './gates.ts';
-import { podKey, type ClusterSnapshot } from './objects.ts';
+import { ownedGate, tenantOfNamespace } from './gates.ts';
+import { podKey, type ClusterSnapshot, type PodLike } from './objects.ts';
 import { combinePacing } from './pacing.ts';
 import { admitUnits } from './release-admit.ts';
 import { classifyPods } from './release-classify.ts';
@@ -42,10 +48,20 @@ export type Waiting =
   | 'policy' // no GatePolicy selects it
   | 'cancel'; // about to be deleted (expiry or approval)
 
-export interface Explanation {
+/** What explain says of any pod in a tenant's namespace, gated or released. */
+export interface PodExplanation {
   readonly pod: string;
   readonly uid: string;
   readonly tenant: string;
+  /** The policy commit explained against, and the file that decides this pod (GatePolicy, else Tenant). */
+  readonly source: { readonly commit: string; readonly file: string };
+  /** Where the pod is in its life: gated, unschedulable, pulling its image, crash-looping, ... */
+  readonly life: PodLifeView;
+  /** The pod's own conditions, with since when each holds. */
+  readonly podConditions: readonly PodConditionView[];
+}
+
+export interface Explanation extends PodExplanation {
   readonly policy: string | null;
   readonly gate: string;
   readonly waiting: Waiting;
@@ -200,6 +216,9 @@ function explain(
     pod: podKey(pod),
     uid: pod.metadata?.uid ?? '',
     tenant: tenant.name,
+    source: { commit: policy.commit, file: (gatePolicy ?? tenant).source.file },
+    life: podLifeOf(pod, true),
+    podConditions: podConditionsOf(pod),
     policy: gatePolicy?.name ?? null,
     gate: ownedGate(pod, policy)?.gate ?? '',
     waiting,
@@ -215,6 +234,24 @@ function explain(
         ? { deadline: iso(deadline) as string, action: gatePolicy.expiry.action }
         : null,
     estimate: estimateOf(verdict, waiting, at.pacedAhead, pacing, at.now),
+  };
+}
+
+/**
+ * A pod of a tenant's namespace that tollgate no longer gates (released, or never gated):
+ * where it is in its life, so "released but unschedulable" or "crash-looping" is told
+ * apart from "held". Undefined outside every tenant's namespaces.
+ */
+export function explainReleasedPod(policy: Policy, pod: PodLike): PodExplanation | undefined {
+  const tenant = tenantOfNamespace(policy, pod.metadata?.namespace ?? '');
+  if (!tenant) return undefined;
+  return {
+    pod: podKey(pod),
+    uid: pod.metadata?.uid ?? '',
+    tenant: tenant.name,
+    source: { commit: policy.commit, file: tenant.source.file },
+    life: podLifeOf(pod, false),
+    podConditions: podConditionsOf(pod),
   };
 }
 

@@ -151,6 +151,42 @@ export class PodBuilder {
     return this;
   }
 
+  /**
+   * The container `app` waiting for `reason` (ErrImagePull, CrashLoopBackOff, ...); a
+   * `lastExit` says how it last ended (exit code, when).
+   */
+  waiting(
+    reason: string,
+    options: { restarts?: number; lastExit?: { code: number; at: Date | number } } = {},
+  ): this {
+    const last = options.lastExit;
+    this.#pod.status = {
+      ...this.#pod.status,
+      containerStatuses: [
+        {
+          name: 'app',
+          image: 'registry.example/app:1',
+          imageID: '',
+          ready: false,
+          restartCount: options.restarts ?? 0,
+          state: { waiting: { reason } },
+          ...(last
+            ? {
+                lastState: {
+                  terminated: {
+                    exitCode: last.code,
+                    reason: 'Error',
+                    finishedAt: new Date(last.at),
+                  },
+                },
+              }
+            : {}),
+        },
+      ],
+    };
+    return this;
+  }
+
   obj(): V1Pod {
     return structuredClone(this.#pod);
   }

@@ -8,28 +8,40 @@
  * condition writes tollgate sends number exactly one per reason change: passes that
  * change nothing (a label touched on the pod, the hold's re-checks) write nothing.
  *
+ * And `tollgate explain` tells a released pod that no node fits (the real scheduler's
+ * PodScheduled False, Unschedulable) from a held one, naming the policy's Git remote and
+ * commit from the checkout it reads.
+ *
  * Run: node --test --test-concurrency=1 test/e2e/opt-in/released-condition.test.ts
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { promisify } from 'node:util';
-import { join } from 'node:path';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { V1Pod } from '@kubernetes/client-node';
 import { eventually } from '../../support/eventually.ts';
 import { startGateReleaseStack, type GateReleaseStack } from '../../support/gate-release-stack.ts';
 import { createLogger } from '../../../src/observe/log.ts';
-import { startWorld, type PolicyState, type World } from '../isolation/world.ts';
+import { policyFiles, startWorld, type PolicyState, type World } from '../isolation/world.ts';
 
 const execFileAsync = promisify(execFile);
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 const namespace = 'released-condition';
+const wide = 'explain-states';
 const prefix = 'rc.tollgate.io/';
 
 const policy: PolicyState = {
-  tenants: [{ name: 'rc', namespaces: [namespace], gatePrefixes: [prefix], budget: { pods: 1 } }],
+  tenants: [
+    { name: 'rc', namespaces: [namespace], gatePrefixes: [prefix], budget: { pods: 1 } },
+    { name: 'wide', namespaces: [wide], gatePrefixes: ['wide.tollgate.io/'] },
+  ],
   gatePolicies: [
     // Takes the tenant's one budgeted pod at once.
     { name: 'first', tenant: 'rc', gate: `${prefix}first` },
+    { name: 'wide', tenant: 'wide', gate: 'wide.tollgate.io/run' },
     {
       name: 'nightly',
       tenant: 'rc',
@@ -49,15 +61,37 @@ const policy: PolicyState = {
   ],
 };
 
-const gatedPod = (name: string, gate: string): V1Pod => ({
+const gatedPod = (name: string, gate: string, ns = namespace, cpu?: string): V1Pod => ({
   apiVersion: 'v1',
   kind: 'Pod',
-  metadata: { name, namespace },
+  metadata: { name, namespace: ns },
   spec: {
     schedulingGates: [{ name: gate }],
-    containers: [{ name: 'main', image: 'busybox:1.36' }],
+    containers: [
+      {
+        name: 'main',
+        image: 'busybox:1.36',
+        ...(cpu ? { resources: { requests: { cpu } } } : {}),
+      },
+    ],
   },
 });
+
+/** The policy as a Git checkout whose `origin` is the repository users know. */
+function policyCheckout(dir: string, origin: string): string {
+  for (const [file, text] of Object.entries(policyFiles(policy))) {
+    if (text === null) continue;
+    mkdirSync(dirname(join(dir, file)), { recursive: true });
+    writeFileSync(join(dir, file), text);
+  }
+  const git = (...args: string[]) =>
+    execFileSync('git', ['-C', dir, ...args], { encoding: 'utf8' }).trim();
+  git('init', '-q');
+  git('add', '-A');
+  git('-c', 'user.name=e2e', '-c', 'user.email=e2e@example.com', 'commit', '-qm', 'policy');
+  git('remote', 'add', 'origin', origin);
+  return git('rev-parse', 'HEAD');
+}
 
 /** The condition as a user reads it: `kubectl get pod -o jsonpath`. */
 async function kubectlCondition(world: World, pod: string): Promise<string> {
@@ -83,7 +117,7 @@ describe('the tollgate.io/Released condition says why a pod waits, one write per
 
   before(async () => {
     world = await startWorld('released-condition', policy);
-    await world.createNamespaces(namespace);
+    await world.createNamespaces(namespace, wide);
     await world.core.createNamespacedConfigMap({
       namespace,
       body: { metadata: { name: 'inputs' }, data: { ready: 'false' } },
@@ -172,5 +206,50 @@ describe('the tollgate.io/Released condition says why a pod waits, one write per
     assert.deepEqual(pod.spec?.schedulingGates ?? [], [], 'the gate is gone');
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     assert.equal(stack.counters.conditionWrites, 3, 'three reasons, three writes');
+  });
+
+  test('explain tells a released pod no node fits from a held one, naming the policy commit', async () => {
+    const dir = join(world.work, 'policy-checkout');
+    const origin = 'https://git.example/platform/policy.git';
+    const commit = policyCheckout(dir, origin);
+    // 500 CPUs: released by tollgate (no budget), then no node fits.
+    await world.createPods([gatedPod('huge', 'wide.tollgate.io/run', wide, '500')]);
+    const explain = async () => {
+      const { stdout } = await execFileAsync(
+        process.execPath,
+        [
+          join(repoRoot, 'src/cli/main.ts'),
+          'explain',
+          `${wide}/huge`,
+          '--policy-dir',
+          dir,
+          '--kubeconfig',
+          world.cp.tollgateKubeconfig,
+          '-o',
+          'json',
+        ],
+        { encoding: 'utf8', cwd: repoRoot },
+      );
+      return JSON.parse(stdout) as {
+        life: { state: string; detail: string; since: string | null };
+        policySource: string;
+        source: { commit: string; file: string };
+        podConditions: { type: string; status: string; reason: string | null }[];
+      };
+    };
+    const explained = await eventually(
+      'explain says the released pod is unschedulable',
+      async () => {
+        const e = await explain();
+        return e.life.state === 'unschedulable' ? e : undefined;
+      },
+      { timeoutMs: 60_000 },
+    );
+    assert.match(explained.life.detail, /^PodScheduled False \(Unschedulable\): 0\/2 nodes/);
+    assert.ok(explained.life.since, 'since when, from the condition');
+    assert.deepEqual(
+      [explained.policySource, explained.source.commit, explained.source.file],
+      [origin, commit, 'tenants/wide.yaml'],
+    );
   });
 });

@@ -58,7 +58,7 @@ describe('tollgate explain and queue refuse bad usage before touching the cluste
 });
 
 describe('the last decisions, as explain prints them', () => {
-  it('lists them newest first, or says none were recorded', () => {
+  it('lists them newest first, with since when the pod is held for its reason, or says none were recorded', () => {
     assert.equal(
       formatDecisions([
         {
@@ -69,7 +69,7 @@ describe('the last decisions, as explain prints them', () => {
           outcome: 'recorded',
         },
       ]),
-      'Decisions:  (newest first, from the audit branch)\n  2026-11-29T07:59:00.000Z Hold (decided, recorded): waiting for Budget\n',
+      'Decisions:  (newest first, from the audit branch)\n  2026-11-29T07:59:00.000Z Hold (decided, recorded): waiting for Budget\nHeld:       for this reason since 2026-11-29T07:59:00.000Z (the newest Hold decision)\n',
     );
     assert.equal(
       formatDecisions([]),

@@ -13,6 +13,7 @@ import { aPod } from '../../builders/pod.ts';
 import { aGatePolicy, aPolicy, aTenant } from '../../builders/policy.ts';
 
 const now = Date.UTC(2026, 10, 29, 8, 0, 0);
+const policyUrl = 'https://git.example/platform/policy.git';
 const minutesAgo = (m: number) => now - m * 60_000;
 
 const fast = aGatePolicy('fast', 'team-a').priority(10).conditions({ type: 'Budget' });
@@ -41,7 +42,13 @@ const pods = [
     .boundTo('n1')
     .running()
     .obj(),
-  gatedBy('w-1', waits.gateName, 40),
+  aPod('w-1', 'team-a')
+    .uid('uid-w-1')
+    .gated(waits.gateName)
+    .createdAt(minutesAgo(40))
+    .condition('PodScheduled', 'False', 'SchedulingGated', minutesAgo(40))
+    .condition('tollgate.io/Released', 'False', 'ObjectCondition', minutesAgo(39))
+    .obj(),
   gatedBy('f-new', fast.gateName, 10),
   gatedBy('f-old', fast.gateName, 30),
   gatedBy('f-mid', fast.gateName, 20),
@@ -75,13 +82,17 @@ describe('explain: why a pod waits and when it would go', () => {
 
   it('prints a paced pod byte for byte', () => {
     assert.equal(
-      formatExplanation(explained('f-mid')),
+      formatExplanation(explained('f-mid'), policyUrl),
       [
         'Pod:        team-a/f-mid',
         'Tenant:     team-a',
         'Policy:     fast',
+        `Source:     ${policyUrl} at 0000000000000000000000000000000000000001: gates/fast.yaml`,
         'Gate:       team-a.tollgate.io/fast',
         'Gated:      since 2026-11-29T07:40:00.000Z',
+        'State:      gated since 2026-11-29T07:40:00.000Z: held by tollgate (see Waiting)',
+        'Pod conditions:',
+        '  (none shown)',
         'Waiting:    pacing: queued: tenant batch of 1 done',
         "Order:      2 of 4 in tenant team-a's release order",
         'Conditions:',
@@ -95,15 +106,20 @@ describe('explain: why a pod waits and when it would go', () => {
     );
   });
 
-  it('prints a pod held by a condition, bounded by its expiry, byte for byte', () => {
+  it('prints a pod held by a condition, bounded by its expiry, with since when, byte for byte', () => {
     assert.equal(
-      formatExplanation(explained('w-1')),
+      formatExplanation(explained('w-1'), policyUrl),
       [
         'Pod:        team-a/w-1',
         'Tenant:     team-a',
         'Policy:     waits',
+        `Source:     ${policyUrl} at 0000000000000000000000000000000000000001: gates/waits.yaml`,
         'Gate:       team-a.tollgate.io/waits',
         'Gated:      since 2026-11-29T07:20:00.000Z',
+        'State:      gated since 2026-11-29T07:21:00.000Z: held by tollgate (see Waiting)',
+        'Pod conditions:',
+        '  PodScheduled False (SchedulingGated) since 2026-11-29T07:20:00.000Z',
+        '  tollgate.io/Released False (ObjectCondition) since 2026-11-29T07:21:00.000Z',
         'Waiting:    conditions: waiting for ObjectCondition',
         "Order:      4 of 4 in tenant team-a's release order",
         'Conditions:',
