@@ -15,10 +15,22 @@ import assert from 'node:assert/strict';
 import { aPod } from '../../builders/pod.ts';
 import { eventually } from '../../support/eventually.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startWorld, type ApprovalSpec, type PolicyState, type World } from './world.ts';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { pushTree } from '../../support/git-server.ts';
+import {
+  policyFiles,
+  startWorld,
+  type ApprovalSpec,
+  type PolicyState,
+  type World,
+} from './world.ts';
+
+const run = promisify(execFile);
 
 const namespace = 'iso-approval';
 const gate = 'ap.tollgate.io/hold';
+const gangGate = 'ap.tollgate.io/gang';
 
 const policy = (approvals: ApprovalSpec[]): PolicyState => ({
   tenants: [{ name: 'ap', namespaces: [namespace], gatePrefixes: ['ap.tollgate.io/'] }],
@@ -37,6 +49,14 @@ const policy = (approvals: ApprovalSpec[]): PolicyState => ({
         },
       ],
       expiry: { after: '1s', action: 'Review' },
+      recheck: { initial: '300ms', max: '1s', maxAttempts: 100 },
+    },
+    {
+      // Gangs that never complete (three members announced, two created).
+      name: 'ap-gang',
+      tenant: 'ap',
+      gate: gangGate,
+      conditions: [{ type: 'GangComplete', groupLabel: 'gang', sizeAnnotation: 'ap.example/size' }],
       recheck: { initial: '300ms', max: '1s', maxAttempts: 100 },
     },
   ],
@@ -75,6 +95,19 @@ describe('approvals bound to a pod uid', () => {
     await world?.stop();
   });
 
+  /** `tollgate plan` as a reviewer runs it (their own read access), against this cluster; its stdout (exit 0 or 3). */
+  const planCli = async (args: string[]): Promise<string> => {
+    try {
+      const argv = ['src/cli/main.ts', 'plan', '--kubeconfig', world.cp.adminKubeconfig, ...args];
+      const env = { ...process.env, TOLLGATE_GIT_TOKEN: world.git.token };
+      return (await run('node', argv, { env })).stdout;
+    } catch (error) {
+      const e = error as { code: number; stdout: string; stderr: string };
+      if (e.code === 3) return e.stdout;
+      throw new Error(`tollgate plan exited ${e.code}: ${e.stderr}`, { cause: error });
+    }
+  };
+
   const uidOf = async (name: string): Promise<string | undefined> => {
     try {
       return (await world.core.readNamespacedPod({ namespace, name })).metadata?.uid;
@@ -85,6 +118,16 @@ describe('approvals bound to a pod uid', () => {
   const inReview = async (name: string): Promise<boolean> => {
     const pod = await world.core.readNamespacedPod({ namespace, name });
     return pod.metadata?.annotations?.['tollgate.io/review'] !== undefined;
+  };
+
+  /** Proves passes under `approvals` ran: a new pod goes to review, then an added Cancel of it takes effect. */
+  const passesRanUnder = async (approvals: ApprovalSpec[], probe: string): Promise<void> => {
+    await world.createPods([aPod(probe, namespace).gated(gate).obj()]);
+    await eventually(`${probe} in review`, () => inReview(probe));
+    await world.pushPolicy(policy([...approvals, byName('Cancel', probe)]), `cancel ${probe}`);
+    await eventually(`${probe} cancelled`, async () => (await uidOf(probe)) === undefined, {
+      timeoutMs: 30_000,
+    });
   };
 
   test('a Cancel approval with a uid cancels that pod, not the next pod of the same name', async () => {
@@ -149,12 +192,7 @@ describe('approvals bound to a pod uid', () => {
     await eventually('the new rel-0 in review', () => inReview('rel-0'), { timeoutMs: 30_000 });
 
     // A later approval for another pod proves passes with both approvals ran after that.
-    await world.createPods([aPod('other-2', namespace).gated(gate).obj()]);
-    await eventually('other-2 in review', () => inReview('other-2'));
-    await world.pushPolicy(policy([...approvals, byName('Cancel', 'other-2')]), 'cancel other-2');
-    await eventually('other-2 cancelled', async () => (await uidOf('other-2')) === undefined, {
-      timeoutMs: 30_000,
-    });
+    await passesRanUnder(approvals, 'other-2');
     assert.equal(await uidOf('web-0'), again.web, 'the re-created web-0 is not cancelled');
     assert.deepEqual(
       (await gates('rel-0')).map((g) => g.name),
@@ -175,6 +213,26 @@ describe('approvals bound to a pod uid', () => {
       action: 'Release',
       target: { kind: 'Pods', namespace, selector: { matchLabels: { tier: 'batch' } } },
     };
+    // Proposed on a branch first: tollgate plan names the pods the approval would hit.
+    await pushTree(world.git, world.policyUrl, policyFiles(policy([selector])), {
+      message: 'proposal: release the batch tier',
+      branch: 'proposal',
+    });
+    const planned = await planCli([
+      '--policy',
+      world.policyUrl,
+      '--ref',
+      'proposal',
+      '--base',
+      'main',
+    ]);
+    const uidB0 = await uidOf('b-0');
+    assert.match(
+      planned,
+      new RegExp(
+        `release-batch \\(Release, approvals/release-batch\\.yaml\\): hits ${namespace}/b-0 \\(uid ${uidB0}\\), ${namespace}/b-1 `,
+      ),
+    );
     await world.pushPolicy(policy([selector]), 'release the batch tier');
     const merged = Date.now();
     const gated = async (name: string) =>
@@ -190,12 +248,35 @@ describe('approvals bound to a pod uid', () => {
     await pastTheSecondOf(merged);
     await world.createPods([batch('b-2')]);
     await eventually('the later b-2 in review', () => inReview('b-2'), { timeoutMs: 30_000 });
-    await world.createPods([aPod('other-3', namespace).gated(gate).obj()]);
-    await eventually('other-3 in review', () => inReview('other-3'));
-    await world.pushPolicy(policy([selector, byName('Cancel', 'other-3')]), 'cancel other-3');
-    await eventually('other-3 cancelled', async () => (await uidOf('other-3')) === undefined, {
-      timeoutMs: 30_000,
-    });
+    await passesRanUnder([selector], 'other-3');
     assert.equal(await gated('b-2'), true, 'b-2, labelled after the approval, is not released');
+  });
+
+  test('a Cancel of a gang cancels its members created before it was merged, not a later one', async () => {
+    const member = (name: string) =>
+      aPod(name, namespace)
+        .label('gang', 'run-1')
+        .annotate('ap.example/size', '3')
+        .gated(gangGate)
+        .obj();
+    await world.createPods([member('g-0'), member('g-1')]);
+    await eventually('g-0 and g-1 created', async () => (await uidOf('g-0')) && uidOf('g-1'));
+    const gang: ApprovalSpec = {
+      name: 'cancel-run-1',
+      action: 'Cancel',
+      target: { kind: 'Gang', gatePolicy: 'ap-gang', namespace, gang: 'run-1' },
+    };
+    await world.pushPolicy(policy([gang]), 'cancel gang run-1');
+    const merged = Date.now();
+    await eventually(
+      'g-0 and g-1 cancelled',
+      async () => (await uidOf('g-0')) === undefined && (await uidOf('g-1')) === undefined,
+      { timeoutMs: 30_000 },
+    );
+    await pastTheSecondOf(merged);
+    await world.createPods([member('g-2')]);
+    const g2 = await eventually('g-2 created', () => uidOf('g-2'));
+    await passesRanUnder([gang], 'other-4');
+    assert.equal(await uidOf('g-2'), g2, 'g-2, created after the approval, is not cancelled');
   });
 });
