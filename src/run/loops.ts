@@ -97,7 +97,7 @@ type PodRead = ReturnType<typeof podReader>;
  * (StaleGuard.beginCatchUp); the view's revision is fed from pod events and, for a quiet
  * cluster, from the informer's last resourceVersion (bookmarks) every few seconds.
  */
-function beginTermCatchUp(
+export function beginTermCatchUp(
   parts: Pick<LoopParts, 'guards' | 'view' | 'kubeConfig'>,
   log: Logger,
 ): { stop(): void } {

@@ -25,7 +25,7 @@ import { eventually } from '../../support/eventually.ts';
 import { startGitServer, type GitServer } from '../../support/git-server.ts';
 import { aGatePolicy, aPolicy, aTenant } from '../../builders/policy.ts';
 import { createClusterView, type LiveClusterView } from '../../../src/cluster/view.ts';
-import { createResourceSource, type ResourceSource } from '../../../src/cluster/source.ts';
+import { createResourceSource } from '../../../src/cluster/source.ts';
 import { createWriteExecutor } from '../../../src/cluster/writer.ts';
 import { measureCacheLag } from '../../../src/cluster/cache-lag.ts';
 import { StaleGuard } from '../../../src/cluster/stale-guard.ts';
@@ -34,6 +34,7 @@ import { GitAuditWriter } from '../../../src/audit/writer.ts';
 import { startGateReleaseLoop, type GateReleaseLoop } from '../../../src/loops/gate-release.ts';
 import type { Policy } from '../../../src/policy/model.ts';
 import { registry } from '../../../src/observe/metrics.ts';
+import { holdable } from '../../support/holdable-source.ts';
 
 const namespace = 'cache-lag-e2e';
 const maxCacheLagMs = 2000;
@@ -52,33 +53,6 @@ let policy: Policy;
 const sources: ReturnType<typeof holdable>[] = [];
 const liveReads: string[] = [];
 const measured: number[] = [];
-
-/** Wraps a real source: while `held`, watch events are kept back and delivered in order on release. */
-function holdable(source: ResourceSource): ResourceSource & { hold(): void; release(): void } {
-  let held = false;
-  const backlog: (() => void)[] = [];
-  return {
-    description: source.description,
-    list: (options) => source.list(options),
-    watch(start, onEvent, onDone) {
-      return source.watch(
-        start,
-        (type, object: KubernetesObject) => {
-          if (held) backlog.push(() => onEvent(type, object));
-          else onEvent(type, object);
-        },
-        onDone,
-      );
-    },
-    hold() {
-      held = true;
-    },
-    release() {
-      held = false;
-      for (const deliver of backlog.splice(0)) deliver();
-    },
-  };
-}
 
 /** Applies deploy/components/cancel (pod delete for tollgate), as an operator enabling Cancel does. */
 async function grantCancel(): Promise<void> {

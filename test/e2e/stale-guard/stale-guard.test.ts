@@ -6,14 +6,15 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { CoreV1Api, type KubernetesObject, type V1Pod } from '@kubernetes/client-node';
+import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { sharedControlPlane, type ControlPlane } from '../../support/control-plane.ts';
 import { eventually } from '../../support/eventually.ts';
 import { createClusterView, type LiveClusterView } from '../../../src/cluster/view.ts';
-import { createResourceSource, type ResourceSource } from '../../../src/cluster/source.ts';
+import { createResourceSource } from '../../../src/cluster/source.ts';
 import { createWriteExecutor } from '../../../src/cluster/writer.ts';
 import { LiveReader, StaleGuard, type StaleGuardPolicy } from '../../../src/cluster/stale-guard.ts';
 import { PriorityDispatcher } from '../../../src/dispatch/queue.ts';
+import { holdable } from '../../support/holdable-source.ts';
 
 const namespace = 'stale-guard-e2e';
 const gate = 'tollgate.io/gate';
@@ -37,33 +38,6 @@ after(async () => {
   await view?.stop();
   await admin.deleteNamespace({ name: namespace }).catch(() => undefined);
 });
-
-/** Wraps a real source: while `held`, watch events are kept back and delivered in order on release. */
-function holdable(source: ResourceSource): ResourceSource & { hold(): void; release(): void } {
-  let held = false;
-  const backlog: (() => void)[] = [];
-  return {
-    description: source.description,
-    list: (options) => source.list(options),
-    watch(start, onEvent, onDone) {
-      return source.watch(
-        start,
-        (type, object: KubernetesObject) => {
-          if (held) backlog.push(() => onEvent(type, object));
-          else onEvent(type, object);
-        },
-        onDone,
-      );
-    },
-    hold() {
-      held = true;
-    },
-    release() {
-      held = false;
-      for (const deliver of backlog.splice(0)) deliver();
-    },
-  };
-}
 
 test("a decision after tollgate's write, while the informer is held back, is skipped as stale and goes on once the cache catches up", async () => {
   const pod = await admin.createNamespacedPod({

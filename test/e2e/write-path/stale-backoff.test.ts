@@ -14,21 +14,21 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { CoreV1Api, type KubernetesObject } from '@kubernetes/client-node';
+import { CoreV1Api } from '@kubernetes/client-node';
 import { sharedControlPlane, type ControlPlane } from '../../support/control-plane.ts';
 import { eventually } from '../../support/eventually.ts';
 import { createClusterView, type LiveClusterView } from '../../../src/cluster/view.ts';
-import { createResourceSource, type ResourceSource } from '../../../src/cluster/source.ts';
+import { createResourceSource } from '../../../src/cluster/source.ts';
 import { createWriteExecutor } from '../../../src/cluster/writer.ts';
 import { boundedPodReader, podReader } from '../../../src/cluster/client.ts';
 import { StaleGuard } from '../../../src/cluster/stale-guard.ts';
 import { PriorityDispatcher } from '../../../src/dispatch/queue.ts';
 import { startGateReleaseLoop } from '../../../src/loops/gate-release.ts';
-import type { AuditSink } from '../../../src/audit/types.ts';
-import type { Decision } from '../../../src/decide/decision.ts';
 import { ManualClock } from '../../../src/lib/clock.ts';
 import { registry } from '../../../src/observe/metrics.ts';
 import { aGatePolicy, aPolicy, aTenant } from '../../builders/policy.ts';
+import { holdable } from '../../support/holdable-source.ts';
+import { recordingAudit } from '../../support/recording-audit.ts';
 
 const namespace = 'stale-backoff-e2e';
 const gate = `${namespace}.tollgate.io/ready`;
@@ -56,27 +56,6 @@ after(async () => {
   await view?.stop();
   await admin.deleteNamespace({ name: namespace }).catch(() => undefined);
 });
-
-/** Wraps a real source: while `held`, watch events are kept back. */
-function holdable(source: ResourceSource): ResourceSource & { hold(): void } {
-  let held = false;
-  return {
-    description: source.description,
-    list: (options) => source.list(options),
-    watch(start, onEvent, onDone) {
-      return source.watch(
-        start,
-        (type, object: KubernetesObject) => {
-          if (!held) onEvent(type, object);
-        },
-        onDone,
-      );
-    },
-    hold() {
-      held = true;
-    },
-  };
-}
 
 async function liveReadsOk(): Promise<number> {
   const values = (await registry.getSingleMetric('tollgate_live_reads_total')?.get())?.values;
@@ -139,14 +118,7 @@ test('a pod the view stays behind on waits its own backoff, then one live read d
   });
   guard.recordWrite(key, written.result === 'succeeded' ? written.resourceVersion : '');
 
-  const recorded: Decision[] = [];
-  const audit: AuditSink = {
-    recordIntents: async () => undefined,
-    record: (decisions) => void recorded.push(...decisions),
-    flush: async () => undefined,
-    backlog: 0,
-    close: async () => undefined,
-  };
+  const { audit, recorded } = recordingAudit();
   const loop = startGateReleaseLoop({
     clock,
     view,

@@ -11,12 +11,12 @@ import { startGateReleaseLoop } from '../../../src/loops/gate-release.ts';
 import { StaleGuard } from '../../../src/cluster/stale-guard.ts';
 import type { ClusterView } from '../../../src/cluster/types.ts';
 import type { Dispatcher, WriteRequest } from '../../../src/dispatch/types.ts';
-import type { AuditSink } from '../../../src/audit/types.ts';
 import type { Decision } from '../../../src/decide/decision.ts';
 import type { DecisionKindName, Policy } from '../../../src/policy/model.ts';
 import { ManualClock } from '../../../src/lib/clock.ts';
 import { aPod } from '../../builders/pod.ts';
 import { aGatePolicy, aPolicy, aTenant } from '../../builders/policy.ts';
+import { recordingAudit } from '../../support/recording-audit.ts';
 
 const gate = 'team-a.tollgate.io/ready';
 const policy = aPolicy()
@@ -105,14 +105,7 @@ async function onePass(
     depth: 0,
     close: async () => undefined,
   };
-  const recorded: Decision[] = [];
-  const audit: AuditSink = {
-    recordIntents: async () => undefined,
-    record: (decisions) => void recorded.push(...decisions),
-    flush: async () => undefined,
-    backlog: 0,
-    close: async () => undefined,
-  };
+  const { audit, recorded } = recordingAudit();
   const guard = new StaleGuard({
     policy: policyIn.staleness,
     loop: 'gate-release',

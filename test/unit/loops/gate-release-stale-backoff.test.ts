@@ -12,11 +12,11 @@ import { startGateReleaseLoop, type PassReport } from '../../../src/loops/gate-r
 import { StaleGuard } from '../../../src/cluster/stale-guard.ts';
 import type { ClusterView } from '../../../src/cluster/types.ts';
 import type { Dispatcher, WriteRequest } from '../../../src/dispatch/types.ts';
-import type { AuditSink } from '../../../src/audit/types.ts';
 import type { Decision } from '../../../src/decide/decision.ts';
 import { ManualClock } from '../../../src/lib/clock.ts';
 import { aPod } from '../../builders/pod.ts';
 import { aGatePolicy, aPolicy, aTenant } from '../../builders/policy.ts';
+import { recordingAudit } from '../../support/recording-audit.ts';
 
 const gate = 'team-a.tollgate.io/ready';
 const base = aPolicy()
@@ -55,14 +55,7 @@ function world(options: { live?: (pod: V1Pod) => V1Pod | undefined; readFails?: 
     depth: 0,
     close: async () => undefined,
   };
-  const recorded: Decision[] = [];
-  const audit: AuditSink = {
-    recordIntents: async () => undefined,
-    record: (decisions) => void recorded.push(...decisions),
-    flush: async () => undefined,
-    backlog: 0,
-    close: async () => undefined,
-  };
+  const { audit, recorded } = recordingAudit();
   const clock = new ManualClock();
   clock.advance(2_000);
   const guard = new StaleGuard({

@@ -12,14 +12,13 @@ import { startResizeLoop, type ResizeLoopDeps } from '../../../src/loops/resize.
 import { StaleGuard } from '../../../src/cluster/stale-guard.ts';
 import type { ClusterView } from '../../../src/cluster/types.ts';
 import type { Dispatcher, WriteRequest } from '../../../src/dispatch/types.ts';
-import type { AuditSink } from '../../../src/audit/types.ts';
-import type { Decision } from '../../../src/decide/decision.ts';
 import type { Policy } from '../../../src/policy/model.ts';
 import type { PrometheusClient } from '../../../src/signals/prometheus.ts';
 import { lastGoodAnnotation, stateAnnotation } from '../../../src/decide/resize-state.ts';
 import { ManualClock } from '../../../src/lib/clock.ts';
 import { registry } from '../../../src/observe/metrics.ts';
 import { aResizePolicy, aRunningPod, testStateKeys } from '../../builders/resize.ts';
+import { recordingAudit } from '../../support/recording-audit.ts';
 
 const key = 'team-a/web-0';
 const staleness = {
@@ -92,14 +91,7 @@ function world(pod: (clock: ManualClock) => V1Pod, extra: Partial<ResizeLoopDeps
     depth: 0,
     close: async () => undefined,
   };
-  const recorded: Decision[] = [];
-  const audit: AuditSink = {
-    recordIntents: async () => undefined,
-    record: (decisions) => void recorded.push(...decisions),
-    flush: async () => undefined,
-    backlog: 0,
-    close: async () => undefined,
-  };
+  const { audit, recorded } = recordingAudit();
   const prometheus: PrometheusClient = {
     instant: async () => [],
     range: async (_q, start, end, step) => [
