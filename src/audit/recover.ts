@@ -9,10 +9,14 @@
  *   not-applied -> cancelled "not sent before restart"       (the loop re-decides)
  *   gone        -> cancelled "pod gone before recovery"
  *   unknown     -> cancelled "not confirmed after restart"   (the loop re-decides from current state)
+ *
+ * Resize intents are judged by `resizeIntentState` (a target on the spec, the pause
+ * annotation); the rest of them are `unknown`.
  */
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Decision } from '../decide/decision.ts';
 import type { Clock } from '../lib/clock.ts';
+import { resizeIntentState } from '../decide/resize-recover.ts';
 import { shortDigest, type AuditRecord } from './record.ts';
 import { walkAuditHistory, type AuditCommit, type AuditSource } from './reader.ts';
 import type { AuditSink } from './types.ts';
@@ -167,6 +171,7 @@ export function podStateLookup(
           ? { state: 'applied', detail: 'pod deleting' }
           : { state: 'not-applied', detail: 'pod not deleted' };
       default:
+        if (intent.loop === 'resize') return resizeIntentState(intent, pod);
         return {
           state: 'unknown',
           detail: `${intent.kind} cannot be confirmed from the pod alone`,
