@@ -110,7 +110,7 @@ async function grantPodDelete(namespace: string): Promise<void> {
     body: {
       metadata: { name: 'tollgate-cancel' },
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'tollgate-cancel' },
-      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'tollgate' }],
+      subjects: [{ kind: 'ServiceAccount', name: 'tollgate', namespace: 'tollgate-system' }],
     },
   });
 }
