@@ -14,6 +14,8 @@
  *   pacing holds, plus itself) / the slowest release rate of global, tenant and policy
  *   pacing. It assumes no higher-priority pod arrives, budget and in-flight room last and
  *   the buckets are full: a lower bound at the current pace, not a promise;
+ * - held only by its Schedule: when its next window opens (or its expiry, action Release,
+ *   when that comes first);
  * - held by a condition, budget, review or its gang: no time (it depends on something
  *   other than pace); when its expiry releases it anyway, the expiry deadline bounds it.
  */
@@ -26,6 +28,7 @@ import {
   type PodLifeView,
 } from './explain-state.ts';
 import { expiresAt, gateSetAt } from './expiry.ts';
+import { scheduleOpensAt } from './schedule.ts';
 import { ownedGate, tenantOfNamespace } from './gates.ts';
 import { podKey, type ClusterSnapshot, type PodLike } from './objects.ts';
 import { combinePacing } from './pacing.ts';
@@ -158,6 +161,21 @@ function estimateOf(
   }
   const expiry = verdict.gatePolicy?.expiry;
   const deadline = verdict.gatePolicy ? expiresAt(verdict.gatePolicy, verdict.pod) : undefined;
+  const opensAt = scheduleOpensAt(verdict.inputs);
+  const onlySchedule = verdict.inputs.every((i) => i.met || i.condition === 'Schedule');
+  if (waiting === 'conditions' && opensAt !== undefined && onlySchedule) {
+    const byExpiry = expiry?.action === 'Release' && deadline !== undefined && deadline < opensAt;
+    return byExpiry
+      ? {
+          releaseAt: iso(Math.max(now, deadline)),
+          basis: 'at its expiry (action Release), before its Schedule window opens',
+        }
+      : {
+          releaseAt: iso(opensAt),
+          basis:
+            'when its next Schedule window opens (only Schedule holds it); pacing may add to it',
+        };
+  }
   if (expiry?.action === 'Release' && deadline !== undefined && waiting === 'conditions')
     return {
       releaseAt: iso(Math.max(now, deadline)),

@@ -16,6 +16,7 @@ import {
   type NodeImageIndex,
 } from './conditions.ts';
 import type { ConditionInput } from './decision.ts';
+import { evaluateSchedule, scheduleOpensAt } from './schedule.ts';
 import { expiresAt, gateSetAt, inReview, isExpired, reviewMark } from './expiry.ts';
 import { orphanedGate, ownedGate, type OrphanedGate, type OwnedGate } from './gates.ts';
 import type { ClusterSnapshot, PodLike } from './objects.ts';
@@ -103,7 +104,8 @@ function judgePod(pod: PodLike, context: JudgeContext): PodJudgement {
     const reason = `waiting for ${failing.join(', ')}`;
     return {
       verdicts: [holdVerdict(pod, tenant, gatePolicy, inputs, failing.join('+'), reason)],
-      ...optionalWakeup(expiresAt(gatePolicy, pod)),
+      // Re-judged when its expiry falls due or its Schedule window opens, whichever is first.
+      ...optionalWakeup(earliest(expiresAt(gatePolicy, pod), scheduleOpensAt(inputs))),
     };
   }
   return judgeExpired(pod, { ...owned, gatePolicy }, inputs, failing, context);
@@ -258,6 +260,11 @@ function judgeExpired(
   }
 }
 
+function earliest(...times: (number | undefined)[]): number | undefined {
+  const known = times.filter((t): t is number => t !== undefined);
+  return known.length > 0 ? Math.min(...known) : undefined;
+}
+
 function optionalWakeup(at: number | undefined): { wakeup?: number } {
   return at === undefined ? {} : { wakeup: at };
 }
@@ -291,6 +298,9 @@ function evaluateConditions(
         break;
       case 'Approved':
         inputs.push(evaluateApproved(pod, context.policy.approvals, context.now, gatePolicy));
+        break;
+      case 'Schedule':
+        inputs.push(evaluateSchedule(condition.windows, context.now));
         break;
     }
   }

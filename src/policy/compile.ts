@@ -15,6 +15,7 @@
  *   defaults in `defaultStaleness` apply without one).
  * All checks run; every error is returned, not only the first.
  */
+import { scheduleWindowProblem } from '../decide/schedule.ts';
 import { parseDuration } from '../lib/clock.ts';
 import { toStoredAmount } from '../lib/quantity.ts';
 import { fieldPath, type PolicyError } from './errors.ts';
@@ -419,6 +420,16 @@ function compileGatePolicy(
         return { type: c.type };
       case 'ImagePresent':
         return { type: 'ImagePresent', minNodes: c.minNodes ?? 1 };
+      case 'Schedule':
+        c.windows.forEach((w, j) => {
+          const problem = scheduleWindowProblem(w);
+          if (problem)
+            report(`${path}.windows[${j}]`, `cron "${w.cron}" in ${w.timeZone}: ${problem}`);
+        });
+        return {
+          type: 'Schedule',
+          windows: c.windows.map((w) => ({ cron: w.cron, timeZone: w.timeZone })),
+        };
       case 'GangComplete':
         for (const problem of qualifiedNameProblems(c.groupLabel))
           report(`${path}.groupLabel`, `label key: ${problem}`);

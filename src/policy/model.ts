@@ -85,7 +85,12 @@ export type GateCondition =
       /** Annotation (or label) on members giving the gang's expected size. */
       readonly sizeAnnotation: string;
     }
-  | { readonly type: 'Approved' };
+  | { readonly type: 'Approved' }
+  | {
+      /** Release only inside one of these windows (decide/schedule.ts). */
+      readonly type: 'Schedule';
+      readonly windows: readonly { readonly cron: string; readonly timeZone: string }[];
+    };
 
 export type ExpiryAction = 'Review' | 'Cancel' | 'Release';
 

@@ -143,6 +143,37 @@ export interface GatePolicy {
       | {
           type: 'Approved';
         }
+      | {
+          type: 'Schedule';
+          /**
+           * A pod is released only in a minute (a second, for six fields) one of these expressions matches.
+           *
+           * @minItems 1
+           * @maxItems 16
+           */
+          windows: [
+            {
+              /**
+               * Five fields (minute hour day-of-month month day-of-week) or six (seconds first). `* 1-4 * * *` is 01:00 to 05:00.
+               */
+              cron: string;
+              /**
+               * IANA time zone the expression is read in.
+               */
+              timeZone: string;
+            },
+            ...{
+              /**
+               * Five fields (minute hour day-of-month month day-of-week) or six (seconds first). `* 1-4 * * *` is 01:00 to 05:00.
+               */
+              cron: string;
+              /**
+               * IANA time zone the expression is read in.
+               */
+              timeZone: string;
+            }[],
+          ];
+        }
     )[];
     /**
      * What happens when a pod stays gated too long.

@@ -170,6 +170,21 @@ const cases: Case[] = [
     ],
   },
   {
+    name: "a Schedule window's cron expression and time zone are checked by the cron package",
+    files: {
+      'g.yaml': gate(
+        'ready',
+        'team-a',
+        'a.tollgate.io/ready',
+        '  conditions:\n    - type: Schedule\n      windows:\n        - { cron: "* 1-4 * * *", timeZone: Europe/Berlin }\n        - { cron: "61 1 * * *", timeZone: UTC }\n        - { cron: "* 1-4 * * *", timeZone: Mars/Base }\n',
+      ),
+    },
+    errors: [
+      'g.yaml#0 spec.conditions[0].windows[1]: cron "61 1 * * *" in UTC: Field value (61) is out of range',
+      'g.yaml#0 spec.conditions[0].windows[2]: cron "* 1-4 * * *" in Mars/Base: Invalid timezone.',
+    ],
+  },
+  {
     name: "a gang's group label and size annotation must be qualified names",
     files: {
       'g.yaml': gate(
