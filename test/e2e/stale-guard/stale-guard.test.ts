@@ -12,7 +12,12 @@ import { eventually } from '../../support/eventually.ts';
 import { createClusterView, type LiveClusterView } from '../../../src/cluster/view.ts';
 import { createResourceSource } from '../../../src/cluster/source.ts';
 import { createWriteExecutor } from '../../../src/cluster/writer.ts';
-import { LiveReader, StaleGuard, type StaleGuardPolicy } from '../../../src/cluster/stale-guard.ts';
+import {
+  FreshnessHealth,
+  LiveReader,
+  StaleGuard,
+  type StaleGuardPolicy,
+} from '../../../src/cluster/stale-guard.ts';
 import { PriorityDispatcher } from '../../../src/dispatch/queue.ts';
 import { holdable } from '../../support/holdable-source.ts';
 
@@ -124,8 +129,10 @@ test("a decision after tollgate's write, while the informer is held back, is ski
   assert.equal(guard.size, 0, 'the entry is forgotten once the cache caught up');
 });
 
-test('live reads open the breaker while the API server is down and close it after the restart', async () => {
+test('live reads open the breaker while the API server is down and close it after the restart; the guard reports degraded meanwhile', async () => {
   const core = cp.kubeConfig('tollgate').makeApiClient(CoreV1Api);
+  const changes: (string | undefined)[] = [];
+  const health = new FreshnessHealth({ onChange: (degraded) => changes.push(degraded) });
   const reader = new LiveReader<V1Pod>({
     read: async (ns, name) => {
       try {
@@ -136,6 +143,7 @@ test('live reads open the breaker while the API server is down and close it afte
       }
     },
     policy: policy.liveReads,
+    health,
   });
   const ok = await reader.read(namespace, 'held');
   assert.equal(ok.ok && ok.object?.metadata?.name, 'held');
@@ -152,6 +160,7 @@ test('live reads open the breaker while the API server is down and close it afte
     { timeoutMs: 20_000, intervalMs: 20 },
   );
   assert.equal(refused.ok, false);
+  assert.match(health.degraded ?? '', /live reads failing \(\d+ in a row\)/, 'degraded while open');
   await restarting;
   const closed = await eventually(
     'a probe to close the breaker after the restart',
@@ -163,4 +172,10 @@ test('live reads open the breaker while the API server is down and close it afte
   );
   assert.equal(closed.ok, true);
   assert.equal(reader.state, 'closed');
+  assert.equal(health.degraded, undefined, 'no longer degraded once a read answers');
+  assert.deepEqual(
+    changes.map((c) => (c === undefined ? 'recovered' : 'degraded')),
+    ['degraded', 'recovered'],
+    'one change each way (one Event each in tollgate run)',
+  );
 });
