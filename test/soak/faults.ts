@@ -15,6 +15,7 @@ import { GitAuditWriter } from '../../src/audit/writer.ts';
 import { aDecision } from '../builders/decision.ts';
 import type { Fault, FaultKind } from './schedule.ts';
 import type { FaultyProxy } from './proxy.ts';
+import type { ThrottlingProxy } from './api-proxy.ts';
 import type { PolicyRepo } from './policy.ts';
 import type { Load } from './load.ts';
 import { leaseHolder, type Replica } from './replicas.ts';
@@ -27,6 +28,7 @@ export interface ChaosParts {
   readonly git: GitServer;
   readonly gitProxy: FaultyProxy;
   readonly promProxy: FaultyProxy;
+  readonly apiProxy: ThrottlingProxy;
   readonly auditUrl: string;
   readonly policy: PolicyRepo;
   readonly load: Load;
@@ -73,6 +75,7 @@ export class Chaos {
       'leader-sigterm': (f) => this.#killLeader(f, 'SIGTERM'),
       'replica-sigstop': (f) => this.#pauseLeader(f),
       'apiserver-restart': () => this.#restartApiServer(),
+      'api-throttled': (f) => this.#throttleApiServer(f),
       'git-down': (f) => this.#proxyFault('Git server', this.#parts.gitProxy, { kind: 'down' }, f),
       'git-slow': (f) =>
         this.#proxyFault(
@@ -127,6 +130,16 @@ export class Chaos {
     this.note('kube-apiserver restarting');
     await this.#parts.cp.restartApiServer();
     this.note('kube-apiserver ready again');
+  }
+
+  async #throttleApiServer(fault: Fault): Promise<void> {
+    const proxy = this.#parts.apiProxy;
+    const before = proxy.rejected;
+    proxy.throttled = true;
+    this.note(`API server throttled for tollgate: every second request 429 for ${fault.holdMs} ms`);
+    await sleep(fault.holdMs);
+    proxy.throttled = false;
+    this.note(`API server no longer throttled (${proxy.rejected - before} requests refused)`);
   }
 
   async #proxyFault(

@@ -22,13 +22,16 @@ export interface GrowthOptions {
 export interface Growth {
   readonly process: string;
   readonly samples: number;
-  /** Mean of the last three samples over the mean of the first three, minus 1 (NaN: too few). */
+  /**
+   * The floor (lowest sample) of the last four samples over the floor of the first four,
+   * minus 1 (NaN: too few): the floor is what stays after garbage collection, so a
+   * sawtooth of collections is not growth and a leak is.
+   */
   readonly rss: number;
   readonly heap: number;
 }
 
-const mean = (values: readonly number[]): number =>
-  values.reduce((sum, v) => sum + v, 0) / values.length;
+const floor = (values: readonly number[]): number => Math.min(...values);
 
 /** Growth of RSS and heap per process (identity and incarnation), after warm-up. */
 export function memoryGrowth(samples: readonly MemorySample[], options: GrowthOptions): Growth[] {
@@ -43,7 +46,7 @@ export function memoryGrowth(samples: readonly MemorySample[], options: GrowthOp
     const ratio = (pick: (s: MemorySample) => number): number =>
       warm.length < options.minSamples
         ? Number.NaN
-        : mean(warm.slice(-3).map(pick)) / mean(warm.slice(0, 3).map(pick)) - 1;
+        : floor(warm.slice(-4).map(pick)) / floor(warm.slice(0, 4).map(pick)) - 1;
     return {
       process,
       samples: warm.length,

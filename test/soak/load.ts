@@ -22,6 +22,13 @@ const apiPods = 4;
 const signalLevels = [150, 60, 5] as const;
 /** Approvals expire long after any soak ends (derived from now, never a fixed date). */
 const approvalLifetimeMs = 24 * 3600_000;
+/**
+ * Finished pods are deleted this long after they finish (a Job's ttlSecondsAfterFinished):
+ * longer than a leader takeover (lease 15 s + recovery), so a successor finds the pods
+ * the killed leader released. Deleted sooner, recovery can only record their releases as
+ * "cancelled: pod gone before recovery" (see docs/soak.md).
+ */
+const finishedKeptSeconds = 60;
 
 export interface LoadCounts {
   units: Record<(typeof unitKinds)[number], number>;
@@ -44,6 +51,8 @@ export class Load {
   readonly #finisher: Finisher;
   readonly #unapproved: string[] = [];
   readonly #timers: NodeJS.Timeout[] = [];
+  /** Finished pods by uid: when the reaper first saw them finished. */
+  readonly #succeededSeen = new Map<string, number>();
   #tick = 0;
   #producing = false;
   #errors: string[] = [];
@@ -186,7 +195,7 @@ export class Load {
         metadata: { name },
         spec: {
           backoffLimit: 0,
-          ttlSecondsAfterFinished: 5,
+          ttlSecondsAfterFinished: finishedKeptSeconds,
           template: {
             metadata: { labels: { app: 'batch' } },
             spec: {
@@ -217,8 +226,10 @@ export class Load {
         this.counts.pods += 1;
         return;
       } catch (error) {
-        if (attempt >= 20) throw error;
-        await sleep(500);
+        // An API server restart or throttling lasts seconds: a person's script retries for a
+        // minute (a gang member never created would hold its gang forever).
+        if (attempt >= 60) throw error;
+        await sleep(1000);
       }
     }
   }
@@ -245,7 +256,15 @@ export class Load {
   async #reap(): Promise<void> {
     for (const namespace of [namespaces.ml, namespaces.etl]) {
       const pods = (await this.#core.listNamespacedPod({ namespace })).items;
-      for (const pod of pods.filter((p) => p.status?.phase === 'Succeeded')) {
+      const keptSince = Date.now() - finishedKeptSeconds * 1000;
+      const finished = pods.filter((p) => {
+        if (p.status?.phase !== 'Succeeded') return false;
+        const uid = p.metadata?.uid ?? '';
+        if (!this.#succeededSeen.has(uid)) this.#succeededSeen.set(uid, Date.now());
+        return this.#succeededSeen.get(uid)! < keptSince;
+      });
+      for (const pod of finished) {
+        this.#succeededSeen.delete(pod.metadata?.uid ?? '');
         await this.#core
           .deleteNamespacedPod({ namespace, name: pod.metadata!.name!, gracePeriodSeconds: 0 })
           .catch(() => undefined);

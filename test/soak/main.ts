@@ -25,8 +25,9 @@ import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { startPrometheus, type TestPrometheus } from '../support/prometheus.ts';
 import { repoRoot } from '../e2e/deploy/tools.ts';
 import { openAuditSource, readAuditHistory } from '../../src/audit/reader.ts';
-import { countByKind, faultSchedule } from './schedule.ts';
+import { countByKind, extraFaultKinds, faultKinds, faultSchedule } from './schedule.ts';
 import { startProxy, type FaultyProxy } from './proxy.ts';
+import { startThrottlingProxy, type ThrottlingProxy } from './api-proxy.ts';
 import { PolicyRepo, namespaces, soakPolicyFiles, tenants } from './policy.ts';
 import { Load } from './load.ts';
 import { Replica, type MemorySample } from './replicas.ts';
@@ -44,13 +45,14 @@ import {
 
 const run = promisify(execFile);
 const failingNode = 'soak-node-3';
-const sampleEveryMs = 60_000;
-const growthOptions = { warmupMs: 2 * 60_000, minSamples: 6, limit: 0.1 };
+const sampleEveryMs = 15_000;
+const growthOptions = { warmupMs: 2 * 60_000, minSamples: 12, limit: 0.1 };
 
 interface Options {
   minutes: number;
   seed: number;
   settleMinutes: number;
+  allFaults: boolean;
 }
 
 function options(): Options {
@@ -59,6 +61,7 @@ function options(): Options {
       minutes: { type: 'string', default: '30' },
       seed: { type: 'string', default: '1' },
       'settle-minutes': { type: 'string', default: '5' },
+      'all-faults': { type: 'boolean', default: false },
     },
   });
   const number = (name: string, text: string): number => {
@@ -73,6 +76,7 @@ function options(): Options {
     minutes: number('minutes', values.minutes),
     seed: Math.trunc(number('seed', values.seed)),
     settleMinutes: number('settle-minutes', values['settle-minutes']),
+    allFaults: values['all-faults'],
   };
 }
 
@@ -84,6 +88,7 @@ interface World {
   prom: TestPrometheus;
   gitProxy: FaultyProxy;
   promProxy: FaultyProxy;
+  apiProxy: ThrottlingProxy;
   policyUrl: string;
   auditUrl: string;
   policy: PolicyRepo;
@@ -106,6 +111,7 @@ async function startWorld(timeline: Timeline): Promise<World> {
   const prom = await startPrometheus({ scrapeIntervalMs: 1000 });
   const gitProxy = await startProxy(git.url);
   const promProxy = await startProxy(prom.url);
+  const apiProxy = await startThrottlingProxy(cp.server);
   const policy = new PolicyRepo(git, policyUrl, promProxy.url);
   await policy.change('policy v1', (state) => state);
   const load = new Load(admin, policy, prom.exporter);
@@ -119,7 +125,7 @@ async function startWorld(timeline: Timeline): Promise<World> {
       new Replica(
         identity,
         {
-          kubeconfig: cp.tollgateKubeconfig,
+          kubeconfig: apiProxy.kubeconfigFor(cp.tollgateKubeconfig),
           policyUrl: viaProxy(policyUrl),
           auditUrl: viaProxy(auditUrl),
           gitToken: git.token,
@@ -138,6 +144,7 @@ async function startWorld(timeline: Timeline): Promise<World> {
     prom,
     gitProxy,
     promProxy,
+    apiProxy,
     policyUrl,
     auditUrl,
     policy,
@@ -154,13 +161,14 @@ async function stopWorld(world: World): Promise<void> {
   await world.watcher.stop();
   await world.gitProxy.close();
   await world.promProxy.close();
+  await world.apiProxy.close();
   await world.kubelet.stop();
   await world.prom.stop();
   await world.git.close();
   await world.cp.stop();
 }
 
-/** Samples every replica now and then every minute, until stopped. */
+/** Samples every replica now and then every 15 s, until stopped. */
 function startSampling(world: World, samples: MemorySample[]): () => void {
   const sample = async (): Promise<void> => {
     for (const replica of world.replicas) {
@@ -287,7 +295,9 @@ function print(lines: string[]): void {
 
 async function main(): Promise<void> {
   const opts = options();
-  const schedule = faultSchedule(opts.seed, opts.minutes);
+  const schedule = faultSchedule(opts.seed, opts.minutes, {
+    kinds: opts.allFaults ? [...faultKinds, ...extraFaultKinds] : faultKinds,
+  });
   print([
     `# soak: seed ${opts.seed}, ${opts.minutes} min of chaos, ${schedule.length} faults scheduled; load ${loadavg()
       .map((l) => l.toFixed(2))
@@ -346,6 +356,7 @@ async function main(): Promise<void> {
     replicaCrashes: Object.fromEntries(world.replicas.map((r) => [r.identity, r.crashes])),
     gitRefused: world.gitProxy.refused,
     prometheusRefused: world.promProxy.refused,
+    apiThrottled: world.apiProxy.rejected,
     loadAverage: loadavg(),
     wallMs: { setup: setupMs, settle: settleMs, total: Date.now() - began },
   };

@@ -22,7 +22,9 @@ export const faultKinds = [
   'pod-recreate',
   'node-failure',
 ] as const;
-export type FaultKind = (typeof faultKinds)[number];
+/** Kinds only `--all-faults` adds (kept out of the default schedule, so seeds keep their schedules). */
+export const extraFaultKinds = ['api-throttled'] as const;
+export type FaultKind = (typeof faultKinds)[number] | (typeof extraFaultKinds)[number];
 
 type Group = 'process' | 'apiserver' | 'git' | 'prometheus' | 'policy' | 'pods' | 'nodes';
 
@@ -41,6 +43,7 @@ export const kindSpecs: Readonly<Record<FaultKind, KindSpec>> = {
   'leader-sigterm': { group: 'process', holdMs: 5_000 },
   'replica-sigstop': { group: 'process', holdMs: shippedLeaseMs + 5_000 },
   'apiserver-restart': { group: 'apiserver', holdMs: 0 },
+  'api-throttled': { group: 'apiserver', holdMs: 30_000 },
   'git-down': { group: 'git', holdMs: 60_000 },
   'git-slow': { group: 'git', holdMs: 30_000 },
   'audit-push-race': { group: 'git', holdMs: 0 },
@@ -65,6 +68,8 @@ export interface ScheduleOptions {
   readonly warmupMs?: number;
   readonly minGapMs?: number;
   readonly maxGapMs?: number;
+  /** The kinds to draw from (default: faultKinds; `--all-faults` adds extraFaultKinds). */
+  readonly kinds?: readonly FaultKind[];
 }
 
 interface Draws {
@@ -75,10 +80,10 @@ interface Draws {
 
 const maxCycles = 40;
 
-function drawFor(seed: number, gaps: number): Draws {
-  const cycle = fc.shuffledSubarray([...faultKinds], {
-    minLength: faultKinds.length,
-    maxLength: faultKinds.length,
+function drawFor(seed: number, gaps: number, kinds: readonly FaultKind[]): Draws {
+  const cycle = fc.shuffledSubarray([...kinds], {
+    minLength: kinds.length,
+    maxLength: kinds.length,
   });
   const unit = fc.array(fc.integer({ min: 0, max: 999 }), { minLength: gaps, maxLength: gaps });
   const [draws] = fc.sample(
@@ -109,7 +114,7 @@ export function faultSchedule(
   const maxGapMs = options.maxGapMs ?? 18_000;
   const endMs = minutes * 60_000;
   const slots = Math.ceil(endMs / minGapMs) + 1;
-  const draws = drawFor(seed, slots);
+  const draws = drawFor(seed, slots, options.kinds ?? faultKinds);
   const pending = kindOrder(draws.cycles);
   const busyUntil = new Map<Group, number>();
   const faults: Fault[] = [];
@@ -139,10 +144,8 @@ function fits(
 
 /** Faults injected per kind (every kind listed, 0 when absent). */
 export function countByKind(faults: readonly { kind: FaultKind }[]): Record<FaultKind, number> {
-  const counts = Object.fromEntries(faultKinds.map((kind) => [kind, 0])) as Record<
-    FaultKind,
-    number
-  >;
+  const all = [...faultKinds, ...extraFaultKinds];
+  const counts = Object.fromEntries(all.map((kind) => [kind, 0])) as Record<FaultKind, number>;
   for (const fault of faults) counts[fault.kind] += 1;
   return counts;
 }

@@ -2,6 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   countByKind,
+  extraFaultKinds,
   faultKinds,
   faultSchedule,
   kindSpecs,
@@ -47,8 +48,14 @@ describe('the soak fault schedule', () => {
     }
   });
 
-  it('the 3-minute CI variant (seed 1) injects at least eight kinds', () => {
+  it('the 3-minute CI variant (seed 1, .ci/run) injects at least twelve kinds', () => {
     const counts = countByKind(faultSchedule(1, 3));
-    assert.ok(faultKinds.filter((kind) => counts[kind] > 0).length >= 8, JSON.stringify(counts));
+    assert.ok(faultKinds.filter((kind) => counts[kind] > 0).length >= 12, JSON.stringify(counts));
+  });
+
+  it('--all-faults adds API server throttling to the kinds drawn; the default schedule never has it', () => {
+    const kinds = [...faultKinds, ...extraFaultKinds];
+    assert.ok(countByKind(faultSchedule(1, 30, { kinds }))['api-throttled'] > 0);
+    assert.equal(countByKind(faultSchedule(1, 30))['api-throttled'], 0);
   });
 });
