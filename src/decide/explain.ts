@@ -48,6 +48,7 @@ export type Waiting =
   | 'conditions'
   | 'gang'
   | 'review'
+  | 'suspended' // its GatePolicy is suspended
   | 'policy' // no GatePolicy selects it
   | 'cancel'; // about to be deleted (expiry or approval)
 
@@ -102,6 +103,7 @@ function waitingOf(verdict: Verdict): Waiting {
       if (verdict.reasonKey === 'GangMember') return 'gang';
       if (verdict.reasonKey === 'Review') return 'review';
       if (verdict.reasonKey === 'NoPolicy') return 'policy';
+      if (verdict.reasonKey === 'Suspended') return 'suspended';
       return 'conditions';
   }
 }

@@ -97,6 +97,12 @@ function judgePod(pod: PodLike, context: JudgeContext): PodJudgement {
   }
   const cancel = cancelByApproval(pod, { ...owned, gatePolicy }, context);
   if (cancel) return { verdicts: [cancel] };
+  if (gatePolicy.suspend) {
+    // Suspended by a reviewed commit: nothing is released, expired or cancelled by expiry.
+    const inputs = [{ condition: 'Suspended', met: false, value: { policy: gatePolicy.name } }];
+    const reason = `GatePolicy ${gatePolicy.name} is suspended (spec.suspend)`;
+    return { verdicts: [holdVerdict(pod, tenant, gatePolicy, inputs, 'Suspended', reason)] };
+  }
   const inputs = evaluateConditions(pod, gatePolicy, context);
   const failing = inputs.filter((i) => !i.met).map((i) => i.condition);
   if (failing.length === 0) return candidateOf(pod, owned, inputs, 'conditions met');

@@ -496,6 +496,7 @@ function compileGatePolicy(
     gate: spec.gate,
     selector,
     priority: spec.priority ?? 0,
+    ...(spec.suspend ? { suspend: true } : {}),
     conditions,
     ...(spec.expiry
       ? {

@@ -103,6 +103,8 @@ export interface GatePolicy {
   readonly selector: LabelSelector;
   /** Higher is released first (within fair share). */
   readonly priority: number;
+  /** Hold every pod this policy gates (reason Suspended), expiry included. */
+  readonly suspend?: boolean;
   readonly conditions: readonly GateCondition[];
   readonly expiry?: { readonly afterMs: number; readonly action: ExpiryAction };
   /** Backoff of condition re-checks for a held pod. */

@@ -123,6 +123,12 @@ export class GatePolicyBuilder {
     this.#policy.expiry = { afterMs, action };
     return this;
   }
+  /** spec.suspend: hold every pod this policy gates. */
+  suspended(): this {
+    this.#policy.suspend = true;
+    return this;
+  }
+
   recheck(recheck: GatePolicy['recheck']): this {
     this.#policy.recheck = recheck;
     return this;

@@ -70,6 +70,10 @@ export interface GatePolicy {
       }[];
     };
     /**
+     * Hold every pod this policy gates (Hold reason Suspended), expiry included, until a commit sets it back to false; a Cancel approval still applies.
+     */
+    suspend?: boolean;
+    /**
      * Higher is released first, within fair share.
      */
     priority?: number;
