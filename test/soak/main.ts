@@ -391,7 +391,9 @@ async function main(): Promise<void> {
     ...checks.map((c) => `${c.pass ? 'PASS' : 'FAIL'} ${c.name}: ${c.detail}`),
     `soak ${pass ? 'PASSED' : 'FAILED'}: seed ${opts.seed}, ${opts.minutes} min, ${violations.length} violations; ${file}`,
   ]);
-  process.exitCode = pass ? 0 : 1;
+  // Exit even if a stray handle (a socket, a timer) would keep the process alive: CI
+  // must not hang on a finished soak.
+  process.exit(pass ? 0 : 1);
 }
 
 await main();

@@ -57,6 +57,7 @@ export class Replica {
   #exited: Promise<void> = Promise.resolve();
   #exitExpected = false;
   #stopped = false;
+  #starting = false;
 
   constructor(identity: string, config: ReplicaConfig, note: (what: string) => void) {
     this.identity = identity;
@@ -74,8 +75,14 @@ export class Replica {
     return join(this.#config.work, this.identity);
   }
 
+  /**
+   * Starts a process unless one runs or is starting: a crash restart and the chaos's own
+   * restart may ask at once, and two processes of one identity would share a lease holder.
+   */
   async start(): Promise<void> {
-    const port = await freePort();
+    if (this.running || this.#starting || this.#stopped) return;
+    this.#starting = true;
+    const port = await freePort().finally(() => (this.#starting = false));
     this.incarnation += 1;
     const out = openSync(this.logFile, 'a');
     const c = this.#config;
