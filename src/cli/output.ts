@@ -35,3 +35,24 @@ export function formatOutput(format: string, value: unknown, text: () => string)
   if (format === 'yaml') return stringify(value, { lineWidth: 0 });
   return text();
 }
+
+/**
+ * `text` cut to at most `maxChars` (UTF-16 code units, never fewer than characters) at a
+ * line boundary, ending with a line that says what was left out and where the whole is,
+ * for a code host's comment size limit (65,536 on GitHub). Unchanged when it fits.
+ */
+export function fitToLength(text: string, maxChars: number, whole: string): string {
+  if (text.length <= maxChars) return text;
+  const lines = text.split('\n');
+  const note = (shown: number): string =>
+    `\n… truncated: ${shown} of ${lines.length} lines shown (${text.length} characters, limit ${maxChars}); the whole: ${whole}\n`;
+  let kept = 0;
+  let length = 0;
+  // The note grows by at most a few digits; reserve it at its longest.
+  const reserve = note(lines.length).length;
+  while (kept < lines.length && length + lines[kept]!.length + 1 + reserve <= maxChars) {
+    length += lines[kept]!.length + 1;
+    kept += 1;
+  }
+  return `${lines.slice(0, kept).join('\n')}\n${note(kept)}`;
+}

@@ -14,7 +14,7 @@
  * Exit codes: 0 no difference, 1 the proposed policy is invalid (every error listed),
  * 2 usage or I/O error (including an invalid base), 3 differences found.
  */
-import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Command } from 'commander';
@@ -25,7 +25,7 @@ import {
   type KubernetesObject,
 } from '@kubernetes/client-node';
 import { clusterConfig, rootCause, unreachable, withCluster } from './cluster-options.ts';
-import { formatOutput, isStructured, withOutput } from './output.ts';
+import { fitToLength, formatOutput, isStructured, withOutput } from './output.ts';
 import {
   diffPlans,
   formatMarkdown,
@@ -71,6 +71,10 @@ export interface PlanOptions {
   readonly auditBranch?: string;
   /** How far back that history goes, in days. Default 14. */
   readonly auditDays?: string;
+  /** Cut text or markdown to this many characters (a code host's comment limit). */
+  readonly maxChars?: string;
+  /** Also write the whole rendering to this file (what --max-chars left out included). */
+  readonly fullOutput?: string;
 }
 
 export interface PlanIo {
@@ -232,12 +236,15 @@ export async function runPlan(options: PlanOptions, io: PlanIo): Promise<number>
       diff = withResize(diff, await withObservedHistory(resize, options, args, base, proposed));
     }
     const hits = approvalHits(proposed.policy, pods, args.now);
-    io.stdout(
+    emitPlan(
       formatOutput(output, hits.length > 0 ? { ...diff, approvals: hits } : diff, () =>
         output === 'markdown'
           ? formatMarkdown(diff) + formatApprovalHits(hits, true)
           : formatText(diff) + formatApprovalHits(hits, false),
       ),
+      options,
+      args,
+      io,
     );
     return hasDifferences(diff) ? 3 : 0;
   } catch (error) {
@@ -282,8 +289,23 @@ async function withObservedHistory(
   }
 }
 
+/** The whole rendering to --full-output, and to stdout cut to --max-chars. */
+function emitPlan(rendered: string, options: PlanOptions, args: PlanArguments, io: PlanIo): void {
+  if (options.fullOutput !== undefined) writeFileSync(options.fullOutput, rendered);
+  io.stdout(
+    args.maxChars === undefined
+      ? rendered
+      : fitToLength(
+          rendered,
+          args.maxChars,
+          options.fullOutput ?? 'tollgate plan without --max-chars',
+        ),
+  );
+}
+
 /** What `plan`'s flags and environment mean, checked before anything is read. */
 interface PlanArguments {
+  readonly maxChars: number | undefined;
   readonly now: number;
   readonly baseIsDir: boolean;
   readonly token: string | undefined;
@@ -294,6 +316,13 @@ function planArguments(options: PlanOptions, io: PlanIo): PlanArguments {
   if (!options.policy) throw new UsageError('--policy DIR|URL is required');
   if (!['text', 'json', 'yaml', 'markdown'].includes(options.output))
     throw new UsageError(`--output must be text, json, yaml or markdown, got "${options.output}"`);
+  const maxChars = options.maxChars === undefined ? undefined : Number(options.maxChars);
+  if (maxChars !== undefined && (!Number.isInteger(maxChars) || maxChars < 1000))
+    throw new UsageError(
+      `--max-chars must be a whole number of at least 1000, got "${options.maxChars}"`,
+    );
+  if (maxChars !== undefined && isStructured(options.output))
+    throw new UsageError('--max-chars cuts text or markdown; json and yaml are never cut');
   const now = options.now === undefined ? io.now() : Date.parse(options.now);
   if (Number.isNaN(now)) throw new UsageError(`--now must be an ISO time, got "${options.now}"`);
   const remote = isGitUrl(options.policy);
@@ -312,7 +341,7 @@ function planArguments(options: PlanOptions, io: PlanIo): PlanArguments {
     (io.env.TOLLGATE_PROMETHEUS_URL?.trim() || undefined);
   if (prometheusUrl !== undefined && !/^https?:\/\/[^/]/i.test(prometheusUrl))
     throw new UsageError(`--prometheus-url must be an http(s) URL, got "${prometheusUrl}"`);
-  return { now, baseIsDir, token, prometheusUrl };
+  return { maxChars, now, baseIsDir, token, prometheusUrl };
 }
 
 /** An invalid proposal is the plan's answer (exit 1), each error naming file and field. */
@@ -444,6 +473,11 @@ export function registerPlan(program: Command): void {
     )
     .option('--path <path>', 'sub-folder that holds the policy')
     .option('--now <iso>', 'judge expiries at this instant instead of the current time')
+    .option(
+      '--max-chars <n>',
+      "cut text or markdown to n characters at a line, saying so (a code host's comment limit)",
+    )
+    .option('--full-output <file>', 'also write the whole rendering to this file')
     .option(
       '--prometheus-url <url>',
       'Prometheus HTTP API for usage-driven resize targets (default $TOLLGATE_PROMETHEUS_URL; without it, bounds only)',
