@@ -469,16 +469,8 @@ async function main(): Promise<number> {
       { [resizeFile]: resizePolicy.toString() },
       { message: `demo: api-frontend resize window ${RESIZE_WINDOW}, cooldown ${RESIZE_COOLDOWN}` },
     );
-    // The approval for tonight's load, merged as the demo starts and good for a few hours.
-    const approval = approvalFile(Date.now());
-    const approvalCommit = await pushTree(
-      git,
-      repo,
-      { [approval.path]: approval.content },
-      { message: `demo: approve ${APPROVED.namespace}/${APPROVED.name} for ${APPROVAL_HOURS}h` },
-    );
     say(
-      `policy repository ${repo} (policy-examples/ at ${commit.slice(0, 12)}, then ${overlay.slice(0, 12)}: ${resizeFile} window ${RESIZE_WINDOW}, cooldown ${RESIZE_COOLDOWN}, then ${approvalCommit.slice(0, 12)}: ${approval.path} for ${APPROVAL_HOURS}h)`,
+      `policy repository ${repo} (policy-examples/ at ${commit.slice(0, 12)}, then ${overlay.slice(0, 12)}: ${resizeFile} window ${RESIZE_WINDOW}, cooldown ${RESIZE_COOLDOWN})`,
     );
 
     const traffic = new Traffic(prometheus);
@@ -608,6 +600,16 @@ async function main(): Promise<number> {
       `creating ${pods.length} pods: ${GANGS} gangs of ${GANG_SIZE} trainers, ${LOADS} nightly loads, 3 api-frontend`,
     );
     await createAll(core, pods);
+    // The approval for tonight's load, merged once the pod exists (an approval binds to
+    // pods created before its merge) and good for a few hours.
+    const approval = approvalFile(Date.now());
+    const approvalCommit = await pushTree(
+      git,
+      repo,
+      { [approval.path]: approval.content },
+      { message: `demo: approve ${APPROVED.namespace}/${APPROVED.name} for ${APPROVAL_HOURS}h` },
+    );
+    say(`merged ${approvalCommit.slice(0, 12)}: ${approval.path} for ${APPROVAL_HOURS}h`);
     const lister = new PodLister(cp.kubeConfig('admin'));
     const created = (await lister.list(API_NAMESPACE)).filter(isApiFrontend);
     const uids = new Map(created.map((p) => [p.metadata?.name ?? '', p.metadata?.uid ?? '']));

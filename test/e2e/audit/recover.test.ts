@@ -186,9 +186,11 @@ describe('recovery after a crash between intent and outcome', () => {
       cacheDir: cache,
       cluster: 'c',
       controller: 'tollgate-1',
-      batch: { maxDecisions: 100, maxDelayMs: 50 },
+      // It is "killed" below: neither its queued cancellation (committed only after the
+      // batch delay) nor its background retry may reach the shared cache afterwards, as
+      // nothing of a killed process does.
+      batch: { maxDecisions: 100, maxDelayMs: 3_600_000 },
       retry: { maxAttempts: 1 },
-      // It is "killed" below: its background retry must not fire into the shared cache.
       retryIntervalMs: 3_600_000,
     });
     const { aDecision } = await import('../../builders/decision.ts');

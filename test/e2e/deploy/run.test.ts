@@ -314,7 +314,7 @@ describe('tollgate run: two replicas on the real control plane', () => {
     // /readyz says why it is ready; /metrics serves every series the shipped dashboard
     // and alerts query (so none of them watches a name tollgate never exports).
     const readyz = await (await fetch(`${a.url}/readyz?verbose`)).text();
-    assert.match(readyz, /\[\+\] policy ok\n\[\+\] cluster-view ok\nok/);
+    assert.match(readyz, /\[\+\] policy ok\n\[\+\] cluster-view ok\n\[\+\] stale-guard ok\nok/);
     const exported = new Set(
       [
         ...(await (await fetch(`${a.url}/metrics`)).text()).matchAll(/^# TYPE (\S+) (\S+)$/gm),
