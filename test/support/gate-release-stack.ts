@@ -31,7 +31,6 @@ import {
   type GateReleaseLoop,
 } from '../../src/loops/gate-release.ts';
 import { recoverGateReleaseIntents } from '../../src/loops/gate-release-recovery.ts';
-import { recoverBlockedWrites } from '../../src/loops/gate-release-blocked.ts';
 import { createReleasedConditions } from '../../src/loops/released-condition.ts';
 import { PolicySource } from '../../src/policy/source.ts';
 import type { Policy } from '../../src/policy/model.ts';
@@ -61,10 +60,7 @@ export interface GateReleaseStackOptions {
     readonly qps: number;
     readonly burst: number;
   };
-  /**
-   * Give intents a killed predecessor left open the outcome the cluster shows, and carry
-   * over the writes the trail shows Blocked, before the loop starts (as a new term does).
-   */
+  /** Give intents a killed predecessor left open the outcome the cluster shows, before the loop starts. */
   readonly recoverIntents?: boolean;
   readonly debounceMs?: number;
   readonly budgetRampMs?: number;
@@ -216,7 +212,6 @@ export async function prepareGateReleaseStack(
   });
 
   let recovered = 0;
-  let blocked: Awaited<ReturnType<typeof recoverBlockedWrites>> = {};
   if (options.recoverIntents) {
     const auditSource = await openAuditSource(options.auditUrl, 'tollgate/audit', {
       token: options.token,
@@ -232,7 +227,6 @@ export async function prepareGateReleaseStack(
         log,
       });
       recovered = done.length;
-      blocked = await recoverBlockedWrites(auditSource, options.cluster, log);
     } finally {
       auditSource.close();
     }
@@ -302,7 +296,6 @@ export async function prepareGateReleaseStack(
       : {}),
     ...(options.debounceMs !== undefined ? { debounceMs: options.debounceMs } : {}),
     ...(options.budgetRampMs !== undefined ? { budgetRampMs: options.budgetRampMs } : {}),
-    blocked,
   };
   return {
     policies,

@@ -131,7 +131,6 @@ export interface World {
   startTollgate(
     id?: string,
     dispatcher?: { capacity: number; concurrency: number; qps: number; burst: number },
-    options?: { recoverIntents?: boolean },
   ): Promise<GateReleaseStack>;
   stop(): Promise<void>;
 }
@@ -200,7 +199,6 @@ export async function startWorld(name: string, first: PolicyState): Promise<Worl
     async startTollgate(
       id = 'tollgate-1',
       dispatcher = { capacity: 1000, concurrency: 8, qps: 200, burst: 200 },
-      options = {},
     ) {
       const stack = await startGateReleaseStack({
         kubeConfig: cp.kubeConfig('tollgate'),
@@ -215,7 +213,6 @@ export async function startWorld(name: string, first: PolicyState): Promise<Worl
         policyIntervalMs: 300,
         dispatcher,
         debounceMs: 50,
-        ...(options.recoverIntents ? { recoverIntents: true } : {}),
       });
       // Stopping twice (a test, then the world) must not stop the parts twice.
       let stopping: Promise<void> | undefined;

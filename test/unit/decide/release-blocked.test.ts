@@ -2,7 +2,6 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   afterFinalFailure,
-  blockedFromRecords,
   blockedNow,
   maxFinalFailures,
   type BlockedWrite,
@@ -43,51 +42,4 @@ test('a failure on a changed pod starts counting again', () => {
   const first = afterFinalFailure(undefined, failure, now);
   const again = afterFinalFailure(first, { ...failure, resourceVersion: '9' }, now);
   assert.equal(again.attempts, 1);
-});
-
-test('a restart carries over the Blocked state of each pod whose newest record is Blocked', async (t) => {
-  const record = (uid: string, kind: string, at: number, loop = 'gate-release') => ({
-    loop,
-    kind,
-    at,
-    reason: `${kind} of ${uid}`,
-    target: { uid, resourceVersion: '7' },
-    policy: { commit: 'c1' },
-  });
-  const cases = [
-    {
-      name: 'Blocked newest: blocked',
-      records: [record('a', 'Blocked', 3), record('a', 'Cancel', 2)],
-      blocked: ['a'],
-    },
-    {
-      name: 'decided again after Blocked: not blocked',
-      records: [record('a', 'Release', 4), record('a', 'Blocked', 3)],
-      blocked: [],
-    },
-    {
-      name: "another loop's record is not the pod's gate-release state",
-      records: [record('a', 'Resize', 5, 'resize'), record('a', 'Blocked', 3)],
-      blocked: ['a'],
-    },
-    {
-      name: 'each pod by its own newest record',
-      records: [record('b', 'Blocked', 6), record('a', 'Hold', 5), record('a', 'Blocked', 3)],
-      blocked: ['b'],
-    },
-  ];
-  for (const c of cases) {
-    await t.test(c.name, () =>
-      assert.deepEqual(Object.keys(blockedFromRecords(c.records)), c.blocked),
-    );
-  }
-  await t.test(
-    'the carried-over entry blocks the same pod version under the same commit, no longer',
-    () => {
-      const entry = blockedFromRecords([record('a', 'Blocked', now)]).a;
-      assert.equal(blockedNow(entry, pod('7'), 'c1', now + 3_600_000), true);
-      assert.equal(blockedNow(entry, pod('8'), 'c1', now), false);
-      assert.equal(blockedNow(entry, pod('7'), 'c2', now), false);
-    },
-  );
 });
