@@ -4,25 +4,11 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import {
-  parseRunConfig,
-  type RawRunSettings,
-  type RunConfigContext,
-} from '../../../src/cli/run-config.ts';
-
-const context = (env: Record<string, string> = {}): RunConfigContext => ({
-  env,
-  hostname: 'tollgate-0',
-  isFile: (path) => path === '/kubeconfig',
-  isDirectory: () => false,
-});
-const minimal: RawRunSettings = {
-  kubeconfig: '/kubeconfig',
-  policyRepo: 'https://git.example/platform/policy.git',
-};
+import type { RawRunSettings } from '../../../src/cli/run-config.ts';
+import { parseWithMinimal } from '../../support/run-config.ts';
 
 function parse(flags: RawRunSettings, env: Record<string, string> = {}) {
-  return parseRunConfig({ ...minimal, ...flags }, context(env));
+  return parseWithMinimal(flags, env);
 }
 
 const accepted: {

@@ -4,30 +4,16 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import {
-  parseRunConfig,
-  type RawRunSettings,
-  type RunConfigContext,
-} from '../../../src/cli/run-config.ts';
-
-const context = (env: Record<string, string> = {}): RunConfigContext => ({
-  env,
-  hostname: 'tollgate-0',
-  isFile: (path) => path === '/kubeconfig',
-  isDirectory: () => false,
-});
-const minimal: RawRunSettings = {
-  kubeconfig: '/kubeconfig',
-  policyRepo: 'https://git.example/platform/policy.git',
-};
+import type { RawRunSettings } from '../../../src/cli/run-config.ts';
+import { parseWithMinimal } from '../../support/run-config.ts';
 
 function writes(flags: RawRunSettings, env: Record<string, string> = {}) {
-  const result = parseRunConfig({ ...minimal, ...flags }, context(env));
+  const result = parseWithMinimal(flags, env);
   assert.ok(result.ok, result.ok ? '' : result.problems.join('\n'));
   return result.config.writes;
 }
 function problems(flags: RawRunSettings): string[] {
-  const result = parseRunConfig({ ...minimal, ...flags }, context());
+  const result = parseWithMinimal(flags);
   return result.ok ? [] : [...result.problems];
 }
 
