@@ -13,7 +13,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CoordinationV1Api } from '@kubernetes/client-node';
+import { CoordinationV1Api, type V1Lease } from '@kubernetes/client-node';
 import { sharedControlPlane, type ControlPlane } from '../../support/control-plane.ts';
 import {
   LeaderElector,
@@ -54,6 +54,25 @@ function counting(inner: LeaseClient): LeaseClient & { reads: number } {
     create: (ns: string, lease: Parameters<LeaseClient['create']>[1]) => inner.create(ns, lease),
     replace: (ns: string, name: string, lease: Parameters<LeaseClient['replace']>[2]) =>
       inner.replace(ns, name, lease),
+  };
+  return client;
+}
+
+/** A lease client that keeps what the API server stored from each of its writes. */
+function recordingWrites(inner: LeaseClient): LeaseClient & { stored: V1Lease[] } {
+  const client = {
+    stored: [] as V1Lease[],
+    get: (ns: string, name: string) => inner.get(ns, name),
+    create: async (ns: string, lease: V1Lease) => {
+      const stored = await inner.create(ns, lease);
+      client.stored.push(stored);
+      return stored;
+    },
+    replace: async (ns: string, name: string, lease: V1Lease) => {
+      const stored = await inner.replace(ns, name, lease);
+      client.stored.push(stored);
+      return stored;
+    },
   };
   return client;
 }
@@ -190,8 +209,9 @@ describe('leader election on a real Lease', () => {
   it('a leader that stops releases the lease and the follower takes over without waiting out the lease', async () => {
     const leaseName = 'leader-release';
     const kc = cp.kubeConfig('tollgate');
+    const netA = recordingWrites(leaseClientFromKubeConfig(kc));
     const a = new LeaderElector({
-      leases: leaseClientFromKubeConfig(kc),
+      leases: netA,
       namespace,
       name: leaseName,
       identity: 'replica-a',
@@ -210,6 +230,7 @@ describe('leader election on a real Lease', () => {
     try {
       a.start();
       await until(() => a.isLeader(), 5_000, 'replica-a to lead');
+      const firstTransitions = a.term()?.token.leaseTransitions;
       b.start();
       await sleep(timings.retryPeriodMs * 2);
       assert.equal(b.isLeader(), false);
@@ -218,10 +239,15 @@ describe('leader election on a real Lease', () => {
       const bReadsBeforeRelease = netB.reads;
       await a.stop();
       assert.equal(a.fence(), false, 'a stopped leader is fenced at once');
-      const lease = await kc
-        .makeApiClient(CoordinationV1Api)
-        .readNamespacedLease({ namespace, name: leaseName });
-      assert.equal(lease.spec?.holderIdentity, undefined, 'holderIdentity cleared on release');
+      // What the API server stored from replica-a's last write (its answer to the release),
+      // not a later read: replica-b may already hold the lease by the time the test reads it.
+      const released = netA.stored.at(-1);
+      assert.equal(released?.spec?.holderIdentity, undefined, 'holderIdentity cleared on release');
+      assert.equal(
+        released?.spec?.leaseTransitions,
+        firstTransitions,
+        'the release is a write of replica-a term, not a new term',
+      );
 
       await until(() => b.isLeader(), 3 * timings.leaseDurationMs, 'replica-b to lead');
       const takeoverMs = Date.now() - stoppedAt;
