@@ -39,6 +39,7 @@ const resultOrder = [
   'failed',
   'expired',
   'cancelled',
+  'unknown',
   'recorded',
 ] as const;
 

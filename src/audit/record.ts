@@ -46,6 +46,7 @@ export function phaseOf(decision: Decision): Phase {
     case 'failed':
     case 'expired':
     case 'cancelled':
+    case 'unknown':
       return 'outcome';
   }
 }
@@ -116,6 +117,7 @@ const outcomeResults = [
   'failed',
   'expired',
   'cancelled',
+  'unknown',
   'recorded',
 ];
 

@@ -7,7 +7,7 @@
  *
  *   applied     -> succeeded, reason "recovered: ..."        (the write went through)
  *   not-applied -> cancelled "not sent before restart"       (the loop re-decides)
- *   gone        -> cancelled "pod gone before recovery"
+ *   gone        -> unknown "pod gone before recovery: whether the write was applied cannot be known"
  *   unknown     -> cancelled "not confirmed after restart"   (the loop re-decides from current state)
  *
  * Resize intents are judged by `resizeIntentState` (a target on the spec, the pause
@@ -111,11 +111,16 @@ export function recoveredOutcome(intent: AuditRecord, state: IntentState, now: n
         outcome: { result: 'cancelled', message: `not sent before restart${detail}` },
       };
     case 'gone':
+      // A pod that is gone cannot be read: the write may or may not have been applied
+      // before it went, and "cancelled" would claim it was not.
       return {
         ...decision,
         at: now,
         reason: intent.reason,
-        outcome: { result: 'cancelled', message: `pod gone before recovery${detail}` },
+        outcome: {
+          result: 'unknown',
+          message: `pod gone before recovery: whether the write was applied cannot be known${detail}`,
+        },
       };
     case 'unknown':
       return {

@@ -8,7 +8,7 @@
  *   cut with --since); every file parses as records of a known schema version;
  * - intents: every intent has exactly one outcome, later in the history than the
  *   intent, of a result an outcome may have (succeeded, conflict, failed, expired,
- *   cancelled), about the same kind and pod; no outcome without its intent; an intent
+ *   cancelled, unknown), about the same kind and pod; no outcome without its intent; an intent
  *   younger than `graceMs` may still be in flight;
  * - records: no record appears twice (the same intent id twice, or the same line);
  * - checkpoints (checkpoint.ts): each lists exactly the intents open at its place;
@@ -73,6 +73,8 @@ export interface VerifyReport {
   readonly records: number;
   readonly intents: number;
   readonly outcomes: number;
+  /** Outcomes recovery recorded as `unknown` (it could not tell whether the write was applied). */
+  readonly unknownOutcomes: number;
   readonly podsChecked: number;
   readonly signaturesChecked: number;
   /** All problems found; `problems` holds the first `maxProblems` of them. */
@@ -93,6 +95,7 @@ const outcomeResults: ReadonlySet<string> = new Set([
   'failed',
   'expired',
   'cancelled',
+  'unknown',
 ]);
 
 interface SeenOutcome {
@@ -125,6 +128,7 @@ export class TrailVerifier {
   #records = 0;
   #intents = 0;
   #outcomes = 0;
+  #unknownOutcomes = 0;
   #signatures = 0;
 
   constructor(options: VerifyOptions = {}) {
@@ -260,6 +264,7 @@ export class TrailVerifier {
 
   #checkOutcome(commit: AuditCommit, record: Located, label: string): void {
     this.#outcomes += 1;
+    if (record.outcome.result === 'unknown') this.#unknownOutcomes += 1;
     const base = { commit: commit.oid, id: record.id, record: where(record) };
     if (!outcomeResults.has(record.outcome.result))
       this.problem({
@@ -370,6 +375,7 @@ export class TrailVerifier {
       records: this.#records,
       intents: this.#intents,
       outcomes: this.#outcomes,
+      unknownOutcomes: this.#unknownOutcomes,
       podsChecked,
       signaturesChecked: this.#signatures,
       problemCount: this.#problemCount,

@@ -326,6 +326,11 @@ function verifyText(report: VerifyReport, options: CliVerifyOptions): string {
     `${report.records} records`,
     `${report.intents} intents`,
     `${report.outcomes} outcomes`,
+    ...(report.unknownOutcomes > 0
+      ? [
+          `${report.unknownOutcomes} of them unknown (recovery could not tell whether the write was applied: pod gone; see \`tollgate audit log\`)`,
+        ]
+      : []),
     ...(options.pods ? [`${report.podsChecked} released pods checked`] : []),
     ...(options.allowedSigners ? [`${report.signaturesChecked} signatures checked`] : []),
   ];

@@ -35,6 +35,7 @@ export type Outcome =
   | { readonly result: 'failed'; readonly code?: number; readonly message: string } // final (403/404/422, retries exhausted)
   | { readonly result: 'expired'; readonly message: string } // deadline passed before it was sent
   | { readonly result: 'cancelled'; readonly message: string } // superseded, pod deleted, leadership lost
+  | { readonly result: 'unknown'; readonly message: string } // recovery cannot tell whether it was applied (the pod is gone)
   | { readonly result: 'recorded' }; // a decision with no write (Hold, SkipStale, ...)
 
 export interface Target {

@@ -119,7 +119,11 @@ describe('recovery after a crash between intent and outcome', () => {
       [
         ['released', 'succeeded', 'recovered: applied before restart (gate removed)'],
         ['still-gated', 'cancelled', 'not sent before restart (still gated by tollgate.io/budget)'],
-        ['gone', 'cancelled', 'pod gone before recovery'],
+        [
+          'gone',
+          'unknown',
+          'pod gone before recovery: whether the write was applied cannot be known',
+        ],
       ],
     );
 
@@ -129,8 +133,14 @@ describe('recovery after a crash between intent and outcome', () => {
       ok: boolean;
       intents: number;
       outcomes: number;
+      unknownOutcomes: number;
     };
-    assert.deepEqual([report.ok, report.intents, report.outcomes], [true, 3, 3]);
+    assert.deepEqual(
+      [report.ok, report.intents, report.outcomes, report.unknownOutcomes],
+      [true, 3, 3, 1],
+    );
+    const text = await verify();
+    assert.match(text.stdout, /^ok: .*3 outcomes, 1 of them unknown \(recovery could not tell/);
 
     // A second recovery finds nothing to do.
     const { writer: again, repo: againRepo } = await GitAuditWriter.open({

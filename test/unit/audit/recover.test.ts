@@ -97,11 +97,18 @@ const cases: {
     text: /not sent before restart \(resourceVersion 1 unchanged since the decision\)/,
   },
   {
-    name: 'a pod replaced under the same name (new uid) is gone',
+    name: 'a pod replaced under the same name (new uid) is gone: whether the release was applied is unknown, never cancelled',
     intent: aDecision('Release', 'p1').obj(),
     pod: pod([], { uid: 'new' }),
-    result: 'cancelled',
-    text: /pod gone before recovery/,
+    result: 'unknown',
+    text: /^pod gone before recovery: whether the write was applied cannot be known/,
+  },
+  {
+    name: 'a deleted pod is gone: its release is recorded unknown, with the reason',
+    intent: aDecision('Release', 'p1').obj(),
+    pod: undefined,
+    result: 'unknown',
+    text: /^pod gone before recovery: whether the write was applied cannot be known/,
   },
   {
     name: 'a cancel whose pod is deleting succeeded',

@@ -101,6 +101,15 @@ const cases: { name: string; history: () => AuditCommit[]; problems: RegExp[] }[
     problems: [/adds README.md, outside audit/],
   },
   {
+    name: 'an intent whose outcome is unknown (recovery could not tell) has its one outcome',
+    history: () =>
+      chain(
+        commit([intent]),
+        commit([outcomeOf(intent, { result: 'unknown', message: 'pod gone before recovery' })]),
+      ),
+    problems: [],
+  },
+  {
     name: 'an outcome without an intent is reported',
     history: () => chain(commit([outcomeOf(intent)])),
     problems: [/outcome of gate-release:Release:uid-team-a-p1:1 has no intent/],
@@ -172,6 +181,21 @@ for (const { name, history, problems } of cases) {
     assert.equal(report.ok, problems.length === 0);
   });
 }
+
+test('the report counts unknown outcomes apart, so a reader sees them', () => {
+  const report = verifyTrail(
+    chain(
+      commit([intent, later]),
+      commit([
+        outcomeOf(intent, { result: 'unknown', message: 'pod gone before recovery' }),
+        outcomeOf(later),
+      ]),
+    ),
+  );
+  assert.equal(report.ok, true, JSON.stringify(report.problems));
+  assert.equal(report.outcomes, 2);
+  assert.equal(report.unknownOutcomes, 1);
+});
 
 test('an intent younger than the grace period is in flight, not missing', () => {
   const report = verifyTrail(chain(commit([intent])), { now: intent.at + 1_000, graceMs: 5_000 });
