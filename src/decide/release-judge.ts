@@ -97,6 +97,7 @@ function judgePod(pod: PodLike, context: JudgeContext): PodJudgement {
   }
   const cancel = cancelByApproval(pod, { ...owned, gatePolicy }, context);
   if (cancel) return { verdicts: [cancel] };
+  if (gatePolicy.drain) return { verdicts: [drainVerdict(pod, tenant, gatePolicy)] };
   if (gatePolicy.suspend) {
     // Suspended by a reviewed commit: nothing is released, expired or cancelled by expiry.
     const inputs = [{ condition: 'Suspended', met: false, value: { policy: gatePolicy.name } }];
@@ -118,6 +119,13 @@ function judgePod(pod: PodLike, context: JudgeContext): PodJudgement {
 }
 
 type PolicyGate = OwnedGate & { gatePolicy: GatePolicy };
+
+/** Drained by a reviewed commit: a pod still gated is cancelled, whatever else holds. */
+function drainVerdict(pod: PodLike, tenant: Tenant, gatePolicy: GatePolicy): Verdict {
+  const inputs = [{ condition: 'Drained', met: false, value: { policy: gatePolicy.name } }];
+  const reason = `GatePolicy ${gatePolicy.name} is drained (spec.drain): cancelled while waiting`;
+  return { kind: 'Cancel', pod, tenant, gatePolicy, inputs, reason };
+}
 
 /**
  * The policy an orphaned gate is decided under: the tenant's (its `orphanedGates`), with

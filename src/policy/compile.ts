@@ -497,6 +497,7 @@ function compileGatePolicy(
     selector,
     priority: spec.priority ?? 0,
     ...(spec.suspend ? { suspend: true } : {}),
+    ...(spec.drain ? { drain: true } : {}),
     conditions,
     ...(spec.expiry
       ? {

@@ -105,6 +105,8 @@ export interface GatePolicy {
   readonly priority: number;
   /** Hold every pod this policy gates (reason Suspended), expiry included. */
   readonly suspend?: boolean;
+  /** Cancel every pod this policy still gates (deleted, reason Drained); released pods run on. */
+  readonly drain?: boolean;
   readonly conditions: readonly GateCondition[];
   readonly expiry?: { readonly afterMs: number; readonly action: ExpiryAction };
   /** Backoff of condition re-checks for a held pod. */

@@ -128,6 +128,11 @@ export class GatePolicyBuilder {
     this.#policy.suspend = true;
     return this;
   }
+  /** spec.drain: cancel every pod this policy still gates; released pods run on. */
+  drained(): this {
+    this.#policy.drain = true;
+    return this;
+  }
 
   recheck(recheck: GatePolicy['recheck']): this {
     this.#policy.recheck = recheck;

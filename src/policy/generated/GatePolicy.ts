@@ -74,6 +74,10 @@ export interface GatePolicy {
      */
     suspend?: boolean;
     /**
+     * Stop admitting and cancel what waits: every pod this policy still gates is deleted (a Cancel record each, reason Drained; needs the cancel component's pod delete grant), even while suspended; pods it already released run on. Nothing is released until a commit sets it back to false.
+     */
+    drain?: boolean;
+    /**
      * Higher is released first, within fair share.
      */
     priority?: number;
