@@ -36,7 +36,7 @@ import { PolicySource } from '../../src/policy/source.ts';
 import type { Policy } from '../../src/policy/model.ts';
 import { createDispatcher } from '../../src/dispatch/queue.ts';
 import type { Dispatcher, WriteExecutor, WriteResult } from '../../src/dispatch/types.ts';
-import { systemClock } from '../../src/lib/clock.ts';
+import { systemClock, type Clock } from '../../src/lib/clock.ts';
 import type { Logger } from '../../src/observe/log.ts';
 
 export interface GateReleaseStackOptions {
@@ -72,6 +72,11 @@ export interface GateReleaseStackOptions {
    * counted apart (`counters.conditionWrites`) and other tests' write counts stay exact.
    */
   readonly releasedConditions?: boolean;
+  /**
+   * The clock the loop decides by (Schedule windows, expiry) and the dispatcher's
+   * deadlines follow, so a test can set the time of day. Default: the system clock.
+   */
+  readonly clock?: Clock;
 }
 
 export interface StackTrace {
@@ -174,7 +179,8 @@ export async function prepareGateReleaseStack(
     counters.succeeded += 1;
     return out;
   };
-  const real = createDispatcher({ executor: counting, ...options.dispatcher });
+  const clock = options.clock ? { clock: options.clock } : {};
+  const real = createDispatcher({ executor: counting, ...options.dispatcher, ...clock });
   const dispatcher: Dispatcher = {
     enqueue(request) {
       const out = real.enqueue(request);
@@ -285,6 +291,7 @@ export async function prepareGateReleaseStack(
         { type: e.type, reason: e.reason, action: e.action, note: e.message },
       ),
     log,
+    ...clock,
     ...(options.releasedConditions
       ? {
           releasedCondition: createReleasedConditions({

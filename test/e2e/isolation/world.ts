@@ -27,6 +27,7 @@ import { startGitServer, pushTree, type GitServer } from '../../support/git-serv
 import { startGateReleaseStack, type GateReleaseStack } from '../../support/gate-release-stack.ts';
 import { creatable } from '../../support/eventually.ts';
 import { createLogger } from '../../../src/observe/log.ts';
+import type { Clock } from '../../../src/lib/clock.ts';
 import { Finisher } from '../gate-release/harness.ts';
 import { IsolationWatcher, type WatchedTenant } from './watcher.ts';
 
@@ -131,6 +132,7 @@ export interface World {
   startTollgate(
     id?: string,
     dispatcher?: { capacity: number; concurrency: number; qps: number; burst: number },
+    clock?: Clock,
   ): Promise<GateReleaseStack>;
   stop(): Promise<void>;
 }
@@ -199,6 +201,7 @@ export async function startWorld(name: string, first: PolicyState): Promise<Worl
     async startTollgate(
       id = 'tollgate-1',
       dispatcher = { capacity: 1000, concurrency: 8, qps: 200, burst: 200 },
+      clock?: Clock,
     ) {
       const stack = await startGateReleaseStack({
         kubeConfig: cp.kubeConfig('tollgate'),
@@ -213,6 +216,7 @@ export async function startWorld(name: string, first: PolicyState): Promise<Worl
         policyIntervalMs: 300,
         dispatcher,
         debounceMs: 50,
+        ...(clock ? { clock } : {}),
       });
       // Stopping twice (a test, then the world) must not stop the parts twice.
       let stopping: Promise<void> | undefined;

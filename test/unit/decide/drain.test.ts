@@ -80,14 +80,16 @@ describe('a drained GatePolicy cancels what waits', () => {
       .gatePolicy(aGatePolicy('ready', 'team-a').drained())
       .gatePolicy(other);
     const pods = [waiting('p').obj(), aPod('q', 'team-a').uid('uid-q').gated(other.gateName).obj()];
-    const plan = planReleases(built.obj(), snapshotOf(pods, [aNode('n1').obj()]), emptyPlanState, now);
-    assert.deepEqual(
-      plan.decisions.map((d) => [d.kind, d.target.name]).sort(),
-      [
-        ['Cancel', 'p'],
-        ['Release', 'q'],
-      ],
+    const plan = planReleases(
+      built.obj(),
+      snapshotOf(pods, [aNode('n1').obj()]),
+      emptyPlanState,
+      now,
     );
+    assert.deepEqual(plan.decisions.map((d) => [d.kind, d.target.name]).sort(), [
+      ['Cancel', 'p'],
+      ['Release', 'q'],
+    ]);
   });
 
   it('explain and queue say it is about to be cancelled', () => {
