@@ -21,6 +21,7 @@ export interface ConditionLike {
   readonly type: string;
   readonly status: string;
   readonly reason?: string;
+  readonly lastTransitionTime?: Date | string;
 }
 
 export interface MetaLike {

@@ -15,10 +15,11 @@ import {
   classifyPod,
   isInFlight,
   podStates,
+  releasedByTollgate,
   type ChargeReason,
   type PodState,
 } from './lifecycle.ts';
-import type { PodLike } from './objects.ts';
+import { timestampMs, type PodLike } from './objects.ts';
 import { podRequests } from './requests.ts';
 import type { Acting, PassSummary } from './release-plan.ts';
 import type { Policy } from '../policy/model.ts';
@@ -141,29 +142,63 @@ export function gangMembers(
   groupLabel: string,
   classified: Pick<Classification, 'pods' | 'stateOf'>,
 ): PodLike[] {
-  const key = gangKey(pod.metadata?.namespace, pod.metadata?.labels?.[groupLabel]);
-  return gangIndex(classified, groupLabel).get(key) ?? [];
-}
-
-function gangKey(namespace: string | undefined, value: string | undefined): string {
-  return `${namespace ?? ''}\u0000${value ?? '\u0001'}`;
+  return gangIndex(classified, groupLabel).unfinished.get(gangKeyOf(pod, groupLabel)) ?? [];
 }
 
 /**
- * Unfinished pods by namespace and group label value, built once per classification and
- * label (a pass asks for the members of every gang pod: a scan per question would make a
- * pass quadratic in pods). Remembered beside the classification's state map, which is
- * new for every pass.
+ * The members a gang pod counts as present: its unfinished members, and the members
+ * tollgate released (marked `tollgate.io/released`) that were scheduled while this pod
+ * existed and have finished since. A gang released in part (one member's write failed,
+ * or its leader died between writes) is completed: its straggler, decided again after
+ * the others ran, still has its whole gang. Finished pods of an earlier run of the group
+ * (scheduled before this pod was created) do not count.
+ */
+export function gangMembersPresent(
+  pod: PodLike,
+  groupLabel: string,
+  classified: Pick<Classification, 'pods' | 'stateOf'>,
+): PodLike[] {
+  const created = timestampMs(pod.metadata?.creationTimestamp) ?? Infinity;
+  const finished = gangIndex(classified, groupLabel).finished.get(gangKeyOf(pod, groupLabel));
+  const ranWithIt = (finished ?? []).filter(
+    (p) =>
+      releasedByTollgate(p) && (scheduledAt(p) ?? -Infinity) >= Math.floor(created / 1000) * 1000,
+  );
+  return [...gangMembers(pod, groupLabel, classified), ...ranWithIt];
+}
+
+function scheduledAt(pod: PodLike): number | undefined {
+  const scheduled = pod.status?.conditions?.find(
+    (c) => c.type === 'PodScheduled' && c.status === 'True',
+  );
+  return timestampMs(scheduled?.lastTransitionTime);
+}
+
+function gangKeyOf(pod: PodLike, groupLabel: string): string {
+  const value = pod.metadata?.labels?.[groupLabel];
+  return `${pod.metadata?.namespace ?? ''}\u0000${value ?? '\u0001'}`;
+}
+
+interface GangIndex {
+  readonly unfinished: Map<string, PodLike[]>;
+  readonly finished: Map<string, PodLike[]>;
+}
+
+/**
+ * Pods by namespace and group label value (unfinished and finished apart; pods being
+ * deleted left out), built once per classification and label (a pass asks for the
+ * members of every gang pod: a scan per question would make a pass quadratic in pods).
+ * Remembered beside the classification's state map, which is new for every pass.
  */
 const gangIndexes = new WeakMap<
   ReadonlyMap<PodLike, unknown>,
-  { pods: readonly PodLike[]; byLabel: Map<string, Map<string, PodLike[]>> }
+  { pods: readonly PodLike[]; byLabel: Map<string, GangIndex> }
 >();
 
 function gangIndex(
   classified: Pick<Classification, 'pods' | 'stateOf'>,
   groupLabel: string,
-): Map<string, PodLike[]> {
+): GangIndex {
   let memo = gangIndexes.get(classified.stateOf);
   if (memo?.pods !== classified.pods) {
     memo = { pods: classified.pods, byLabel: new Map() };
@@ -171,14 +206,16 @@ function gangIndex(
   }
   let index = memo.byLabel.get(groupLabel);
   if (index) return index;
-  index = new Map();
+  index = { unfinished: new Map(), finished: new Map() };
   for (const p of classified.pods) {
+    if (p.metadata?.deletionTimestamp) continue;
     const state = classified.stateOf.get(p);
-    if (state === 'succeeded' || state === 'failed' || p.metadata?.deletionTimestamp) continue;
-    const key = gangKey(p.metadata?.namespace, p.metadata?.labels?.[groupLabel]);
-    const members = index.get(key);
+    const done = state === 'succeeded' || state === 'failed';
+    const byKey = done ? index.finished : index.unfinished;
+    const key = gangKeyOf(p, groupLabel);
+    const members = byKey.get(key);
     if (members) members.push(p);
-    else index.set(key, [p]);
+    else byKey.set(key, [p]);
   }
   memo.byLabel.set(groupLabel, index);
   return index;

@@ -22,7 +22,7 @@ import { orphanedGate, ownedGate, type OrphanedGate, type OwnedGate } from './ga
 import type { ClusterSnapshot, PodLike } from './objects.ts';
 import { podRequests } from './requests.ts';
 import { blockedNow, type BlockedWrite } from './release-blocked.ts';
-import { gangMembers, type Classification } from './release-classify.ts';
+import { gangMembersPresent, type Classification } from './release-classify.ts';
 import { holdVerdict, type Candidate, type Verdict } from './release-verdict.ts';
 import type { GatePolicy, Policy, Tenant } from '../policy/model.ts';
 
@@ -306,7 +306,7 @@ function evaluateConditions(
           evaluateGangComplete(
             pod,
             condition,
-            gangMembers(pod, condition.groupLabel, context.classified),
+            gangMembersPresent(pod, condition.groupLabel, context.classified),
           ),
         );
         break;

@@ -1,7 +1,8 @@
 /**
  * The soak's end checks as pure functions of what was observed: memory growth per
  * replica process after warm-up, file descriptors and the audit clone bounded, and every
- * release the watcher saw matched by an intent and a succeeded outcome in Git.
+ * release the watcher saw matched by an intent and a succeeded outcome in Git, and every
+ * gang released whole or not at all.
  */
 import type { MemorySample } from './replicas.ts';
 
@@ -121,6 +122,46 @@ export function releasesInAudit(
             )
             .join(', ')}`
         : ''
+    }`,
+  };
+}
+
+export interface GangMember {
+  readonly uid: string;
+  readonly pod: string;
+  /** When the watcher saw tollgate's gate go (undefined: never released). */
+  readonly releasedAt?: number;
+}
+
+/**
+ * Every gang released whole or not at all once the system settled: a gang some of whose
+ * members were released while another still waits (or was deleted waiting) is a gang
+ * released in part. The detail says how far apart the first and last release of a whole
+ * gang were (the longest), so a gang completed late shows even when it passes.
+ */
+export function gangsWhole(gangs: ReadonlyMap<string, readonly GangMember[]>): Check {
+  const partial: string[] = [];
+  let whole = 0;
+  let none = 0;
+  let widestMs = 0;
+  for (const [gang, members] of gangs) {
+    const times = members.flatMap((m) => (m.releasedAt === undefined ? [] : [m.releasedAt]));
+    if (times.length === 0) none += 1;
+    else if (times.length < members.length) {
+      const waiting = members.filter((m) => m.releasedAt === undefined).map((m) => m.pod);
+      partial.push(
+        `${gang} (${times.length} of ${members.length} released; ${waiting.join(', ')} not)`,
+      );
+    } else {
+      whole += 1;
+      widestMs = Math.max(widestMs, Math.max(...times) - Math.min(...times));
+    }
+  }
+  return {
+    name: 'every gang released whole or not at all',
+    pass: partial.length === 0,
+    detail: `${gangs.size} gangs: ${whole} whole (members released at most ${(widestMs / 1000).toFixed(1)} s apart), ${none} not released, ${partial.length} in part${
+      partial.length > 0 ? `: ${partial.slice(0, 10).join('; ')}` : ''
     }`,
   };
 }

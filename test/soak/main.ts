@@ -36,6 +36,7 @@ import { Chaos } from './faults.ts';
 import { Timeline, format } from './timeline.ts';
 import {
   boundedCheck,
+  gangsWhole,
   growthCheck,
   memoryGrowth,
   releasesInAudit,
@@ -334,6 +335,7 @@ async function main(): Promise<void> {
   checks.push(await auditVerify(world));
   const audit = await auditReleases(world);
   checks.push(releasesInAudit([...world.watcher.releases.values()], audit.records));
+  checks.push(gangsWhole(world.watcher.gangs));
   checks.push(growthCheck(memoryGrowth(samples, growthOptions), growthOptions));
   checks.push(boundedCheck('open fds per replica', samples, (s) => s.openFds, 256));
   checks.push(

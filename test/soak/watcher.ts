@@ -5,12 +5,18 @@
  *   no foreign gate touched; each new violation is stamped with the time it was seen;
  * - its own ledger: every removal of tollgate's gate by pod uid (to find its intent and
  *   outcome in Git at the end), and every api pod's `app` resources against the
- *   ResizePolicy's bounds (a resize outside them is a violation).
+ *   ResizePolicy's bounds (a resize outside them is a violation);
+ * - every gang's members by group label, with when each was released (a gang must be
+ *   released whole or not at all: judge.ts gangsWhole).
  */
 import { CoreV1Api, makeInformer, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { IsolationWatcher } from '../e2e/isolation/watcher.ts';
 import { toStoredAmount } from '../../src/lib/quantity.ts';
 import { namespaces, resizeBounds, tenants } from './policy.ts';
+import type { GangMember } from './judge.ts';
+
+/** The label that groups a gang's members (the gpu-gang policy's GangComplete groupLabel). */
+export const gangLabel = 'ml.tollgate.io/gang';
 
 export interface Violation {
   readonly at: number;
@@ -33,6 +39,8 @@ export class SoakWatcher {
   readonly releases = new Map<string, Release>();
   /** Distinct resource values seen on api pods (a resize happened when a pod has more than one). */
   readonly resized = new Map<string, Set<string>>();
+  /** Gang members by gang (namespace/group), by uid. */
+  readonly #gangs = new Map<string, Map<string, GangMember>>();
   readonly #isolation: IsolationWatcher;
   readonly #informer: ReturnType<typeof makeInformer<V1Pod>>;
   readonly #gated = new Map<string, boolean>();
@@ -69,6 +77,11 @@ export class SoakWatcher {
     return this.#isolation.peak.get(tenant) ?? 0;
   }
 
+  /** Every gang seen, with its members (a pod deleted while gated stays unreleased). */
+  get gangs(): Map<string, GangMember[]> {
+    return new Map([...this.#gangs].map(([gang, members]) => [gang, [...members.values()]]));
+  }
+
   get resizes(): number {
     return [...this.resized.values()].reduce((sum, values) => sum + values.size - 1, 0);
   }
@@ -84,10 +97,25 @@ export class SoakWatcher {
     if (!soakNamespaces.includes(namespace)) return;
     const uid = pod.metadata?.uid ?? '';
     const gated = hasOurGate(pod);
-    if (this.#gated.get(uid) === true && !gated)
-      this.releases.set(uid, { uid, pod: `${namespace}/${pod.metadata?.name}`, at: Date.now() });
+    const name = `${namespace}/${pod.metadata?.name}`;
+    const released = this.#gated.get(uid) === true && !gated;
+    if (released) this.releases.set(uid, { uid, pod: name, at: Date.now() });
     this.#gated.set(uid, gated);
+    this.#noteGangMember(pod, uid, name, !gated);
     if (namespace === namespaces.api) this.#checkBounds(pod);
+  }
+
+  /** Every gang pod is created gated: seen without tollgate's gate, it was released. */
+  #noteGangMember(pod: V1Pod, uid: string, name: string, ungated: boolean): void {
+    const group = pod.metadata?.labels?.[gangLabel];
+    if (group === undefined) return;
+    const gang = `${pod.metadata?.namespace}/${group}`;
+    const members = this.#gangs.get(gang) ?? new Map<string, GangMember>();
+    this.#gangs.set(gang, members);
+    const known = members.get(uid);
+    if (ungated && known?.releasedAt === undefined)
+      members.set(uid, { uid, pod: name, releasedAt: Date.now() });
+    else if (!known) members.set(uid, { uid, pod: name });
   }
 
   #checkBounds(pod: V1Pod): void {

@@ -6,6 +6,7 @@ import {
   type Plan,
   type PlanState,
 } from '../../../src/decide/release-plan.ts';
+import { RELEASED_ANNOTATION } from '../../../src/decide/lifecycle.ts';
 import { snapshotOf, type PodLike } from '../../../src/decide/objects.ts';
 import type { Policy } from '../../../src/policy/model.ts';
 import { aNode } from '../../builders/node.ts';
@@ -261,6 +262,41 @@ test('gangs are released whole or not at all', async (t) => {
   ];
   for (const c of cases)
     await t.test(c.name, () => assert.equal(released(plan(c.policy, c.pods)).length, c.want));
+  // A gang released in part (one member's write failed, its leader died): the members
+  // tollgate released ran and finished before the straggler was decided again.
+  const createdAt = now - 60_000;
+  const finishedMember = (name: string, scheduledAt: number) =>
+    aPod(name, 'team-a')
+      .label('gang', 'g1')
+      .annotate('gang-size', '3')
+      .annotate(RELEASED_ANNOTATION, gateA)
+      .createdAt(createdAt)
+      .boundTo('n1')
+      .condition('PodScheduled', 'True', undefined, scheduledAt)
+      .phase('Succeeded');
+  const straggler = aPod('m2', 'team-a')
+    .gated(gateA)
+    .label('gang', 'g1')
+    .annotate('gang-size', '3')
+    .createdAt(createdAt);
+  const partial = [
+    {
+      name: 'the last member of a gang released in part is released once its released members have finished',
+      pods: [finishedMember('m0', now - 30_000), finishedMember('m1', now - 30_000), straggler],
+      want: ['m2'],
+    },
+    {
+      name: 'finished members of an earlier run of the group (scheduled before this pod was created) do not count',
+      pods: [
+        finishedMember('m0', createdAt - 5000),
+        finishedMember('m1', createdAt - 5000),
+        straggler,
+      ],
+      want: [],
+    },
+  ];
+  for (const c of partial)
+    await t.test(c.name, () => assert.deepEqual(released(plan(gangPolicy(10), c.pods)), c.want));
   await t.test('a gang larger than max in flight says it can never be released', () => {
     const policy = aPolicy()
       .tenant(aTenant('team-a').pacing({ maxInFlight: 2 }))

@@ -1,6 +1,12 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { boundedCheck, growthCheck, memoryGrowth, releasesInAudit } from '../../soak/judge.ts';
+import {
+  boundedCheck,
+  gangsWhole,
+  growthCheck,
+  memoryGrowth,
+  releasesInAudit,
+} from '../../soak/judge.ts';
 import type { MemorySample } from '../../soak/replicas.ts';
 
 const minute = 60_000;
@@ -109,4 +115,41 @@ describe('the soak end checks', () => {
     it(`audit: a release the watcher saw, ${name}`, () => {
       assert.equal(releasesInAudit([{ uid: 'u1', pod: 'soak-ml/eval-1' }], records).pass, pass);
     });
+});
+
+describe('the soak end check on gangs', () => {
+  const member = (pod: string, releasedAt?: number) => ({
+    uid: `uid-${pod}`,
+    pod,
+    ...(releasedAt === undefined ? {} : { releasedAt }),
+  });
+  for (const { name, members, pass } of [
+    {
+      name: 'a gang released whole passes',
+      members: [member('a', 0), member('b', 10), member('c', 20)],
+      pass: true,
+    },
+    {
+      name: 'a gang not released at all passes',
+      members: [member('a'), member('b'), member('c')],
+      pass: true,
+    },
+    {
+      name: 'a gang released in part fails',
+      members: [member('a', 0), member('b', 10), member('c')],
+      pass: false,
+    },
+  ])
+    it(name, () => assert.equal(gangsWhole(new Map([['ns/g1', members]])).pass, pass));
+
+  it('names the members left waiting and how far apart whole gangs were released', () => {
+    const check = gangsWhole(
+      new Map([
+        ['ns/g1', [member('a', 0), member('b', 2500), member('c', 1000)]],
+        ['ns/g2', [member('d', 0), member('e')]],
+      ]),
+    );
+    assert.match(check.detail, /1 whole \(members released at most 2\.5 s apart\)/);
+    assert.match(check.detail, /ns\/g2 \(1 of 2 released; e not\)/);
+  });
 });
