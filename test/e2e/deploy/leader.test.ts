@@ -13,7 +13,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CoordinationV1Api, type V1Lease } from '@kubernetes/client-node';
+import { CoordinationV1Api, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import { sharedControlPlane, type ControlPlane } from '../../support/control-plane.ts';
 import {
   LeaderElector,
@@ -77,6 +77,18 @@ function recordingWrites(inner: LeaseClient): LeaseClient & { stored: V1Lease[] 
   return client;
 }
 
+/** replica-a on `netA` and replica-b on a lease client that counts its reads. */
+function twoReplicas(
+  kc: KubeConfig,
+  leaseName: string,
+  netA: LeaseClient,
+): { a: LeaderElector; b: LeaderElector; netB: ReturnType<typeof counting> } {
+  const elector = (identity: string, leases: LeaseClient) =>
+    new LeaderElector({ leases, namespace, name: leaseName, identity, timings });
+  const netB = counting(leaseClientFromKubeConfig(kc));
+  return { a: elector('replica-a', netA), b: elector('replica-b', netB), netB };
+}
+
 async function until(condition: () => boolean, timeoutMs: number, what: string): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!condition()) {
@@ -99,21 +111,7 @@ describe('leader election on a real Lease', () => {
     const leaseName = 'leader-partition';
     const kc = cp.kubeConfig('tollgate');
     const netA = partitionable(leaseClientFromKubeConfig(kc));
-    const a = new LeaderElector({
-      leases: netA,
-      namespace,
-      name: leaseName,
-      identity: 'replica-a',
-      timings,
-    });
-    const netB = counting(leaseClientFromKubeConfig(kc));
-    const b = new LeaderElector({
-      leases: netB,
-      namespace,
-      name: leaseName,
-      identity: 'replica-b',
-      timings,
-    });
+    const { a, b, netB } = twoReplicas(kc, leaseName, netA);
     const aLost: number[] = [];
     a.onStoppedLeading(() => aLost.push(Date.now()));
     let bStartedAt: number | undefined;
@@ -210,21 +208,7 @@ describe('leader election on a real Lease', () => {
     const leaseName = 'leader-release';
     const kc = cp.kubeConfig('tollgate');
     const netA = recordingWrites(leaseClientFromKubeConfig(kc));
-    const a = new LeaderElector({
-      leases: netA,
-      namespace,
-      name: leaseName,
-      identity: 'replica-a',
-      timings,
-    });
-    const netB = counting(leaseClientFromKubeConfig(kc));
-    const b = new LeaderElector({
-      leases: netB,
-      namespace,
-      name: leaseName,
-      identity: 'replica-b',
-      timings,
-    });
+    const { a, b, netB } = twoReplicas(kc, leaseName, netA);
     let bReadsAtStart = 0;
     b.onStartedLeading(() => (bReadsAtStart = netB.reads));
     try {

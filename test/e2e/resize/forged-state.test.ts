@@ -9,22 +9,23 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { EventsV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
+import { EventsV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { eventually } from '../../support/eventually.ts';
 import { aResizePolicy } from '../../builders/resize.ts';
-import { toStoredAmount } from '../../../src/lib/quantity.ts';
 import { registry } from '../../../src/observe/metrics.ts';
 import { lastGoodAnnotation } from '../../../src/decide/resize-state.ts';
-import { mergePatch, policyFor, startResizeWorld, type ResizeWorld } from './harness.ts';
+import {
+  mergePatch,
+  policyFor,
+  runWorkerLoweredOneStep,
+  startResizeWorld,
+  type ResizeWorld,
+} from './harness.ts';
+import { actualMemoryOf, memoryOf, workerPod } from './pods.ts';
 
 const queueMetric = 'tollgate_test_queue_length';
 const Mi = 2 ** 20;
 let world: ResizeWorld;
-
-const memoryOf = (pod: V1Pod) =>
-  toStoredAmount('memory', pod.spec?.containers[0]?.resources?.requests?.memory ?? '0');
-const actualMemoryOf = (pod: V1Pod) =>
-  toStoredAmount('memory', pod.status?.containerStatuses?.[0]?.resources?.requests?.memory ?? '0');
 
 async function rejectedUnsigned(): Promise<number> {
   const metric = await registry.getSingleMetric('tollgate_resize_state_rejected_total')?.get();
@@ -58,32 +59,11 @@ after(async () => {
 });
 
 test('a last-good written by hand is ignored, recorded once, and an OOM kill raises memory one step instead', async () => {
-  const setQueue = (value: number) =>
-    world.prom.set(queueMetric, { namespace: world.namespace, pod: 'forged-0' }, value);
-  setQueue(50);
-  await world.runPod({
-    metadata: { name: 'forged-0', labels: { app: 'forged' } },
-    spec: {
-      nodeName: 'rz-forged-node',
-      containers: [
-        {
-          name: 'app',
-          image: 'registry.example/worker:1',
-          resources: { requests: { cpu: '100m', memory: '512Mi' } },
-        },
-      ],
-    },
+  await runWorkerLoweredOneStep(world, queueMetric, {
+    name: 'forged-0',
+    app: 'forged',
+    node: 'rz-forged-node',
   });
-  setQueue(5);
-  await eventually(
-    'memory lowered to 384Mi and actuated',
-    async () => {
-      const pod = await world.pod('forged-0');
-      return memoryOf(pod) === 384 * Mi && actualMemoryOf(pod) === 384 * Mi;
-    },
-    { timeoutMs: 30_000 },
-  );
-  setQueue(50);
   const before = await rejectedUnsigned();
 
   // Someone with pod patch forges the rollback target: 1Gi, inside the bounds.
@@ -143,19 +123,9 @@ test('a last-good written by hand is ignored, recorded once, and an OOM kill rai
 
 test('state cannot ride on the resize write: the API server drops metadata changes sent to pods/resize, so a step takes an annotation write and a resize', async () => {
   world.prom.set(queueMetric, { namespace: world.namespace, pod: 'ride-0' }, 50);
-  await world.runPod({
-    metadata: { name: 'ride-0', labels: { app: 'not-governed' } },
-    spec: {
-      nodeName: 'rz-forged-node',
-      containers: [
-        {
-          name: 'app',
-          image: 'registry.example/worker:1',
-          resources: { requests: { cpu: '100m', memory: '256Mi' } },
-        },
-      ],
-    },
-  });
+  await world.runPod(
+    workerPod('ride-0', 'not-governed', 'rz-forged-node', { cpu: '100m', memory: '256Mi' }),
+  );
   const answer = await world.admin.patchNamespacedPodResize(
     {
       namespace: world.namespace,

@@ -31,6 +31,7 @@ import { aPolicy, aTenant } from '../../builders/policy.ts';
 import { sealedValue, testStateKeys } from '../../builders/resize.ts';
 import { freshClone } from '../audit/support.ts';
 import { createDispatcherForTest, startPrometheusForTest, type TestPrometheus } from './parts.ts';
+import { actualMemoryOf, memoryOf, workerPod } from './pods.ts';
 
 export const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
@@ -234,4 +235,34 @@ export async function startResizeWorld(
       await admin.deleteNamespace({ name: namespace }).catch(() => undefined);
     },
   };
+}
+
+/**
+ * Runs worker `name` (100m, 512Mi) on `node` with a busy queue, then quiets the queue until
+ * tollgate has lowered its memory one step to 384Mi (the policies' 128Mi step) and the
+ * kubelet has actuated it. The queue is busy again when this returns the lowered pod.
+ */
+export async function runWorkerLoweredOneStep(
+  world: ResizeWorld,
+  queueMetric: string,
+  pod: { name: string; app: string; node: string },
+): Promise<V1Pod> {
+  const Mi = 2 ** 20;
+  const setQueue = (value: number) =>
+    world.prom.set(queueMetric, { namespace: world.namespace, pod: pod.name }, value);
+  setQueue(50);
+  await world.runPod(workerPod(pod.name, pod.app, pod.node, { cpu: '100m', memory: '512Mi' }));
+  setQueue(5);
+  const lowered = await eventually(
+    'memory lowered to 384Mi and actuated',
+    async () => {
+      const current = await world.pod(pod.name);
+      return memoryOf(current) === 384 * Mi && actualMemoryOf(current) === 384 * Mi
+        ? current
+        : undefined;
+    },
+    { timeoutMs: 30_000 },
+  );
+  setQueue(50);
+  return lowered;
 }

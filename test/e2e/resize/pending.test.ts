@@ -10,7 +10,6 @@ import { eventually } from '../../support/eventually.ts';
 import { aResizePolicy } from '../../builders/resize.ts';
 import type { ResizePolicy } from '../../../src/policy/model.ts';
 import type { ClusterView } from '../../../src/cluster/types.ts';
-import { toStoredAmount } from '../../../src/lib/quantity.ts';
 import { ManualClock } from '../../../src/lib/clock.ts';
 import { registry } from '../../../src/observe/metrics.ts';
 import { stateAnnotation } from '../../../src/decide/resize-state.ts';
@@ -21,6 +20,7 @@ import {
   storedState,
   type ResizeWorld,
 } from './harness.ts';
+import { actualCpuOf, cpuOf, workerPod } from './pods.ts';
 
 const queueMetric = 'tollgate_test_queue_length';
 let world: ResizeWorld;
@@ -47,33 +47,11 @@ function policyNamed(name: string, overrides: Partial<ResizePolicy>): ResizePoli
   });
 }
 
-function cpuOf(pod: V1Pod | undefined): number {
-  return toStoredAmount('cpu', pod?.spec?.containers[0]?.resources?.requests?.cpu ?? '0');
-}
-function actualCpuOf(pod: V1Pod | undefined): number {
-  return toStoredAmount(
-    'cpu',
-    pod?.status?.containerStatuses?.[0]?.resources?.requests?.cpu ?? '0',
-  );
-}
 function setQueue(pod: string, value: number): void {
   world.prom.set(queueMetric, { namespace: world.namespace, pod }, value);
 }
-function appPod(name: string, app: string, node: string, cpu: string): V1Pod {
-  return {
-    metadata: { name, labels: { app } },
-    spec: {
-      nodeName: node,
-      containers: [
-        {
-          name: 'app',
-          image: 'registry.example/worker:1',
-          resources: { requests: { cpu, memory: '128Mi' } },
-        },
-      ],
-    },
-  };
-}
+const appPod = (name: string, app: string, node: string, cpu: string): V1Pod =>
+  workerPod(name, app, node, { cpu, memory: '128Mi' });
 async function recordsFor(
   pod: string,
 ): Promise<{ kind: string; reason: string; outcome: { result: string } }[]> {

@@ -7,14 +7,13 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { V1Pod } from '@kubernetes/client-node';
 import { eventually } from '../../support/eventually.ts';
 import { aResizePolicy } from '../../builders/resize.ts';
 import { quotasFromView } from '../../../src/loops/resize.ts';
 import { LiveClusterView } from '../../../src/cluster/view.ts';
-import { toStoredAmount } from '../../../src/lib/quantity.ts';
 import { registry } from '../../../src/observe/metrics.ts';
 import { mergePatch, policyFor, startResizeWorld, type ResizeWorld } from './harness.ts';
+import { cpuOf } from './pods.ts';
 
 const queueMetric = 'tollgate_test_queue_length';
 const policy = aResizePolicy({
@@ -37,11 +36,6 @@ const policy = aResizePolicy({
 });
 
 let world: ResizeWorld;
-
-function cpuOf(pod: V1Pod | undefined): number {
-  const c = pod?.spec?.containers.find((x) => x.name === 'app');
-  return toStoredAmount('cpu', c?.resources?.requests?.cpu ?? '0');
-}
 
 async function api403s(): Promise<number> {
   const metric = (await registry.getMetricsAsJSON()).find(

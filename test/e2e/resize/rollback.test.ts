@@ -10,14 +10,19 @@ import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { EventsV1Api, type V1Pod } from '@kubernetes/client-node';
+import { EventsV1Api } from '@kubernetes/client-node';
 import { eventually } from '../../support/eventually.ts';
 import { pushTree } from '../../support/git-server.ts';
 import { PolicySource } from '../../../src/policy/source.ts';
-import { toStoredAmount } from '../../../src/lib/quantity.ts';
 import { registry } from '../../../src/observe/metrics.ts';
 import { lastGoodAnnotation, pausedAnnotation } from '../../../src/decide/resize-state.ts';
-import { startResizeWorld, storedState, type ResizeWorld } from './harness.ts';
+import {
+  runWorkerLoweredOneStep,
+  startResizeWorld,
+  storedState,
+  type ResizeWorld,
+} from './harness.ts';
+import { actualMemoryOf, cpuOf, memoryOf, workerPod } from './pods.ts';
 
 const queueMetric = 'tollgate_test_queue_length';
 const errorMetric = 'tollgate_test_error_ratio';
@@ -25,15 +30,6 @@ let world: ResizeWorld;
 let source: PolicySource;
 let policyRepo: string;
 
-function memoryOf(pod: V1Pod): number {
-  return toStoredAmount('memory', pod.spec?.containers[0]?.resources?.requests?.memory ?? '0');
-}
-function actualMemoryOf(pod: V1Pod): number {
-  return toStoredAmount(
-    'memory',
-    pod.status?.containerStatuses?.[0]?.resources?.requests?.memory ?? '0',
-  );
-}
 const Mi = 2 ** 20;
 
 function policyFiles(namespace: string): Record<string, string> {
@@ -157,33 +153,12 @@ after(async () => {
 test('an OOMKilled container after a memory decrease is rolled back and paused, visibly in Git, and an approval commit resumes automation', async () => {
   const setQueue = (value: number) =>
     world.prom.set(queueMetric, { namespace: world.namespace, pod: 'oomy-0' }, value);
-  setQueue(50);
-  await world.runPod({
-    metadata: { name: 'oomy-0', labels: { app: 'oomy' } },
-    spec: {
-      nodeName: 'rz-oom-node',
-      containers: [
-        {
-          name: 'app',
-          image: 'registry.example/worker:1',
-          resources: { requests: { cpu: '100m', memory: '512Mi' } },
-        },
-      ],
-    },
-  });
-
   // A quiet queue: tollgate lowers memory one step.
-  setQueue(5);
-  await eventually(
-    'memory lowered to 384Mi and actuated',
-    async () => {
-      const pod = await world.pod('oomy-0');
-      return memoryOf(pod) === 384 * Mi && actualMemoryOf(pod) === 384 * Mi;
-    },
-    { timeoutMs: 30_000 },
-  );
-  setQueue(50);
-  const lowered = await world.pod('oomy-0');
+  const lowered = await runWorkerLoweredOneStep(world, queueMetric, {
+    name: 'oomy-0',
+    app: 'oomy',
+    node: 'rz-oom-node',
+  });
   assert.deepEqual(
     (storedState(lowered, lastGoodAnnotation) as { containers: { app: { requests: unknown } } })
       .containers.app.requests,
@@ -315,25 +290,11 @@ test('an SLO breached for longer than the policy allows after a resize rolls it 
   const labels = { namespace: world.namespace, pod: 'slo-0' };
   world.prom.set(queueMetric, labels, 50);
   world.prom.set(errorMetric, labels, 0.01);
-  await world.runPod({
-    metadata: { name: 'slo-0', labels: { app: 'slo' } },
-    spec: {
-      nodeName: 'rz-oom-node',
-      containers: [
-        {
-          name: 'app',
-          image: 'registry.example/worker:1',
-          resources: { requests: { cpu: '1', memory: '128Mi' } },
-        },
-      ],
-    },
-  });
-  const cpu = (pod: V1Pod) =>
-    toStoredAmount('cpu', pod.spec?.containers[0]?.resources?.requests?.cpu ?? '0');
+  await world.runPod(workerPod('slo-0', 'slo', 'rz-oom-node', { cpu: '1', memory: '128Mi' }));
   world.prom.set(queueMetric, labels, 5);
   await eventually(
     'cpu lowered one step to 750m',
-    async () => cpu(await world.pod('slo-0')) === 750,
+    async () => cpuOf(await world.pod('slo-0')) === 750,
     { timeoutMs: 20_000 },
   );
   world.prom.set(queueMetric, labels, 50);
@@ -343,14 +304,14 @@ test('an SLO breached for longer than the policy allows after a resize rolls it 
   await new Promise((resolve) => setTimeout(resolve, 1000));
   world.prom.set(errorMetric, labels, 0.01);
   await new Promise((resolve) => setTimeout(resolve, 4000));
-  assert.equal(cpu(await world.pod('slo-0')), 750, 'a one-second blip is not a breach');
+  assert.equal(cpuOf(await world.pod('slo-0')), 750, 'a one-second blip is not a breach');
 
   world.prom.set(errorMetric, labels, 0.5);
   const pod = await eventually(
     'cpu restored to 1 and the workload paused',
     async () => {
       const current = await world.pod('slo-0');
-      return cpu(current) === 1000 && current.metadata?.annotations?.[pausedAnnotation]
+      return cpuOf(current) === 1000 && current.metadata?.annotations?.[pausedAnnotation]
         ? current
         : undefined;
     },
@@ -374,25 +335,13 @@ test('an SLO breached for longer than the policy allows after a resize rolls it 
 test('containers restarting after a resize pause the workload, with the cause in Git, an Event and a metric; the pod is never replaced', async () => {
   const labels = { namespace: world.namespace, pod: 'crashy-0' };
   world.prom.set(queueMetric, labels, 50);
-  await world.runPod({
-    metadata: { name: 'crashy-0', labels: { app: 'crashy' } },
-    spec: {
-      nodeName: 'rz-oom-node',
-      containers: [
-        {
-          name: 'app',
-          image: 'registry.example/worker:1',
-          resources: { requests: { cpu: '500m', memory: '128Mi' } },
-        },
-      ],
-    },
-  });
-  const cpu = (pod: V1Pod) =>
-    toStoredAmount('cpu', pod.spec?.containers[0]?.resources?.requests?.cpu ?? '0');
+  await world.runPod(
+    workerPod('crashy-0', 'crashy', 'rz-oom-node', { cpu: '500m', memory: '128Mi' }),
+  );
   world.prom.set(queueMetric, labels, 500);
   await eventually(
     'cpu raised one step to 750m',
-    async () => cpu(await world.pod('crashy-0')) === 750,
+    async () => cpuOf(await world.pod('crashy-0')) === 750,
     {
       timeoutMs: 20_000,
     },
@@ -409,7 +358,7 @@ test('containers restarting after a resize pause the workload, with the cause in
     { timeoutMs: 20_000 },
   );
   assert.equal(storedState(paused, pausedAnnotation).cause, 'restarts');
-  assert.equal(cpu(paused), 750, 'a pause resizes nothing');
+  assert.equal(cpuOf(paused), 750, 'a pause resizes nothing');
   await world.assertInPlace('crashy-0', 3);
   const pause = (await world.auditRecords()).find(
     (r) =>

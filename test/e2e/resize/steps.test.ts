@@ -5,13 +5,13 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { V1Pod } from '@kubernetes/client-node';
 import { eventually } from '../../support/eventually.ts';
 import { aResizePolicy } from '../../builders/resize.ts';
 import type { ResizePolicy } from '../../../src/policy/model.ts';
 import { toStoredAmount } from '../../../src/lib/quantity.ts';
 import { registry } from '../../../src/observe/metrics.ts';
 import { policyFor, startResizeWorld, type ResizeWorld } from './harness.ts';
+import { cpuOf } from './pods.ts';
 
 const queueMetric = 'tollgate_test_queue_length';
 const queueQuery = `${queueMetric}{namespace="$namespace",pod="$pod"}`;
@@ -44,11 +44,6 @@ const policies = [
     },
   }),
 ];
-
-function cpuOf(pod: V1Pod, container = 'app'): number {
-  const c = pod.spec?.containers.find((x) => x.name === container);
-  return toStoredAmount('cpu', c?.resources?.requests?.cpu ?? '0');
-}
 
 function setQueue(pod: string, value: number): void {
   world.prom.set(queueMetric, { namespace: world.namespace, pod }, value);

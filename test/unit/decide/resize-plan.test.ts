@@ -56,6 +56,15 @@ function annotationsOf(p: PodResizePlan) {
 function stateJson(extra: Record<string, unknown>) {
   return JSON.stringify({ attempts: 1, ...extra });
 }
+/** web-0 whose last step, to its current resources, was requested at `requestedAt`. */
+function webResizedAt(requestedAt: number) {
+  const target = {
+    containers: {
+      app: { requests: { cpu: '500m', memory: '256Mi' }, limits: { cpu: '1', memory: '512Mi' } },
+    },
+  };
+  return web().sealed(stateAnnotation, stateJson({ requestedAt, target })).obj();
+}
 
 test('signal-driven steps', () => {
   const cases: {
@@ -179,22 +188,7 @@ test('signal-driven steps', () => {
     {
       name: 'a resize during the cooldown is not made',
       input: {
-        pod: web()
-          .sealed(
-            stateAnnotation,
-            stateJson({
-              requestedAt: now - 60_000,
-              target: {
-                containers: {
-                  app: {
-                    requests: { cpu: '500m', memory: '256Mi' },
-                    limits: { cpu: '1', memory: '512Mi' },
-                  },
-                },
-              },
-            }),
-          )
-          .obj(),
+        pod: webResizedAt(now - 60_000),
         readings: high,
       },
       kinds: [],
@@ -219,22 +213,7 @@ test('signal-driven steps', () => {
     {
       name: 'after the cooldown the next step is made',
       input: {
-        pod: web()
-          .sealed(
-            stateAnnotation,
-            stateJson({
-              requestedAt: now - 130_000,
-              target: {
-                containers: {
-                  app: {
-                    requests: { cpu: '500m', memory: '256Mi' },
-                    limits: { cpu: '1', memory: '512Mi' },
-                  },
-                },
-              },
-            }),
-          )
-          .obj(),
+        pod: webResizedAt(now - 130_000),
         readings: high,
       },
       kinds: ['Resize'],
