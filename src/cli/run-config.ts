@@ -275,14 +275,16 @@ export const runSettings = [
     key: 'writeRetryAttempts',
     flag: 'write-retry-attempts',
     env: 'TOLLGATE_WRITE_RETRY_ATTEMPTS',
-    description: 'sends of one write at most, the first included',
+    description:
+      'sends of one write at most, the first included (throttling, 429 or 503 with Retry-After, is not counted)',
     defaultValue: '6',
   },
   {
     key: 'writeRetryElapsed',
     flag: 'write-retry-elapsed',
     env: 'TOLLGATE_WRITE_RETRY_ELAPSED',
-    description: 'no retry later than this after the first send',
+    description:
+      'no retry later than this after the first send (throttled writes wait until their deadline instead)',
     defaultValue: '60s',
   },
   {

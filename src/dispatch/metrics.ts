@@ -79,7 +79,7 @@ export const retriesTotal = getOrCreate(
   () =>
     new Counter({
       name: 'tollgate_dispatch_retries_total',
-      help: 'Writes scheduled to be sent again, by operation and reason (throttled = 429, server_error = 5xx, timeout, network).',
+      help: 'Writes scheduled to be sent again, by operation and reason (throttled = 429 or 503 with Retry-After, no attempt limit; server_error = other 5xx, timeout, network).',
       labelNames: ['op', 'reason'],
       registers: [registry],
     }),

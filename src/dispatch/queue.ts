@@ -34,7 +34,10 @@
  *   least as long as the margin is refused at construction, so an attempt always ends
  *   before another replica can lead. Time is a monotonic clock (monotonic.ts).
  * - Errors (`classifyWriteError`): 429 / 5xx / timeouts / network errors are retried with
- *   jittered exponential backoff (Retry-After honoured) up to maxAttempts and maxElapsedMs;
+ *   jittered exponential backoff (Retry-After honoured, at most `retry.maxMs` otherwise);
+ *   5xx, timeouts and network errors up to maxAttempts and maxElapsedMs, throttling (429,
+ *   or a 503 with Retry-After) without limit until the write's deadline, when it ends
+ *   `expired` (decided again), never `failed`;
  *   409 and a failed JSON-patch test resolve `conflict` (the loop decides again from fresh
  *   state; a blind retry would overwrite someone else's change); other 4xx are final.
  * - Read-back: when an attempt's answer was lost (timeout, connection reset) and a
@@ -202,14 +205,9 @@ export function classifyWriteError(error: unknown): ErrorClass {
   ) {
     return { kind: 'conflict', code: 422, message: `JSON patch test failed: ${message}` };
   }
-  if (statusCode === 429) {
-    return {
-      kind: 'retry',
-      reason: 'throttled',
-      code: 429,
-      message,
-      retryAfterMs: retryAfterOf(fields),
-    };
+  const retryAfterMs = retryAfterOf(fields);
+  if (statusCode === 429 || (statusCode === 503 && retryAfterMs !== undefined)) {
+    return { kind: 'retry', reason: 'throttled', code: statusCode, message, retryAfterMs };
   }
   if (statusCode !== undefined && statusCode >= 500 && statusCode <= 599) {
     return {
@@ -217,7 +215,7 @@ export function classifyWriteError(error: unknown): ErrorClass {
       reason: 'server_error',
       code: statusCode,
       message,
-      retryAfterMs: retryAfterOf(fields),
+      retryAfterMs,
     };
   }
   if (statusCode !== undefined) return { kind: 'final', code: statusCode, message };
@@ -924,6 +922,21 @@ export class PriorityDispatcher implements Dispatcher {
     this.#scheduleRetry(item, kind);
   }
 
+  /**
+   * Whether a write that failed has used up its retries (attempts or time). Throttling
+   * (429, or a 503 with Retry-After) never spends them: the API server asked to wait,
+   * it did not refuse, so a throttled write waits what it was told (or its bounded
+   * backoff) until it lands or its deadline passes; then it ends `expired` and its loop
+   * decides again. A release never fails because the API server was busy.
+   */
+  #retriesSpent(item: Item, retryAt: number): boolean {
+    const retry = this.settings.retry;
+    return (
+      item.attempts >= retry.maxAttempts ||
+      retryAt - (item.firstSentAt ?? retryAt) > retry.maxElapsedMs
+    );
+  }
+
   #scheduleRetry(item: Item, kind: Extract<ErrorClass, { kind: 'retry' }>): void {
     const now = this.#clock.now();
     const key = item.request.key;
@@ -933,8 +946,7 @@ export class PriorityDispatcher implements Dispatcher {
     // returning together, while each key's rate stays bounded.
     const jittered = cap / 2 + (cap / 2) * this.#random();
     const delay = Math.round(Math.max(jittered, kind.retryAfterMs ?? 0));
-    const elapsed = now + delay - (item.firstSentAt ?? now);
-    if (item.attempts >= retry.maxAttempts || elapsed > retry.maxElapsedMs || this.#closed) {
+    if (this.#closed || (kind.reason !== 'throttled' && this.#retriesSpent(item, now + delay))) {
       const why = this.#closed ? 'dispatcher closed' : `gave up after ${item.attempts} attempts`;
       this.#finish(item, { result: 'failed', code: kind.code, message: `${why}: ${kind.message}` });
       return;

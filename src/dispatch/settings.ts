@@ -10,9 +10,9 @@ export interface RetrySettings {
   readonly baseMs: number;
   /** Longest backoff. */
   readonly maxMs: number;
-  /** Sends of one write in total, the first included. */
+  /** Sends of one write in total, the first included. Throttled answers do not count (see queue.ts). */
   readonly maxAttempts: number;
-  /** No retry is scheduled later than this after the first send. */
+  /** No retry is scheduled later than this after the first send (throttling excepted: its limit is the write's deadline). */
   readonly maxElapsedMs: number;
 }
 

@@ -90,6 +90,13 @@ const classification: {
     reason: 'server_error',
   },
   {
+    name: 'a 503 that says when to come back (Retry-After) is throttling',
+    error: httpError(503, { retryAfterSeconds: 2 }),
+    kind: 'retry',
+    reason: 'throttled',
+    retryAfterMs: 2000,
+  },
+  {
     name: 'a 504 is retried as a server error',
     error: httpError(504),
     kind: 'retry',
@@ -229,6 +236,102 @@ test('a 429 is retried with backoff, honouring Retry-After, and then succeeds', 
     2,
   );
 });
+
+/**
+ * Throttling is the API server asking to wait, not refusing the write: a 429, or a 503
+ * that says when to come back (Retry-After), is retried for as long as the write's
+ * deadline allows, whatever `maxAttempts` and `maxElapsedMs` say (setup: 4 attempts,
+ * 10 s). When the deadline passes the write ends `expired`, which sends the pod back to
+ * its loop to be decided again; it never ends `failed`.
+ */
+const throttling: {
+  name: string;
+  answer: (attempt: number) => Error | undefined;
+  deadlineMs: number;
+  result: WriteResult['result'];
+  sends: number;
+  /** Retries counted as throttled (the last answer of an expired write was one too). */
+  retries: number;
+  /** Every gap between two sends of the write is at least this (Retry-After honoured)... */
+  minGapMs: number;
+  /** ...and at most this (bounded backoff). */
+  maxGapMs: number;
+}[] = [
+  {
+    name: 'a write throttled (429, Retry-After 1) ten times, more than maxAttempts allows, is retried until it succeeds',
+    answer: (attempt) =>
+      attempt <= 10 ? httpError(429, { headers: { 'retry-after': '1' } }) : undefined,
+    deadlineMs: 600_000,
+    result: 'succeeded',
+    sends: 11,
+    retries: 10,
+    minGapMs: 1000,
+    maxGapMs: 1000,
+  },
+  {
+    name: 'a write answered 503 with Retry-After 2 eight times, longer than maxElapsedMs, is retried until it succeeds',
+    answer: (attempt) => (attempt <= 8 ? httpError(503, { retryAfterSeconds: 2 }) : undefined),
+    deadlineMs: 600_000,
+    result: 'succeeded',
+    sends: 9,
+    retries: 8,
+    minGapMs: 2000,
+    maxGapMs: 2000,
+  },
+  {
+    name: 'a write throttled (429 without Retry-After) thirty times backs off no longer than retry.maxMs and succeeds',
+    answer: (attempt) => (attempt <= 30 ? httpError(429) : undefined),
+    deadlineMs: 600_000,
+    result: 'succeeded',
+    sends: 31,
+    retries: 30,
+    minGapMs: 50,
+    maxGapMs: 1000,
+  },
+  {
+    name: 'a write throttled past its deadline ends expired (decided again by its loop), not failed',
+    answer: () => httpError(429, { headers: { 'retry-after': '1' } }),
+    deadlineMs: 30_500,
+    result: 'expired',
+    sends: 31,
+    retries: 31,
+    minGapMs: 1000,
+    maxGapMs: 1000,
+  },
+];
+
+for (const row of throttling) {
+  test(row.name, async () => {
+    const { timers, dispatcher, sends } = setup(async (_req, _signal, attempt) => {
+      const error = row.answer(attempt);
+      if (error) throw error;
+      return { resourceVersion: '8' };
+    });
+    const now = timers.clock.now();
+    const throttledBefore = await metric('tollgate_dispatch_retries_total', {
+      op: 'removeGate',
+      reason: 'throttled',
+    });
+    const done = accepted(
+      dispatcher.enqueue(write('ns/a', now, { deadline: now + row.deadlineMs })),
+    );
+    await advance(timers, 120_000);
+    const result = await done;
+    assert.equal(result.result, row.result, JSON.stringify(result));
+    assert.equal(sends.length, row.sends);
+    const gaps = sends.slice(1).map((send, i) => send.at - (sends[i] as { at: number }).at);
+    assert.ok(
+      gaps.every((gap) => gap >= row.minGapMs && gap <= row.maxGapMs),
+      `gaps within [${row.minGapMs}, ${row.maxGapMs}] ms: ${gaps.join(', ')}`,
+    );
+    assert.equal(
+      (await metric('tollgate_dispatch_retries_total', { op: 'removeGate', reason: 'throttled' })) -
+        throttledBefore,
+      row.retries,
+      'every retry counted as throttled',
+    );
+  });
+}
 
 test('server errors are retried until maxAttempts and then fail with the last error', async () => {
   const { timers, dispatcher, sends } = setup(async () => {
