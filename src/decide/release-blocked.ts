@@ -67,3 +67,50 @@ export function blockedNow(
     return false;
   return entry.blocked || now < entry.until;
 }
+
+/** What a gate-release audit record says (the fields of an AuditRecord this needs). */
+export interface BlockedRecordLike {
+  readonly loop: string;
+  readonly kind: string;
+  readonly at: number;
+  /** `outcome` closes an earlier intent; `intent` and `record` are decisions. */
+  readonly phase: string;
+  readonly reason: string;
+  readonly target: { readonly uid: string; readonly resourceVersion: string };
+  readonly policy: { readonly commit: string };
+}
+
+/**
+ * The Blocked state a restarted controller carries on, from the audit trail: a pod whose
+ * latest gate-release decision (by its time `at`) is `Blocked` stays blocked on the pod
+ * version and policy commit it was blocked under, so its write is not sent again until
+ * the pod or the policy changes. Only a later decision (an intent, a Hold) supersedes it.
+ *
+ * Not the newest record in commit order, and outcomes never count: the writer commits
+ * outcomes and records as separate batches, each when its own oldest entry is due, so the
+ * failed outcome of the last attempt can land in a newer commit than the Blocked record;
+ * and a new term's recovery records outcomes of old intents later still.
+ */
+export function blockedFromRecords(
+  records: Iterable<BlockedRecordLike>,
+): Record<string, BlockedWrite> {
+  const latest = new Map<string, BlockedRecordLike>();
+  for (const record of records) {
+    if (record.loop !== 'gate-release' || record.phase === 'outcome') continue;
+    const known = latest.get(record.target.uid);
+    if (!known || record.at > known.at) latest.set(record.target.uid, record);
+  }
+  const blocked: Record<string, BlockedWrite> = {};
+  for (const [uid, record] of latest) {
+    if (record.kind !== 'Blocked') continue;
+    blocked[uid] = {
+      resourceVersion: record.target.resourceVersion,
+      commit: record.policy.commit,
+      attempts: maxFinalFailures,
+      until: record.at,
+      blocked: true,
+      message: record.reason,
+    };
+  }
+  return blocked;
+}

@@ -41,7 +41,7 @@ import type { Dispatcher, WriteRequest, WriteResult } from '../dispatch/types.ts
 import { systemClock, type Clock } from '../lib/clock.ts';
 import { silentLogger, type Logger } from '../observe/log.ts';
 import type { DecisionKindName, Policy } from '../policy/model.ts';
-import { afterFinalFailure } from '../decide/release-blocked.ts';
+import { afterFinalFailure, type BlockedWrite } from '../decide/release-blocked.ts';
 import { retargetOnLive } from '../decide/stale-live.ts';
 import type { ReleasedConditionSink } from './released-condition.ts';
 import {
@@ -127,6 +127,8 @@ export interface GateReleaseDeps {
   readonly budgetRampMs?: number;
   /** Start passes on view changes and timers (default true); false = only explicit `pass()`. */
   readonly autoStart?: boolean;
+  /** Blocked writes carried over from the audit trail (gate-release-blocked.ts): the starting state. */
+  readonly blocked?: Readonly<Record<string, BlockedWrite>>;
   /** Marks each pass's start and end, so /healthz fails when a pass is wedged. */
   readonly watchdog?: { begin(loop: string): () => void };
   /**
@@ -231,6 +233,7 @@ class GateReleaseRunner {
 
   constructor(deps: GateReleaseDeps) {
     this.#deps = deps;
+    if (deps.blocked) this.#state = { ...this.#state, blocked: deps.blocked };
     this.#clock = deps.clock ?? systemClock;
     this.#log = deps.log ?? silentLogger;
     this.#debounceMs = deps.debounceMs ?? 100;

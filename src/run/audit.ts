@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { openAuditSource } from '../audit/reader.ts';
+import { openAuditSource, type AuditSource } from '../audit/reader.ts';
 import { sshSigner, type SshSigner } from '../audit/sign.ts';
 import type { AuditSink } from '../audit/types.ts';
 import { GitAuditWriter } from '../audit/writer.ts';
@@ -163,6 +163,8 @@ export async function recoverOutcomes(options: {
   view: ClusterView;
   policy: Policy;
   log: Logger;
+  /** Also reads the reconciled trail before it is closed (the loops' Blocked writes). */
+  alsoRead?: (source: AuditSource) => Promise<void>;
 }): Promise<void> {
   const started = Date.now();
   try {
@@ -190,6 +192,7 @@ export async function recoverOutcomes(options: {
         { recovered: recovered.length, ms: Date.now() - started },
         'audit: open intents checked at the start of the term',
       );
+      await options.alsoRead?.(source);
     } finally {
       source.close();
     }

@@ -25,6 +25,7 @@ import type { Policy } from '../policy/model.ts';
 import { createPrometheusClient } from '../signals/prometheus.ts';
 import { parseStateKeys, type StateKeyRing } from '../decide/resize-seal.ts';
 import { recoverOutcomes, type AuditTarget } from './audit.ts';
+import { recoverBlockedWrites } from '../loops/gate-release-blocked.ts';
 import type { TokenSource } from '../policy/credentials.ts';
 import type { PolicyFeed } from './policy.ts';
 import type { LoopGuards } from './view.ts';
@@ -154,6 +155,7 @@ async function startTermLoops(
     'leading: recovering audit outcomes, then starting loops',
   );
   const catchUp = beginTermCatchUp(parts, log);
+  let blocked: Awaited<ReturnType<typeof recoverBlockedWrites>> = {};
   await recoverOutcomes({
     auditUrl: parts.auditTarget.url,
     branch: parts.auditTarget.branch,
@@ -163,9 +165,14 @@ async function startTermLoops(
     view,
     policy: policies.current() ?? parts.first,
     log,
+    // A new term does not send again the writes the trail shows Blocked.
+    alsoRead: async (source) => {
+      blocked = await recoverBlockedWrites(source, parts.first.settings.cluster, log);
+    },
   });
   const { readPod } = parts;
   running.gate = startGateReleaseLoop({
+    blocked,
     view,
     dispatcher: termDispatcher,
     audit: parts.audit,

@@ -31,6 +31,7 @@ import {
   type GateReleaseLoop,
 } from '../../src/loops/gate-release.ts';
 import { recoverGateReleaseIntents } from '../../src/loops/gate-release-recovery.ts';
+import { recoverBlockedWrites } from '../../src/loops/gate-release-blocked.ts';
 import { createReleasedConditions } from '../../src/loops/released-condition.ts';
 import { PolicySource } from '../../src/policy/source.ts';
 import type { Policy } from '../../src/policy/model.ts';
@@ -60,7 +61,10 @@ export interface GateReleaseStackOptions {
     readonly qps: number;
     readonly burst: number;
   };
-  /** Give intents a killed predecessor left open the outcome the cluster shows, before the loop starts. */
+  /**
+   * Give intents a killed predecessor left open the outcome the cluster shows, and carry
+   * over the writes the trail shows Blocked, before the loop starts (as a new term does).
+   */
   readonly recoverIntents?: boolean;
   readonly debounceMs?: number;
   readonly budgetRampMs?: number;
@@ -218,6 +222,7 @@ export async function prepareGateReleaseStack(
   });
 
   let recovered = 0;
+  let blocked: Awaited<ReturnType<typeof recoverBlockedWrites>> = {};
   if (options.recoverIntents) {
     const auditSource = await openAuditSource(options.auditUrl, 'tollgate/audit', {
       token: options.token,
@@ -233,6 +238,7 @@ export async function prepareGateReleaseStack(
         log,
       });
       recovered = done.length;
+      blocked = await recoverBlockedWrites(auditSource, options.cluster, log);
     } finally {
       auditSource.close();
     }
@@ -303,6 +309,7 @@ export async function prepareGateReleaseStack(
       : {}),
     ...(options.debounceMs !== undefined ? { debounceMs: options.debounceMs } : {}),
     ...(options.budgetRampMs !== undefined ? { budgetRampMs: options.budgetRampMs } : {}),
+    blocked,
   };
   return {
     policies,

@@ -4,7 +4,8 @@
  * has no pod delete (deploy/components/cancel is not applied): every delete is a 403.
  * Wanted: a few attempts with a growing backoff, then one recorded `Blocked` state with
  * the API's reason; no new intent while backing off or blocked. Another tenant's pods
- * keep releasing meanwhile, within budget.
+ * keep releasing meanwhile, within budget. A restarted tollgate (a new term) carries the
+ * Blocked state over from the audit trail: it sends no new intent either.
  *
  * Run: node --test --test-concurrency=1 test/e2e/isolation/blocked-writes.test.ts
  */
@@ -49,6 +50,7 @@ describe('a write that keeps failing finally', () => {
   let world: World;
   let watcher: IsolationWatcher;
   let finisher: Finisher;
+  let first: Awaited<ReturnType<World['startTollgate']>>;
 
   before(async () => {
     ({ world, watcher, finisher } = await startWatchedWorld('iso-blocked', policy, {
@@ -57,7 +59,9 @@ describe('a write that keeps failing finally', () => {
         ok: { namespaces: [nsOther], ourPrefix: 'ok.tollgate.io/', pods: 2 },
       }),
       finish: [nsOther],
+      startTollgate: false,
     }));
+    first = await world.startTollgate();
   });
 
   after(() => stopWatchedWorld({ world, watcher, finisher }));
@@ -93,6 +97,20 @@ describe('a write that keeps failing finally', () => {
     assert.equal(intents.length, maxFinalFailures, 'one intent per attempt, none once blocked');
     const pod = await world.core.readNamespacedPod({ namespace: nsCancel, name: 'doomed' });
     assert.ok(pod.metadata?.uid, 'the pod is still there');
+    assert.deepEqual(watcher.violations, []);
+
+    // A restart: the next tollgate reads the Blocked state back and sends nothing for it.
+    await first.stop();
+    await world.startTollgate('tollgate-2', undefined, undefined, { recoverIntents: true });
+    const later = Array.from({ length: 3 }, (_, i) => `ok-later-${i}`);
+    await world.createPods(later.map((n) => aPod(n, nsOther).gated('ok.tollgate.io/ready').obj()));
+    await eventually(
+      'the restarted tollgate releases the other tenant',
+      async () => later.every((n) => watcher.releases(nsOther, n) === 1),
+      { timeoutMs: 60_000 },
+    );
+    const afterRestart = (await read()).filter((r) => r.kind === 'Cancel' && r.phase === 'intent');
+    assert.equal(afterRestart.length, maxFinalFailures, 'no new intent after the restart');
     assert.deepEqual(watcher.violations, []);
   });
 });

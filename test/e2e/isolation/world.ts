@@ -133,6 +133,7 @@ export interface World {
     id?: string,
     dispatcher?: { capacity: number; concurrency: number; qps: number; burst: number },
     clock?: Clock,
+    options?: { recoverIntents?: boolean },
   ): Promise<GateReleaseStack>;
   stop(): Promise<void>;
 }
@@ -202,6 +203,7 @@ export async function startWorld(name: string, first: PolicyState): Promise<Worl
       id = 'tollgate-1',
       dispatcher = { capacity: 1000, concurrency: 8, qps: 200, burst: 200 },
       clock?: Clock,
+      options: { recoverIntents?: boolean } = {},
     ) {
       const stack = await startGateReleaseStack({
         kubeConfig: cp.kubeConfig('tollgate'),
@@ -217,6 +219,7 @@ export async function startWorld(name: string, first: PolicyState): Promise<Worl
         dispatcher,
         debounceMs: 50,
         ...(clock ? { clock } : {}),
+        ...(options.recoverIntents ? { recoverIntents: true } : {}),
       });
       // Stopping twice (a test, then the world) must not stop the parts twice.
       let stopping: Promise<void> | undefined;
