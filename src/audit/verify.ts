@@ -16,8 +16,9 @@
  *   signature by a listed key; an unsigned commit is a problem then;
  * - released pods (with the pods now in the cluster): every pod the gate-release loop
  *   decided about that has no scheduling gates left has a succeeded Release (or
- *   Expire) decision. Pods only resized are not judged. A pod released by someone else
- *   shows up here, which is the point.
+ *   Expire) decision, or a BreakGlass record (released by hand, recorded at a term
+ *   start). Pods only resized are not judged. A pod released by someone else shows up
+ *   here until tollgate has recorded it, which is the point.
  *
  * Memory: open intents and outcomes waiting for their intent (both bounded by what is
  * in flight), plus a 16-byte digest per intent id and per no-write record seen, which
@@ -237,8 +238,9 @@ export class TrailVerifier {
       });
     if (record.loop === 'gate-release') this.#decidedByGateRelease.add(record.target.uid);
     if (
-      (record.kind === 'Release' || record.kind === 'Expire') &&
-      record.outcome.result === 'succeeded' &&
+      (((record.kind === 'Release' || record.kind === 'Expire') &&
+        record.outcome.result === 'succeeded') ||
+        record.kind === 'BreakGlass') && // released by hand, recorded at a term start
       this.#ungated.has(record.target.uid)
     )
       this.#released.add(record.target.uid);

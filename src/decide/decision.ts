@@ -20,6 +20,7 @@ export const decisionKinds = [
   'Infeasible', // a resize cannot fit the node
   'SkipStale', // the cache has not seen tollgate's own last write to this object
   'Blocked', // a write kept failing finally (403/404/422): not retried until the pod or the policy changes
+  'BreakGlass', // a governed gate removed outside tollgate (break-glass), recorded at the next term start
 ] as const;
 
 export type DecisionKind = (typeof decisionKinds)[number];

@@ -6,6 +6,7 @@
 import type { Policy, Tenant } from '../policy/model.ts';
 import { orphanedGate, ownedGate } from './gates.ts';
 import type { PodLike } from './objects.ts';
+import { shownReleasedCondition } from './released-condition.ts';
 
 export const REVIEW_ANNOTATION = 'tollgate.io/review';
 /**
@@ -83,7 +84,8 @@ export function releasedByTollgate(pod: PodLike): boolean {
 /**
  * Why this pod, in this state, is charged to its tenant's budget, or undefined when it is
  * not. A pod tollgate released (its mark, or `releasing`: tollgate's gate removal is sent
- * and the view does not show it yet) is always charged; any other pod that can be
+ * and the view does not show it yet) is always charged, and so is a pod tollgate held
+ * whose gate was removed by hand (its `tollgate.io/Released` condition); any other pod that can be
  * scheduled or runs only when the tenant's `budget.neverGatedPods` is Charge.
  */
 export function chargeReason(
@@ -94,5 +96,7 @@ export function chargeReason(
 ): ChargeReason | undefined {
   if (!chargesBudget(state)) return undefined;
   if (releasing || releasedByTollgate(pod)) return 'released';
+  // tollgate held it (its condition is on the pod) and the gate went by hand: break-glass.
+  if (shownReleasedCondition(pod) !== undefined) return 'released';
   return tenant.budget.neverGatedPods === 'Charge' ? 'neverGated' : undefined;
 }

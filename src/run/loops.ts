@@ -14,6 +14,7 @@ import type { LiveClusterView } from '../cluster/view.ts';
 import type { FreshnessHealth } from '../cluster/stale-guard.ts';
 import type { Dispatcher } from '../dispatch/types.ts';
 import { startGateReleaseLoop, type GateReleaseLoop } from '../loops/gate-release.ts';
+import { recordBreakGlass } from '../loops/break-glass.ts';
 import { createReleasedConditions } from '../loops/released-condition.ts';
 import type { TermWrites } from '../loops/leadership.ts';
 import { WhileLeader, type Generation, type LeaderTermLike } from '../loops/leadership.ts';
@@ -170,7 +171,19 @@ async function startTermLoops(
       blocked = await recoverBlockedWrites(source, parts.first.settings.cluster, log);
     },
   });
+  // Gates removed outside tollgate while it did not lead: recorded before any new decision.
   const { readPod } = parts;
+  await recordBreakGlass({
+    view,
+    readPod,
+    policy: policies.current() ?? parts.first,
+    audit: parts.audit,
+    dispatcher: termDispatcher,
+    events: parts.events,
+    clock: systemClock,
+    log,
+    deadlineMs: parts.config.writes.writeDeadlineMs,
+  }).catch((error: unknown) => log.warn({ err: error }, 'recording break-glass releases failed'));
   running.gate = startGateReleaseLoop({
     blocked,
     view,

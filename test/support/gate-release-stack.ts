@@ -33,11 +33,13 @@ import {
 import { recoverGateReleaseIntents } from '../../src/loops/gate-release-recovery.ts';
 import { recoverBlockedWrites } from '../../src/loops/gate-release-blocked.ts';
 import { createReleasedConditions } from '../../src/loops/released-condition.ts';
+import { recordBreakGlass } from '../../src/loops/break-glass.ts';
 import { PolicySource } from '../../src/policy/source.ts';
 import type { Policy } from '../../src/policy/model.ts';
 import { createDispatcher } from '../../src/dispatch/queue.ts';
 import type { Dispatcher, WriteExecutor, WriteResult } from '../../src/dispatch/types.ts';
 import { systemClock, type Clock } from '../../src/lib/clock.ts';
+import type { Decision } from '../../src/decide/decision.ts';
 import type { Logger } from '../../src/observe/log.ts';
 
 export interface GateReleaseStackOptions {
@@ -81,6 +83,8 @@ export interface GateReleaseStackOptions {
    * deadlines follow, so a test can set the time of day. Default: the system clock.
    */
   readonly clock?: Clock;
+  /** Record break-glass releases before the loop starts, as a term start does (src/loops/break-glass.ts). */
+  readonly breakGlass?: boolean;
 }
 
 export interface StackTrace {
@@ -111,6 +115,8 @@ export interface PreparedGateReleaseStack {
   readonly counters: StackCounters;
   /** Intents recovered at start (0 unless `recoverIntents`). */
   readonly recovered: number;
+  /** Break-glass releases recorded at start (none unless `breakGlass`). */
+  readonly breakGlass: readonly Decision[];
   /** Starts the loop; call once. */
   startLoop(): GateReleaseLoop;
   /** Stops the loop (if started), drains the dispatcher, flushes and closes the audit, stops the rest. */
@@ -311,6 +317,19 @@ export async function prepareGateReleaseStack(
     ...(options.budgetRampMs !== undefined ? { budgetRampMs: options.budgetRampMs } : {}),
     blocked,
   };
+  // Like a term start: break-glass releases recorded before the loop decides anything.
+  const breakGlass = options.breakGlass
+    ? await recordBreakGlass({
+        view,
+        readPod,
+        policy: policies.current()!,
+        audit,
+        dispatcher: conditionDispatcher,
+        ...(deps.events ? { events: deps.events } : {}),
+        clock: options.clock ?? systemClock,
+        log,
+      })
+    : [];
   return {
     policies,
     view,
@@ -318,6 +337,7 @@ export async function prepareGateReleaseStack(
     audit,
     counters,
     recovered,
+    breakGlass,
     startLoop() {
       if (loop) throw new Error('gate-release stack: the loop is already started');
       loop = startGateReleaseLoop(deps);

@@ -295,3 +295,14 @@ test('an allowed-signers line with a key type tollgate cannot check is refused, 
     /signers:2: key type ssh-rsa is not supported/,
   );
 });
+
+test('an ungated pod whose gate was removed by hand is explained by its BreakGlass record', () => {
+  const history = chain(
+    commit([aDecision('Hold', 'p2').obj()]),
+    commit([aDecision('BreakGlass', 'p2').recorded().obj()]),
+  );
+  const report = verifyTrail(history, {
+    pods: [{ namespace: 'team-a', name: 'p2', uid: 'uid-team-a-p2', schedulingGates: [] }],
+  });
+  assert.deepEqual([report.ok, report.podsChecked, report.problems], [true, 1, []]);
+});

@@ -241,6 +241,24 @@ test("chargeReason: pods tollgate never released are charged by the tenant's cho
       want: 'released',
     },
     {
+      name: 'a running pod tollgate held whose gate was removed by hand (break-glass) is charged as released under Ignore',
+      pod: aPod('p', 'team-a')
+        .boundTo('n1')
+        .running()
+        .condition('tollgate.io/Released', 'False', 'Budget'),
+      tenant: ignore,
+      want: 'released',
+    },
+    {
+      name: 'a running pod recorded as break-glass is charged as released under Ignore',
+      pod: aPod('p', 'team-a')
+        .boundTo('n1')
+        .running()
+        .condition('tollgate.io/Released', 'True', 'RemovedOutsideTollgate'),
+      tenant: ignore,
+      want: 'released',
+    },
+    {
       name: "a pod still carrying Kueue's gate is not charged under Charge",
       pod: aPod('p', 'team-a').gated('kueue.x-k8s.io/admission'),
       tenant: charge,
