@@ -9,8 +9,9 @@
  * - `norun` (the image push: there is no registry here);
  * - before `wait-for-tollgate`, the test plays the kubelet, which this control plane
  *   does not have: it starts `tollgate run` with exactly the configuration the guide's
- *   Deployment would get (the ConfigMap tollgate-config and the Secret tollgate-git as
- *   applied, tollgate's service account token), then runs the block as written.
+ *   Deployment would get (the ConfigMap tollgate-config, the Secrets tollgate-git and
+ *   tollgate-resize-state-key as applied, tollgate's service account token), then runs
+ *   the block as written.
  *
  * Run: node --test --test-concurrency=1 test/e2e/deploy/install-guide.test.ts
  */
@@ -98,6 +99,10 @@ async function startLikeTheDeployment(replica: string): Promise<void> {
     namespace: 'tollgate-system',
     name: 'tollgate-git',
   });
+  const stateKey = await core.readNamespacedSecret({
+    namespace: 'tollgate-system',
+    name: 'tollgate-resize-state-key',
+  });
   const token = (
     await core.createNamespacedServiceAccountToken({
       namespace: 'tollgate-system',
@@ -110,6 +115,10 @@ async function startLikeTheDeployment(replica: string): Promise<void> {
   writeFileSync(
     join(podDir, 'git-token'),
     Buffer.from(secret.data!.token!, 'base64').toString('utf8'),
+  );
+  writeFileSync(
+    join(podDir, 'resize-state-keys'),
+    Buffer.from(stateKey.data!.keys!, 'base64').toString('utf8'),
   );
   const cluster = admin.getCurrentCluster()!;
   writeFileSync(
@@ -132,6 +141,7 @@ async function startLikeTheDeployment(replica: string): Promise<void> {
       TOLLGATE_IDENTITY: replica,
       TOLLGATE_LEASE_NAMESPACE: 'tollgate-system',
       TOLLGATE_GIT_TOKEN_FILE: join(podDir, 'git-token'),
+      TOLLGATE_RESIZE_STATE_KEY_FILE: join(podDir, 'resize-state-keys'),
       TOLLGATE_GIT_CACHE_DIR: join(podDir, 'cache'),
       TOLLGATE_KUBECONFIG: join(podDir, 'kubeconfig'),
       TOLLGATE_METRICS_ADDRESS: `127.0.0.1:${await freePort()}`,
@@ -211,5 +221,6 @@ describe('docs/install.md', () => {
       new RegExp(`Release.*batch/${released[1]}|batch/${released[1]}.*Release`),
     );
     assert.match(rest.stdout, /pod\/urgent-\S+ patched/);
+    assert.match(rest.stdout, /^\s*2$/m, 'the rotated key file holds the new key and the old one');
   });
 });

@@ -1,0 +1,77 @@
+/**
+ * The resize state key as installed: every rendering of tollgate (kustomize base, with the
+ * persistent cache, the Helm chart with and without persistence, into another namespace)
+ * mounts the Secret `tollgate-resize-state-key` and points `TOLLGATE_RESIZE_STATE_KEY_FILE`
+ * at its `keys` file, so every replica seals and verifies resize state with the same key
+ * and a successor trusts what its predecessor wrote (docs/resize.md, "Sealed state"). The
+ * chart creates the Secret when it is absent, keeps it on uninstall and never in Git; the
+ * kustomize base leaves it to `kubectl create secret` (docs/install.md).
+ *
+ * Rendered by the real `kustomize` and `helm` (test/tools); no cluster needed.
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { helmTemplate, kustomizeOverlay, type Manifest } from './tools.ts';
+
+// Rendered YAML is untyped; these tests walk it as loosely typed data.
+/* eslint-disable @typescript-eslint/no-explicit-any */
+const secretName = 'tollgate-resize-state-key';
+
+const podSpecOf = (objects: Manifest[]): any => {
+  const workload = objects.find((o) => o.kind === 'Deployment' || o.kind === 'StatefulSet') as any;
+  assert.ok(workload, 'a Deployment or StatefulSet is rendered');
+  return workload.spec.template.spec;
+};
+
+/** The file TOLLGATE_RESIZE_STATE_KEY_FILE names, as the Secret's volume provides it. */
+function keyFileSource(objects: Manifest[]): { secret: string; key: string } | undefined {
+  const spec = podSpecOf(objects);
+  const container = spec.containers[0];
+  const file = container.env.find((e: any) => e.name === 'TOLLGATE_RESIZE_STATE_KEY_FILE')?.value;
+  if (typeof file !== 'string') return undefined;
+  const mount = container.volumeMounts.find((m: any) => file.startsWith(`${m.mountPath}/`));
+  if (!mount) return undefined;
+  assert.equal(mount.readOnly, true, 'the key is mounted read-only');
+  const volume = spec.volumes.find((v: any) => v.name === mount.name);
+  if (!volume?.secret) return undefined;
+  return { secret: volume.secret.secretName, key: file.slice(mount.mountPath.length + 1) };
+}
+
+const renderings: [string, () => Manifest[]][] = [
+  ['kustomize deploy/base', () => kustomizeOverlay()],
+  [
+    'kustomize with the persistent cache',
+    () => kustomizeOverlay({ components: ['persistent-cache'] }),
+  ],
+  ['kustomize into another namespace', () => kustomizeOverlay({ fields: { namespace: 'ops' } })],
+  ['helm with default values', () => helmTemplate()],
+  ['helm with persistence', () => helmTemplate({ set: ['persistence.enabled=true'] })],
+  ['helm into another namespace', () => helmTemplate({ namespace: 'ops' })],
+];
+
+describe('the resize state key, wherever tollgate is installed', () => {
+  for (const [name, render] of renderings) {
+    it(`${name}: every replica reads the key file of the Secret ${secretName}`, () => {
+      assert.deepEqual(keyFileSource(render()), { secret: secretName, key: 'keys' });
+    });
+  }
+
+  it('the chart creates the Secret when absent: a key of 64 characters, kept on uninstall', () => {
+    const secret = helmTemplate().find((o) => o.kind === 'Secret') as any;
+    assert.ok(secret, 'the chart renders the key Secret');
+    assert.equal(secret.metadata.name, secretName);
+    assert.equal(secret.metadata.annotations['helm.sh/resource-policy'], 'keep');
+    const keys = Buffer.from(secret.data.keys, 'base64').toString('utf8');
+    assert.match(keys, /^[A-Za-z0-9]{64}$/);
+  });
+
+  it('the chart leaves the Secret to the operator when told to (GitOps renders have no lookup)', () => {
+    const objects = helmTemplate({ set: ['resizeStateKey.create=false'] });
+    assert.equal(objects.filter((o) => o.kind === 'Secret').length, 0);
+    assert.deepEqual(keyFileSource(objects), { secret: secretName, key: 'keys' });
+  });
+
+  it('the kustomize base puts no key in Git: it renders no Secret at all', () => {
+    assert.equal(kustomizeOverlay().filter((o) => o.kind === 'Secret').length, 0);
+  });
+});
