@@ -5,7 +5,9 @@
  * Start order, each step only after the previous one succeeded:
  *  1. the HTTP server (/healthz, /readyz, /metrics) -- first, not last, so /readyz can
  *     say WHY the replica is not ready yet while the steps below run;
- *  2. policy: the first valid snapshot (none valid -> exit 1, nothing else started);
+ *  2. policy: the first valid snapshot (from Git, an older valid commit, or the saved last
+ *     good policy; with none, the replica stays up and not ready and polls again with
+ *     backoff, nothing else started);
  *  3. the cluster view, waiting for the initial sync;
  *  4. the audit writer (a remote that is down only queues commits);
  *  5. the dispatcher, fenced by the leader elector;
@@ -36,7 +38,14 @@ import { superviseLoops } from './run/loops.ts';
 import { startObservability, type StartedParts } from './run/observe.ts';
 import { PassWatchdog } from './observe/watchdog.ts';
 import { systemClock } from './lib/clock.ts';
-import { openPolicySource, readToken, restartRequiredEvent, tokenSource } from './run/policy.ts';
+import {
+  announcePolicyState,
+  openPolicySource,
+  readToken,
+  restartRequiredEvent,
+  tokenSource,
+  waitForPolicy,
+} from './run/policy.ts';
 import { startSweeps } from './run/sweeps.ts';
 import { connectCluster, createStaleGuards, startClusterView } from './run/view.ts';
 import {
@@ -150,7 +159,8 @@ async function openAuditTrail(
 
 /**
  * The parts in start order, each built by its own builder in src/run/ and tested there.
- * Returns 1 when no valid policy could be loaded (nothing after it started).
+ * Waits for a valid policy (nothing after it starts meanwhile); returns 0 when shut
+ * down while waiting.
  */
 async function start(
   config: RunConfig,
@@ -168,19 +178,22 @@ async function start(
   started('http', () => server.close());
   const kubeConfig = connectCluster(config);
   const token = readToken(config);
+  // tollgate's own Events: recorded from here on, written once this replica leads.
+  const { selfEvents, freshness } = createWritePathHealth(config, log);
 
-  // 2. Policy: the first valid snapshot, or nothing starts.
+  // 2. Policy: the first valid snapshot; nothing else starts before it.
   const policies = await openPolicySource(config, token, log);
   parts.policies = policies;
   started('policy', () => policies.stop());
-  const first = policies.current();
-  if (!first) {
-    log.fatal(
-      'no valid policy: see the errors above; the last good snapshot is kept only once there is one',
-    );
-    return 1;
-  }
-  log.info({ commit: first.commit }, 'policy loaded');
+  const announced = announcePolicyState(policies, selfEvents);
+  const first = await waitForPolicy(policies, {
+    signal: shutdown,
+    log,
+    onWaiting: announced.unavailable,
+  });
+  if (!first) return 0;
+  announced.started();
+  log.info({ commit: first.commit, from: policies.state().kind }, 'policy loaded');
 
   // 3. The cluster view, scoped by the policy, synced before anyone decides on it.
   const view = startClusterView({ kubeConfig, policies, first, log });
@@ -203,7 +216,6 @@ async function start(
   const elector = createLeaderElector(config, kubeConfig, log);
   audit.setFence(elector.fence);
   const termWrites = new TermWrites();
-  const { selfEvents, freshness } = createWritePathHealth(config, log);
   parts.freshness = freshness;
   const dispatcher = createRunDispatcher({
     config,
@@ -243,6 +255,7 @@ async function start(
     watchdog,
     log,
   });
+  elector.onStartedLeading(() => announced.leading());
   elector.start();
   started('leader election', () => elector.stop());
   started('loops', () => loops.close());

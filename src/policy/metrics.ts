@@ -35,6 +35,12 @@ export const policyHeadInvalid = new Gauge({
   registers: [registry],
 });
 
+export const policySavedInForce = new Gauge({
+  name: 'tollgate_policy_saved_in_force',
+  help: 'Whether the policy in force was read from the saved last good policy on disk (1) because no commit of the policy location could be put in force at start (Git unreachable, no valid commit); 0 once a commit from Git is in force.',
+  registers: [registry],
+});
+
 export const policyRestartRequired = new Gauge({
   name: 'tollgate_policy_restart_required',
   help: 'Whether the policy in force changes settings that take effect only at restart (cluster name, audit mode and batch): 1 until a restart or a revert.',

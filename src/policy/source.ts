@@ -17,12 +17,20 @@
  * newest commit is rejected (alert on it), 0 once it is in force. A folder source has
  * no history: it starts only from valid content.
  *
+ * With `savedPolicyFile` (tollgate run: in the Git cache folder), every policy put in force
+ * from Git is also saved there (last-good.ts: files, commit id, approval merge times, a
+ * digest). A source that has no policy after its first poll (the server down, HEAD and
+ * its searched history invalid) starts from the saved copy when it is one of this
+ * location and its digest holds; `tollgate_policy_saved_in_force` is 1 until a commit
+ * fetched from Git goes in force. `state()` says where the policy in force came from, or
+ * why there is none.
+ *
  * Polls never overlap: a poll that is still running when the timer fires is awaited,
  * not duplicated. Time comes from injected timers so tests drive the interval.
  */
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { createHash } from 'node:crypto';
 import type { Clock } from '../lib/clock.ts';
 import { systemTimers, type Timers } from '../lib/timers.ts';
@@ -41,10 +49,12 @@ import {
 } from './load.ts';
 import type { Policy } from './model.ts';
 import { FirstSeen, withApprovalTimes } from './approval-times.ts';
+import { decodeSavedPolicy, encodeSavedPolicy } from './last-good.ts';
 import {
   policyHeadInvalid,
   policyLastLoadTimestamp,
   policyLoadErrorsTotal,
+  policySavedInForce,
   setPolicyCommitInForce,
 } from './metrics.ts';
 
@@ -72,6 +82,11 @@ export interface PolicySourceOptions {
   readonly allowInsecureHttp?: boolean;
   /** Commits walked back from an invalid HEAD at start-up (default 50). */
   readonly historyDepth?: number;
+  /**
+   * Where the last good policy of a Git location is saved, and read from at start when
+   * no commit of the location can be put in force (see the module comment).
+   */
+  readonly savedPolicyFile?: string;
   /** Deadline of one off-thread parse (default 20 s, see parse-off-thread.ts). */
   readonly parseTimeoutMs?: number;
   /**
@@ -90,6 +105,17 @@ export type PollOutcome =
   | { readonly kind: 'unchanged'; readonly commit: string }
   | { readonly kind: 'rejected'; readonly commit: string; readonly errors: readonly PolicyError[] }
   | { readonly kind: 'fetch-failed'; readonly error: PolicyFetchError };
+
+/**
+ * Where the policy in force came from: `fetched` (the newest commit, or a later valid one
+ * while a newer is rejected), `history` (HEAD invalid at start: its newest valid
+ * ancestor), `saved` (read from `savedPolicyFile`: nothing in Git could be put in force);
+ * or `none` yet. `why`: the reason behind `history`, `saved` and `none`.
+ */
+export type PolicyState =
+  | { readonly kind: 'fetched'; readonly commit: string }
+  | { readonly kind: 'history' | 'saved'; readonly commit: string; readonly why: string }
+  | { readonly kind: 'none'; readonly why: string };
 
 export type PolicyListener = (policy: Policy) => void;
 export type RejectedListener = (commit: string, errors: readonly PolicyError[]) => void;
@@ -147,6 +173,9 @@ export class PolicySource {
   readonly #parseTimeoutMs: number | undefined;
   readonly #parseOn: 'worker' | 'caller';
   readonly #historyDepth: number;
+  readonly #savedPolicyFile: string | undefined;
+  #savedTried = false;
+  #state: PolicyState = { kind: 'none', why: 'the policy has not been read yet' };
   #current: Policy | undefined;
   /** Last commit evaluated (good or bad), so an unchanged location costs no parse. */
   #lastSeen: string | undefined;
@@ -166,6 +195,7 @@ export class PolicySource {
     this.#parseTimeoutMs = options.parseTimeoutMs;
     this.#parseOn = options.parseOn ?? 'worker';
     this.#historyDepth = options.historyDepth ?? 50;
+    this.#savedPolicyFile = options.savedPolicyFile;
     if (isGitUrl(options.location)) {
       const token = tokenSourceOf(options);
       const cacheDir =
@@ -195,6 +225,11 @@ export class PolicySource {
   /** The policy in force, or undefined before the first good load. */
   current(): Policy | undefined {
     return this.#current;
+  }
+
+  /** Where the policy in force came from, or why there is none. */
+  state(): PolicyState {
+    return this.#state;
   }
 
   /** The outcome of the last poll. */
@@ -306,6 +341,8 @@ export class PolicySource {
         { location: this.location, kind: fetchError.kind, err: fetchError.message },
         'policy fetch failed; the last good policy stays in force',
       );
+      if (this.#current === undefined)
+        await this.#withoutPolicy(`the policy could not be fetched: ${fetchError.message}`);
       return (this.#lastOutcome = { kind: 'fetch-failed', error: fetchError });
     }
     policyLastLoadTimestamp.set(this.#clock.now() / 1000);
@@ -321,7 +358,10 @@ export class PolicySource {
     try {
       result = await this.#load(read.files, read.commit);
     } catch (error) {
-      return (this.#lastOutcome = this.#parseFailed(read.commit, error));
+      const outcome = (this.#lastOutcome = this.#parseFailed(read.commit, error));
+      if (this.#current === undefined && outcome.kind === 'fetch-failed')
+        await this.#withoutPolicy(`the policy could not be parsed: ${outcome.error.message}`);
+      return outcome;
     }
     const errors = [...read.errors, ...(result.ok ? [] : result.errors)];
     if (!result.ok || errors.length > 0) {
@@ -339,11 +379,84 @@ export class PolicySource {
       for (const listener of this.#rejectedListeners)
         this.#notify(() => listener(read.commit, errors));
       if (this.#current === undefined) await this.#lastGoodFromHistory(read.commit);
+      if (this.#current === undefined)
+        await this.#withoutPolicy(rejectedWhy(read.commit, errors, this.#historyDepth));
       return (this.#lastOutcome = { kind: 'rejected', commit: read.commit, errors });
     }
     policyHeadInvalid.set(0);
-    this.#apply(await this.#dated(result.policy, read.commit, read.files), read.commit);
+    this.#apply(await this.#dated(result.policy, read.commit, read.files), read.commit, {
+      kind: 'fetched',
+      files: read.files,
+    });
     return (this.#lastOutcome = { kind: 'applied', commit: read.commit });
+  }
+
+  /**
+   * Nothing in Git could be put in force: the saved last good policy, once per process,
+   * when there is one for this location that holds; else no policy, and why.
+   */
+  async #withoutPolicy(why: string): Promise<void> {
+    const savedNote = await this.#fromSavedPolicy(why);
+    if (this.#current !== undefined) return;
+    this.#state = { kind: 'none', why: savedNote ? `${why}; ${savedNote}` : why };
+  }
+
+  #savedProblem: string | undefined;
+
+  /** Puts the saved policy in force; returns why not (undefined without a saved file). */
+  async #fromSavedPolicy(why: string): Promise<string | undefined> {
+    const file = this.#savedPolicyFile;
+    if (file === undefined || !this.#reader) return undefined;
+    if (this.#savedTried) return this.#savedProblem;
+    this.#savedTried = true;
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? 'error';
+      return (this.#savedProblem = `no saved policy to start from (${file}: ${code})`);
+    }
+    const saved = decodeSavedPolicy(text, this.location);
+    const result = 'problem' in saved ? undefined : await this.#load(saved.files, saved.commit);
+    if ('problem' in saved || !result?.ok) {
+      const problem = 'problem' in saved ? saved.problem : 'it no longer validates';
+      this.#savedProblem = `the saved policy ${file} is refused: ${problem}`;
+      this.#logger.error({ location: this.location, file, problem }, this.#savedProblem);
+      return this.#savedProblem;
+    }
+    const policy = await withApprovalTimes(result.policy, (approvalFile) =>
+      Promise.resolve(saved.approvalsMergedAt[approvalFile]),
+    );
+    this.#logger.warn(
+      { location: this.location, commit: saved.commit, file, why },
+      'no commit of the policy location can be put in force; running the saved last good policy until one can',
+    );
+    this.#apply(policy, saved.commit, { kind: 'saved', why });
+    return undefined;
+  }
+
+  /** Saves the policy in force (a Git commit) for the next start; a failure only warns. */
+  #save(policy: Policy, commit: string, files: readonly PolicyFile[]): void {
+    const file = this.#savedPolicyFile;
+    if (file === undefined || !this.#reader) return;
+    const approvalsMergedAt: Record<string, number> = {};
+    for (const approval of policy.approvals)
+      if (approval.mergedAt !== undefined)
+        approvalsMergedAt[approval.source.file] = approval.mergedAt;
+    try {
+      mkdirSync(dirname(file), { recursive: true });
+      const temporary = `${file}.${process.pid}.tmp`;
+      writeFileSync(
+        temporary,
+        encodeSavedPolicy({ location: this.location, commit, files, approvalsMergedAt }),
+      );
+      renameSync(temporary, file);
+    } catch (error) {
+      this.#logger.warn(
+        { file, err: error instanceof Error ? error.message : String(error) },
+        'cannot save the policy in force; a restart while Git is unreachable will have no policy',
+      );
+    }
   }
 
   #load(files: readonly PolicyFile[], commit: string): Promise<PolicyResult> {
@@ -371,8 +484,21 @@ export class PolicySource {
     });
   }
 
-  #apply(policy: Policy, commit: string): void {
+  #apply(
+    policy: Policy,
+    commit: string,
+    origin:
+      | { kind: 'fetched'; files: readonly PolicyFile[] }
+      | { kind: 'history'; files: readonly PolicyFile[]; why: string }
+      | { kind: 'saved'; why: string },
+  ): void {
     this.#current = policy;
+    this.#state =
+      origin.kind === 'fetched'
+        ? { kind: 'fetched', commit }
+        : { kind: origin.kind, commit, why: origin.why };
+    policySavedInForce.set(origin.kind === 'saved' ? 1 : 0);
+    if (origin.kind !== 'saved') this.#save(policy, commit, origin.files);
     setPolicyCommitInForce(commit);
     this.#logger.info({ location: this.location, commit }, 'policy in force');
     for (const listener of this.#policyListeners) this.#notify(() => listener(policy));
@@ -396,7 +522,11 @@ export class PolicySource {
           { location: this.location, head, commit, commitsBack: index + 1 },
           'policy HEAD is invalid; running the newest valid commit of its history until HEAD is fixed',
         );
-        this.#apply(await this.#dated(result.policy, commit, tree.files), commit);
+        this.#apply(await this.#dated(result.policy, commit, tree.files), commit, {
+          kind: 'history',
+          files: tree.files,
+          why: `HEAD ${head.slice(0, 12)} is invalid; its newest valid ancestor, ${index + 1} commits back, is in force`,
+        });
         return;
       }
       this.#logger.error(
@@ -414,4 +544,11 @@ export class PolicySource {
       );
     }
   }
+}
+
+/** Why a rejected HEAD left no policy: the commit, its first error, the history searched. */
+function rejectedWhy(commit: string, errors: readonly PolicyError[], depth: number): string {
+  const first = errors[0] ? `: ${formatPolicyError(errors[0])}` : '';
+  const more = errors.length > 1 ? ` (and ${errors.length - 1} more)` : '';
+  return `policy commit ${commit.slice(0, 12)} is invalid${first}${more}, and no valid commit was found in the ${depth} before it`;
 }

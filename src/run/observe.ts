@@ -14,12 +14,18 @@ import { policyResizeSupport } from '../decide/resize-features.ts';
 
 /** Filled in as the parts start; read by the readiness checks meanwhile. */
 export interface StartedParts {
-  policies?: Pick<PolicyFeed, 'current'>;
+  policies?: Pick<PolicyFeed, 'current'> & Partial<Pick<PolicyFeed, 'state'>>;
   view?: Pick<LiveClusterView, 'synced'> & Partial<Pick<LiveClusterView, 'nodes'>>;
   /** Which loop pass, if any, runs past its limit. */
   watchdog?: Pick<PassWatchdog, 'wedged'>;
   /** Whether the stale-guard can establish freshness (live reads answer). */
   freshness?: Pick<FreshnessHealth, 'degraded'>;
+}
+
+/** Why there is no policy yet: the source's reason (fetch failed, commit invalid, ...). */
+function noPolicyReason(parts: StartedParts): string {
+  const state = parts.policies?.state?.();
+  return state && 'why' in state ? `no valid policy: ${state.why}` : 'no valid policy loaded yet';
 }
 
 /** A wedged loop pass, with the reason; not listed while no pass is over its limit. */
@@ -38,7 +44,7 @@ export function livenessChecks(parts: StartedParts): HealthChecks {
  */
 export function readinessChecks(parts: StartedParts): HealthChecks {
   return {
-    policy: () => (parts.policies?.current() ? undefined : 'no valid policy loaded yet'),
+    policy: () => (parts.policies?.current() ? undefined : noPolicyReason(parts)),
     'cluster-view': () =>
       parts.view === undefined
         ? 'cluster view not started'

@@ -1,16 +1,26 @@
 /**
  * Part 2 of `tollgate run`: the policy source (src/policy/source.ts) for a folder or a
  * Git repository, and the Git token it (and the audit) authenticate with.
+ *
+ * Start-up never exits for want of a policy: the source falls back to the newest valid
+ * commit of history, then to the last good policy saved in the Git cache folder; with
+ * none of them the replica stays up, not ready (/readyz says why), and polls again with
+ * backoff (`waitForPolicy`) until a valid commit can be read. What it started from is
+ * announced as Events on tollgate's Lease (`announcePolicyState`): StartedFromLastGoodPolicy,
+ * PolicyUnavailable, and PolicyCommitRefused for every rejected commit.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RunConfig } from '../cli/run-config.ts';
 import type { ControllerEvents } from './writes.ts';
+import type { EventRecord } from '../cluster/events.ts';
 import type { Logger } from '../observe/log.ts';
 import { tokenFromFile, type TokenSource } from '../policy/credentials.ts';
 import { formatPolicyError } from '../policy/errors.ts';
 import type { Policy } from '../policy/model.ts';
-import { PolicySource } from '../policy/source.ts';
+import type { PolicyError } from '../policy/errors.ts';
+import { PolicySource, type PolicyState } from '../policy/source.ts';
+import { systemTimers, type Timers } from '../lib/timers.ts';
 
 /** What `tollgate run` needs from a policy source. */
 export interface PolicyFeed {
@@ -20,6 +30,10 @@ export interface PolicyFeed {
   onPolicy(listener: (policy: Policy) => void): void;
   /** Fetch and compile now; an invalid result keeps the last good snapshot. */
   refresh(): Promise<void>;
+  /** Where the snapshot in force came from, or why there is none. */
+  state(): PolicyState;
+  /** Called with each rejected commit (the last good snapshot stays in force). */
+  onRejected(listener: (commit: string, errors: readonly PolicyError[]) => void): void;
   stop(): Promise<void>;
 }
 
@@ -83,6 +97,7 @@ export async function openPolicySource(
     ...(tokenFile !== undefined ? { tokenFile } : token === undefined ? {} : { token }),
     allowInsecureHttp: config.git.allowInsecureHttp === true,
     cacheDir: join(config.git.cacheDir, 'policy'),
+    savedPolicyFile: join(config.git.cacheDir, 'policy-last-good.json'),
     logger: log,
   });
   const first = await source.poll();
@@ -96,7 +111,120 @@ export async function openPolicySource(
     current: () => source.current(),
     onPolicy: (listener) => void source.onPolicy(listener),
     refresh: async () => void (await source.poll()),
+    state: () => source.state(),
+    onRejected: (listener) => void source.onRejected(listener),
     stop: async () => source.stop(),
+  };
+}
+
+/** Delays between polls while there is no policy: doubling from `firstMs` up to `maxMs`. */
+export interface PolicyBackoff {
+  readonly firstMs: number;
+  readonly maxMs: number;
+}
+export const policyBackoff: PolicyBackoff = { firstMs: 1_000, maxMs: 60_000 };
+
+/** The n-th delay (0-based) of the backoff. */
+export function backoffDelay(backoff: PolicyBackoff, attempt: number): number {
+  return Math.min(backoff.maxMs, backoff.firstMs * 2 ** Math.min(attempt, 30));
+}
+
+/**
+ * The first policy: at once when the source has one, else polled again with backoff until
+ * it has (each failed attempt logged with why and when the next is); undefined when
+ * `signal` aborts first (a shutdown while waiting).
+ */
+export async function waitForPolicy(
+  feed: Pick<PolicyFeed, 'current' | 'refresh' | 'state'>,
+  options: {
+    signal: AbortSignal;
+    log: Logger;
+    timers?: Timers;
+    backoff?: PolicyBackoff;
+    onWaiting?: (why: string) => void;
+  },
+): Promise<Policy | undefined> {
+  const timers = options.timers ?? systemTimers;
+  const backoff = options.backoff ?? policyBackoff;
+  for (let attempt = 0; !feed.current(); attempt += 1) {
+    if (options.signal.aborted) return undefined;
+    const state = feed.state();
+    const why = 'why' in state ? state.why : 'no policy yet';
+    const delayMs = backoffDelay(backoff, attempt);
+    options.log.error(
+      { why, attempt: attempt + 1, nextAttemptMs: delayMs },
+      'no valid policy to run: staying up, not ready, and reading the policy again',
+    );
+    if (attempt === 0) options.onWaiting?.(why);
+    if (!(await sleep(timers, delayMs, options.signal))) return undefined;
+    await feed.refresh();
+  }
+  return feed.current();
+}
+
+/** Resolves true after `ms`, or false as soon as `signal` aborts. */
+function sleep(timers: Timers, ms: number, signal: AbortSignal): Promise<boolean> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve(false);
+    const onAbort = (): void => {
+      timers.clear(handle);
+      resolve(false);
+    };
+    const handle = timers.set(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve(true);
+    }, ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/**
+ * Events on tollgate's Lease about the policy in force: PolicyUnavailable when a replica
+ * had to wait without one, StartedFromLastGoodPolicy when it runs on a saved copy or an
+ * older commit of history, PolicyCommitRefused once per rejected commit (the last good
+ * policy keeps running). Written like every Event of tollgate's own, by the leader
+ * through the dispatcher: what happened at start is recorded when the replica's first
+ * term begins (`leading`), since a replica without a term cannot write.
+ */
+export function announcePolicyState(
+  feed: Pick<PolicyFeed, 'state' | 'onRejected'>,
+  selfEvents: Pick<ControllerEvents, 'record'>,
+): { unavailable: (why: string) => void; started: () => void; leading: () => void } {
+  const atStart: EventRecord[] = [];
+  const refused = new Set<string>();
+  feed.onRejected((commit, errors) => {
+    if (refused.has(commit)) return;
+    refused.add(commit);
+    const first = errors[0] ? `: ${formatPolicyError(errors[0])}` : '';
+    const more = errors.length > 1 ? ` (and ${errors.length - 1} more)` : '';
+    selfEvents.record({
+      type: 'Warning',
+      reason: 'PolicyCommitRefused',
+      action: 'RefusePolicy',
+      note: `policy commit ${commit.slice(0, 12)} is invalid${first}${more}; the last good policy stays in force`,
+    });
+  });
+  return {
+    unavailable: (why) =>
+      void atStart.push({
+        type: 'Warning',
+        reason: 'PolicyUnavailable',
+        action: 'WaitForPolicy',
+        note: `no valid policy to run, this replica stays not ready and reads the policy again with backoff: ${why}`,
+      }),
+    started: () => {
+      const state = feed.state();
+      if (state.kind !== 'saved' && state.kind !== 'history') return;
+      atStart.push({
+        type: 'Warning',
+        reason: 'StartedFromLastGoodPolicy',
+        action: 'StartFromLastGood',
+        note: `started from ${state.kind === 'saved' ? 'the saved last good policy' : 'an older commit of the policy history'}, commit ${state.commit.slice(0, 12)}: ${state.why}`,
+      });
+    },
+    leading: () => {
+      for (const event of atStart.splice(0)) selfEvents.record(event);
+    },
   };
 }
 
