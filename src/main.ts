@@ -47,6 +47,7 @@ import {
   waitForPolicy,
 } from './run/policy.ts';
 import { startSweeps } from './run/sweeps.ts';
+import { watchResizeStateKey } from './run/resize-key.ts';
 import { connectCluster, createStaleGuards, startClusterView } from './run/view.ts';
 import {
   closeEvents,
@@ -255,7 +256,16 @@ async function start(
     watchdog,
     log,
   });
-  elector.onStartedLeading(() => announced.leading());
+  const resizeStateKeyAtTerm = watchResizeStateKey(
+    config.resize.stateKeyFile,
+    () => policies.current()?.resizePolicies.length ?? 0,
+    (event) => selfEvents.record(event),
+    log,
+  );
+  elector.onStartedLeading(() => {
+    announced.leading();
+    resizeStateKeyAtTerm();
+  });
   elector.start();
   started('leader election', () => elector.stop());
   started('loops', () => loops.close());
