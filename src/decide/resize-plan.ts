@@ -202,11 +202,10 @@ function decision(
   const uid = meta.uid ?? '';
   const resourceVersion = meta.resourceVersion ?? '';
   return {
-    // A record without a write can repeat on one resourceVersion (Defer re-checks), so
-    // its id carries the time; a write happens at most once per resourceVersion.
-    id: writes
-      ? `resize:${kind}:${uid}:${resourceVersion}`
-      : `resize:${kind}:${uid}:${resourceVersion}:${now}`,
+    // Every id carries the time: a record without a write repeats on one resourceVersion
+    // (Defer re-checks), and so does a write whose intent was never pushed (strict audit:
+    // the writer records it cancelled and the next pass decides it again).
+    id: `resize:${kind}:${uid}:${resourceVersion}:${now}`,
     at: now,
     loop: 'resize',
     kind,

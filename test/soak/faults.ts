@@ -76,6 +76,7 @@ export class Chaos {
       'replica-sigstop': (f) => this.#pauseLeader(f),
       'apiserver-restart': () => this.#restartApiServer(),
       'api-throttled': (f) => this.#throttleApiServer(f),
+      'etcd-compaction': (f) => this.#compactEtcd(f),
       'git-down': (f) => this.#proxyFault('Git server', this.#parts.gitProxy, { kind: 'down' }, f),
       'git-slow': (f) =>
         this.#proxyFault(
@@ -130,6 +131,45 @@ export class Chaos {
     this.note('kube-apiserver restarting');
     await this.#parts.cp.restartApiServer();
     this.note('kube-apiserver ready again');
+  }
+
+  /**
+   * A watch expired by compaction, for real: the standby is paused (its watches fall
+   * behind while the load goes on), etcd is compacted at its current revision and
+   * kube-apiserver restarted (its watch cache starts after the compaction), then the
+   * standby resumes and watches from a revision that no longer exists: 410 Gone, relist.
+   * Whether its informers did relist after a 410 is read from its own metrics.
+   */
+  async #compactEtcd(fault: Fault): Promise<void> {
+    const holder = await leaseHolder(this.#parts.admin);
+    const replicas = this.#parts.replicas;
+    const replica =
+      replicas.find((r) => r.identity !== holder) ?? replicas[fault.pick % replicas.length]!;
+    const began = Date.now();
+    const goneBefore = await replica.goneRelists();
+    this.note(`SIGSTOP ${replica.identity} (its watches fall behind) for ${fault.holdMs} ms`);
+    replica.signal('SIGSTOP');
+    await sleep(fault.holdMs / 4);
+    const revision = await this.#parts.cp.compactEtcd();
+    this.note(`etcd compacted at revision ${revision}; kube-apiserver restarting`);
+    await this.#parts.cp.restartApiServer();
+    this.note('kube-apiserver ready again (its watch cache begins after the compaction)');
+    await sleep(Math.max(0, began + fault.holdMs - Date.now()));
+    replica.signal('SIGCONT');
+    this.note(`SIGCONT ${replica.identity}`);
+    const gone = await this.#goneSince(replica, goneBefore);
+    this.note(`${replica.identity}: ${gone} informer relists after 410 Gone since the pause`);
+  }
+
+  /** Relists after 410 a replica reports above `before`, once it shows any (30 s at most). */
+  async #goneSince(replica: Replica, before: number | undefined): Promise<number | string> {
+    if (before === undefined) return 'unknown (no metrics before the pause)';
+    for (let waited = 0; waited < 30_000; waited += 1000) {
+      const now = await replica.goneRelists();
+      if (now !== undefined && now > before) return now - before;
+      await sleep(1000);
+    }
+    return 0;
   }
 
   async #throttleApiServer(fault: Fault): Promise<void> {

@@ -168,6 +168,24 @@ export class Replica {
     clearTimeout(timer);
   }
 
+  /**
+   * How often this process's informers relisted after 410 Gone (the sum over resources of
+   * tollgate_informer_restarts_total{reason="gone"}), or undefined when it cannot answer.
+   */
+  async goneRelists(): Promise<number | undefined> {
+    if (!this.running) return undefined;
+    const text = await fetch(`${this.url}/metrics`, { signal: AbortSignal.timeout(3000) })
+      .then((r) => r.text())
+      .catch(() => undefined);
+    if (text === undefined) return undefined;
+    return text
+      .split('\n')
+      .filter(
+        (l) => l.startsWith('tollgate_informer_restarts_total{') && l.includes('reason="gone"'),
+      )
+      .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+  }
+
   /** One sample, or undefined while the replica cannot answer (killed, paused). */
   async sample(): Promise<MemorySample | undefined> {
     if (!this.running) return undefined;

@@ -23,7 +23,7 @@ export const faultKinds = [
   'node-failure',
 ] as const;
 /** Kinds only `--all-faults` adds (kept out of the default schedule, so seeds keep their schedules). */
-export const extraFaultKinds = ['api-throttled'] as const;
+export const extraFaultKinds = ['api-throttled', 'etcd-compaction'] as const;
 export type FaultKind = (typeof faultKinds)[number] | (typeof extraFaultKinds)[number];
 
 type Group = 'process' | 'apiserver' | 'git' | 'prometheus' | 'policy' | 'pods' | 'nodes';
@@ -44,6 +44,7 @@ export const kindSpecs: Readonly<Record<FaultKind, KindSpec>> = {
   'replica-sigstop': { group: 'process', holdMs: shippedLeaseMs + 5_000 },
   'apiserver-restart': { group: 'apiserver', holdMs: 0 },
   'api-throttled': { group: 'apiserver', holdMs: 30_000 },
+  'etcd-compaction': { group: 'apiserver', holdMs: 20_000 },
   'git-down': { group: 'git', holdMs: 60_000 },
   'git-slow': { group: 'git', holdMs: 30_000 },
   'audit-push-race': { group: 'git', holdMs: 0 },

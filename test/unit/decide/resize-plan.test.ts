@@ -264,7 +264,7 @@ test('a resize writes its state annotation first, then the resize, with last goo
   assert.deepEqual(state.direction, { cpu: 'up', memory: 'up' });
   const d = p.decisions[0];
   assert.equal(d?.outcome.result, 'pending');
-  assert.equal(d?.id, 'resize:Resize:uid-web-0:100');
+  assert.equal(d?.id, `resize:Resize:uid-web-0:100:${now}`);
   assert.ok(
     d?.inputs.some((i) => i.condition === 'signal:queue' && i.met),
     'the signal value is an input',
@@ -274,6 +274,17 @@ test('a resize writes its state annotation first, then the resize, with last goo
     'the target is an input',
   );
   assert.ok(p.writes.every((w) => w.decisionId === d?.id));
+});
+
+test('a resize decided again on the same resourceVersion is a new decision (its first intent was not pushed, so its write never went and its outcome is recorded cancelled)', () => {
+  const first = plan({ pod: web().obj(), readings: high });
+  const again = plan({ pod: web().obj(), readings: high, now: now + 15_000 });
+  const ids = [first, again].map((p) => p.decisions.map((d) => d.id));
+  assert.deepEqual(ids, [
+    [`resize:Resize:uid-web-0:100:${now}`],
+    [`resize:Resize:uid-web-0:100:${now + 15_000}`],
+  ]);
+  assert.ok(again.writes.every((w) => w.decisionId === again.decisions[0]?.id));
 });
 
 test('a pod-level budget is resized through spec.resources', () => {
