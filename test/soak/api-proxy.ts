@@ -73,6 +73,11 @@ export async function startThrottlingProxy(upstream: string): Promise<Throttling
       (answer) => {
         res.writeHead(answer.statusCode ?? 502, answer.headers);
         answer.pipe(res);
+        // An answer cut short (kube-apiserver killed mid-watch) cuts the replica's answer
+        // too: pipe() alone would leave the replica's watch open and silent.
+        answer.on('close', () => {
+          if (!answer.complete) res.destroy();
+        });
       },
     );
     forwarded.on('error', () => res.destroy());
