@@ -62,6 +62,19 @@ export const auditDroppedTotal = new Counter({
   registers: [registry],
 });
 
+export const auditLeftoversDroppedTotal = new Counter({
+  name: 'tollgate_audit_leftover_records_dropped_total',
+  help: 'Records of commits left unpushed by an earlier term or process that were not pushed because the remote already records them (another leader closed those intents meanwhile); a contradicting outcome is kept as a correction record.',
+  registers: [registry],
+});
+
+export const auditRecoveryPending = new Gauge({
+  name: 'tollgate_audit_recovery_pending',
+  help: "1 while the leader's term-start recovery of open intents has not succeeded (the audit remote unreachable or refusing pushes); retried with backoff within the term.",
+  registers: [registry],
+});
+auditRecoveryPending.set(0);
+
 /** Every live writer reports its backlog; the gauge sums them at scrape time. */
 const backlogSources = new Set<{ readonly backlog: number }>();
 

@@ -398,6 +398,25 @@ export class AuditRepo implements Repo {
     }
   }
 
+  /** A blob of the clone as text (a leftover commit's file). */
+  async readText(oid: string): Promise<string> {
+    const { blob } = await git.readBlob({ fs, gitdir: this.gitdir, oid, cache: this.cache });
+    return Buffer.from(blob).toString('utf8');
+  }
+
+  /**
+   * Moves the local branch to the remote-tracking tip, leaving the commits it held
+   * unreachable (pruned by the next maintenance): the writer then commits their planned
+   * replay (leftovers.ts). No tip (the remote has no branch yet): the local branch goes.
+   */
+  async resetToRemote(): Promise<void> {
+    const tip = await this.trackingTip();
+    if (tip === undefined)
+      await git.deleteRef({ fs, gitdir: this.gitdir, ref: this.#localRef }).catch(() => undefined);
+    else
+      await git.writeRef({ fs, gitdir: this.gitdir, ref: this.#localRef, value: tip, force: true });
+  }
+
   /** Local commits not yet on the remote, oldest first. */
   async unpushed(): Promise<LocalCommit[]> {
     const remoteTip = await this.trackingTip();

@@ -22,6 +22,14 @@ export interface AuditSink {
    * from (undefined when the sink keeps none). Rejects while leftovers cannot be pushed.
    */
   reconcile?(): Promise<AuditSource | undefined>;
+  /**
+   * A leader term begins / its recovery is done: in between, the sink remembers the
+   * intents it commits, so a recovery retried later in the term leaves the term's own
+   * intents to the loops that sent them (`recordedThisTerm`).
+   */
+  beginTerm?(): void;
+  endTerm?(): void;
+  recordedThisTerm?(id: string): boolean;
   /** Decisions not yet pushed (for metrics and /readyz). */
   readonly backlog: number;
   close(): Promise<void>;

@@ -99,6 +99,16 @@ const outcomeResults: ReadonlySet<string> = new Set([
   'unknown',
 ]);
 
+/** A correction record (leftovers.ts) saying the write did succeed, whatever recovery recorded. */
+function correctedToSucceeded(record: AuditRecord): boolean {
+  if (record.phase !== 'record') return false;
+  return record.inputs.some(
+    (input) =>
+      input.condition === 'OutcomeCorrection' &&
+      (input.value as { actual?: { result?: unknown } } | null)?.actual?.result === 'succeeded',
+  );
+}
+
 interface SeenOutcome {
   readonly commit: string;
   readonly record: Located;
@@ -239,7 +249,7 @@ export class TrailVerifier {
     if (record.loop === 'gate-release') this.#decidedByGateRelease.add(record.target.uid);
     if (
       (((record.kind === 'Release' || record.kind === 'Expire') &&
-        record.outcome.result === 'succeeded') ||
+        (record.outcome.result === 'succeeded' || correctedToSucceeded(record))) ||
         record.kind === 'BreakGlass') && // released by hand, recorded at a term start
       this.#ungated.has(record.target.uid)
     )

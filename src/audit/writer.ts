@@ -37,11 +37,13 @@ import {
   OpenIntents,
   serializeCheckpoint,
 } from './checkpoint.ts';
+import { planLeftovers, readLeftovers, remoteRecords } from './leftovers.ts';
 import { commitMessage } from './message.ts';
 import {
   auditCommitsTotal,
   auditDecisionsTotal,
   auditDroppedTotal,
+  auditLeftoversDroppedTotal,
   trackBacklog,
 } from './metrics.ts';
 import {
@@ -54,7 +56,12 @@ import {
 } from './record.ts';
 import { repoSource, type AuditSource } from './reader.ts';
 import { openIntents } from './recover.ts';
-import { AuditHistoryRewrittenError, AuditRepo, type RetryOptions } from './repo.ts';
+import {
+  AuditHistoryRewrittenError,
+  AuditRepo,
+  type LocalCommit,
+  type RetryOptions,
+} from './repo.ts';
 import type { SshSigner } from './sign.ts';
 import type { AuditSink } from './types.ts';
 
@@ -218,6 +225,15 @@ export class GitAuditWriter implements AuditSink {
   #open: OpenIntents | undefined;
   #commitsSinceCheckpoint = 0;
   readonly #checkpointEvery: number;
+  /**
+   * Commits an earlier process or term left unpushed: another leader may have closed
+   * their intents meanwhile, so they are planned against the remote (leftovers.ts)
+   * before anything is pushed.
+   */
+  #leftovers = false;
+  /** Intents this process committed since `beginTerm` (recovery leaves them to their loops). */
+  readonly #termIntents = new Set<string>();
+  #trackingTermIntents = false;
 
   constructor(options: AuditWriterOptions) {
     this.#store = options.store;
@@ -308,6 +324,7 @@ export class GitAuditWriter implements AuditSink {
     this.#unpushed = left.reduce((sum, commit) => sum + commit.decisions, 0);
     this.#unpushedCommits = left.length;
     if (left.length > 0 && !pushNow) {
+      this.#leftovers = true;
       this.#logger.info(
         { commits: left.length, decisions: this.#unpushed },
         'audit commits left unpushed by a previous run; pushed at the start of the next term',
@@ -392,6 +409,7 @@ export class GitAuditWriter implements AuditSink {
     const run = this.#chain.then(async () => {
       if (sync) await sync();
       await this.#checkAnchor();
+      await this.#replayLeftovers();
       const left = await this.#store.unpushed();
       this.#unpushed = left.reduce((sum, commit) => sum + commit.decisions, 0);
       this.#unpushedCommits = left.length;
@@ -589,10 +607,12 @@ export class GitAuditWriter implements AuditSink {
     }
     if (!failure && this.#fence()) failure = await this.#checkpointIfDue();
     if (this.#unpushedCommits > 0 && !failure && !this.#fence()) {
+      this.#leftovers = true;
       failure = new AuditNotLeaderError(`${this.#unpushed} decisions kept local, not pushed`);
       this.#logger.warn({ backlog: this.backlog }, failure.message);
     } else if (this.#unpushedCommits > 0 && !failure) {
       try {
+        await this.#replayLeftovers();
         await this.#store.push();
         this.#unpushed = 0;
         this.#unpushedCommits = 0;
@@ -612,6 +632,81 @@ export class GitAuditWriter implements AuditSink {
     if (waiters.length > 0) this.#settle(waiters, failure, committedIntents);
     this.#arm();
     return failure;
+  }
+
+  /**
+   * Leftovers (see #leftovers) are planned against the remote before they are pushed:
+   * what the remote already records is dropped (logged, counted in
+   * tollgate_audit_leftover_records_dropped_total), an outcome that contradicts the
+   * remote's becomes a correction record, the rest is committed again on the remote tip.
+   * Rejects while the remote cannot be read (the leftovers stay, nothing is pushed).
+   */
+  async #replayLeftovers(): Promise<void> {
+    const repo = this.#store;
+    if (!this.#leftovers) return;
+    if (repo instanceof AuditRepo) {
+      await repo.fetch();
+      const left = await repo.unpushed();
+      if (left.length > 0) await this.#replay(repo, left);
+    }
+    this.#leftovers = false;
+  }
+
+  async #replay(repo: AuditRepo, left: readonly LocalCommit[]): Promise<void> {
+    const leftovers = await readLeftovers(repo, left);
+    const ids = new Set(leftovers.flatMap((commit) => commit.records.map((record) => record.id)));
+    const base = left[0]?.parent;
+    const remote = await remoteRecords(repo, base, this.#cluster, ids);
+    const plan = planLeftovers(leftovers, remote, {
+      now: this.#clock.now(),
+      remoteMoved: (await repo.trackingTip()) !== base,
+    });
+    if (!plan.changed) return;
+    await repo.resetToRemote();
+    for (const commit of plan.commits) {
+      const message = commitMessage(commit.records, {
+        batch: commit.batch,
+        controller: this.#controller,
+        cluster: this.#cluster,
+      });
+      await repo.commitFile(commit.path, serializeBatch(commit.records), message);
+    }
+    if (plan.corrections.length > 0) await this.#commit('records', plan.corrections);
+    const now = await repo.unpushed();
+    this.#unpushed = now.reduce((sum, commit) => sum + commit.decisions, 0);
+    this.#unpushedCommits = now.length;
+    auditLeftoversDroppedTotal.inc(plan.dropped.length);
+    this.#logger.warn(
+      {
+        dropped: plan.dropped.length,
+        corrections: plan.corrections.length,
+        records: plan.dropped
+          .slice(0, 100)
+          .map((record) => `${record.phase} ${record.id}: ${record.why}`),
+      },
+      'leftover audit records dropped: the remote already records them (another leader closed these intents meanwhile); a contradicting outcome is kept as a correction record',
+    );
+  }
+
+  /**
+   * A leader term begins: from now until `endTerm`, intents this process commits are
+   * remembered, so a recovery run later in the term (a retry) leaves them to the loops
+   * that sent them instead of closing them as left open.
+   */
+  beginTerm(): void {
+    this.#termIntents.clear();
+    this.#trackingTermIntents = true;
+  }
+
+  /** Recovery of the term is done: intents are no longer remembered. */
+  endTerm(): void {
+    this.#termIntents.clear();
+    this.#trackingTermIntents = false;
+  }
+
+  /** Whether this process committed the intent in the current term (see beginTerm). */
+  recordedThisTerm(id: string): boolean {
+    return this.#termIntents.has(id);
   }
 
   /** Every `checkpointEvery` commits, the open intents as a checkpoint commit (checkpoint.ts). */
@@ -660,6 +755,7 @@ export class GitAuditWriter implements AuditSink {
     let dropped = 0;
     for (const batch of kinds)
       for (const chunk of this.#batcher.take(batch)) dropped += chunk.length;
+    if (this.#unpushedCommits > 0) this.#leftovers = true;
     if (dropped === 0 && waiters.length === 0 && this.#unpushed === 0) return undefined;
     const error = new AuditNotLeaderError(
       `${dropped} queued decisions dropped, ${this.#unpushed} kept local, not pushed`,
@@ -683,6 +779,8 @@ export class GitAuditWriter implements AuditSink {
       cluster: this.#cluster,
     });
     await this.#store.commitFile(path, serializeBatch(decisions), message);
+    if (batch === 'intents' && this.#trackingTermIntents)
+      for (const decision of decisions) this.#termIntents.add(decision.id);
     this.#open?.committed(decisions);
     this.#unpushedCommits += 1;
     this.#commitsSinceCheckpoint += 1;

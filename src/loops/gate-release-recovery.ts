@@ -6,7 +6,9 @@
  * pod gone = cancelled), so every release is accounted for in Git.
  *
  * Safety never depends on this step: the loop derives released pods from the cluster.
- * It only completes the record. A failure is logged and the loop starts anyway.
+ * It only completes the record. A failure rejects; the caller (src/run/audit.ts) logs it,
+ * starts the loop anyway and retries within the term. Intents the term's own loop
+ * recorded meanwhile (`AuditSink.recordedThisTerm`) are left to it.
  */
 import type { AuditSource } from '../audit/reader.ts';
 import { openIntents, podStateLookup, recoveredOutcome } from '../audit/recover.ts';
@@ -41,33 +43,24 @@ export async function recoverGateReleaseIntents(
         tenant.gatePrefixes.some((prefix) => gate.startsWith(prefix)),
       ),
   );
-  try {
-    // Only this loop's intents: other loops complete their own records.
-    const open = (await openIntents(deps.source, deps.cluster)).filter(
-      (i) => i.loop === 'gate-release',
+  // Only this loop's intents (other loops complete their own records), and not those
+  // this term's loop recorded itself.
+  const open = (await openIntents(deps.source, deps.cluster)).filter(
+    (i) => i.loop === 'gate-release' && deps.audit.recordedThisTerm?.(i.id) !== true,
+  );
+  const recovered: Decision[] = [];
+  for (const intent of open)
+    recovered.push(recoveredOutcome(intent, await lookup(intent), deps.clock.now()));
+  if (recovered.length > 0) {
+    deps.audit.record(recovered);
+    await deps.audit.flush();
+    deps.log.info(
+      {
+        outcomes: recovered.length,
+        succeeded: recovered.filter((d) => d.outcome.result === 'succeeded').length,
+      },
+      'gate-release: recorded outcomes of intents left open by a previous run',
     );
-    const recovered: Decision[] = [];
-    for (const intent of open)
-      recovered.push(recoveredOutcome(intent, await lookup(intent), deps.clock.now()));
-    if (recovered.length > 0) {
-      deps.audit.record(recovered);
-      await deps.audit.flush();
-    }
-    if (recovered.length > 0) {
-      deps.log.info(
-        {
-          outcomes: recovered.length,
-          succeeded: recovered.filter((d) => d.outcome.result === 'succeeded').length,
-        },
-        'gate-release: recorded outcomes of intents left open by a previous run',
-      );
-    }
-    return recovered;
-  } catch (error) {
-    deps.log.error(
-      { err: error },
-      'gate-release: recovery of open intents failed; starting anyway',
-    );
-    return [];
   }
+  return recovered;
 }

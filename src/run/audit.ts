@@ -13,6 +13,8 @@ import type { LeaderElector } from '../cluster/leader.ts';
 import type { RunConfig } from '../cli/run-config.ts';
 import type { ClusterView } from '../cluster/types.ts';
 import { systemClock } from '../lib/clock.ts';
+import { systemTimers, type Timers } from '../lib/timers.ts';
+import { auditRecoveryPending } from '../audit/metrics.ts';
 import { recoverGateReleaseIntents } from '../loops/gate-release-recovery.ts';
 import type { Logger } from '../observe/log.ts';
 import type { TokenSource } from '../policy/credentials.ts';
@@ -147,14 +149,20 @@ export async function closeAudit(audit: GitAuditWriter, log: Logger): Promise<vo
   await audit.close();
 }
 
-/**
- * A new term first reconciles the audit clone with the remote, then records the outcomes a
- * crashed predecessor (or this replica before a restart) left open: gate-release intents whose write may or may not have happened,
- * decided from the pod's state (src/loops/gate-release-recovery.ts). A failure is logged
- * and does not block the loops: missing outcomes are a gap in the record, not a safety
- * problem (every write re-checks state). Resize intents are left to `tollgate audit verify`.
- */
-export async function recoverOutcomes(options: {
+/** Backoff of a term's recovery retries (doubling from baseMs up to maxMs). */
+export interface RecoveryBackoff {
+  readonly baseMs: number;
+  readonly maxMs: number;
+}
+
+export const defaultRecoveryBackoff: RecoveryBackoff = { baseMs: 1_000, maxMs: 60_000 };
+
+/** A term's recovery: `done` resolves once it succeeded or the term ended. */
+export interface TermRecovery {
+  readonly done: Promise<void>;
+}
+
+export interface RecoverOutcomesOptions {
   auditUrl: string;
   branch: string;
   token: TokenSource | undefined;
@@ -165,7 +173,66 @@ export async function recoverOutcomes(options: {
   log: Logger;
   /** Also reads the reconciled trail before it is closed (the loops' Blocked writes). */
   alsoRead?: (source: AuditSource) => Promise<void>;
-}): Promise<void> {
+  /** The term: retries stop when it ends (the next leader recovers). */
+  signal?: AbortSignal;
+  timers?: Timers;
+  backoff?: RecoveryBackoff;
+}
+
+/**
+ * A new term first reconciles the audit clone with the remote, then records the outcomes
+ * a crashed predecessor (or this replica before a restart) left open: gate-release
+ * intents whose write may or may not have happened, decided from the pod's state
+ * (src/loops/gate-release-recovery.ts). The first attempt is awaited (the loops start
+ * after it); when it fails (the audit remote down or refusing pushes) it is logged, the
+ * loops start anyway (every write re-checks state; strict writes stay held while their
+ * intents cannot be pushed) and recovery is retried with backoff within the term until
+ * it succeeds, `tollgate_audit_recovery_pending` 1 meanwhile. Resize intents are left to
+ * `tollgate audit verify`.
+ */
+export async function recoverOutcomes(options: RecoverOutcomesOptions): Promise<TermRecovery> {
+  options.audit.beginTerm?.();
+  if (await recoverOnce(options, 1)) return finished(options);
+  auditRecoveryPending.set(1);
+  return { done: retryRecovery(options) };
+}
+
+function finished(options: RecoverOutcomesOptions): TermRecovery {
+  options.audit.endTerm?.();
+  auditRecoveryPending.set(0);
+  return { done: Promise.resolve() };
+}
+
+async function retryRecovery(options: RecoverOutcomesOptions): Promise<void> {
+  const { baseMs, maxMs } = options.backoff ?? defaultRecoveryBackoff;
+  const timers = options.timers ?? systemTimers;
+  let delay = baseMs;
+  for (let attempt = 2; ; attempt += 1) {
+    if (!(await sleep(timers, delay, options.signal))) break;
+    if (await recoverOnce(options, attempt)) break;
+    delay = Math.min(maxMs, delay * 2);
+  }
+  finished(options);
+}
+
+/** False when the term ended first. */
+function sleep(timers: Timers, ms: number, signal: AbortSignal | undefined): Promise<boolean> {
+  if (signal?.aborted) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const onAbort = (): void => {
+      timers.clear(handle);
+      resolve(false);
+    };
+    const handle = timers.set(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve(true);
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/** One attempt; true when the open intents were checked and their outcomes pushed. */
+async function recoverOnce(options: RecoverOutcomesOptions, attempt: number): Promise<boolean> {
   const started = Date.now();
   try {
     // First the writer's own clone is reconciled with the remote (what an earlier run or
@@ -189,17 +256,19 @@ export async function recoverOutcomes(options: {
         log: options.log,
       });
       options.log.info(
-        { recovered: recovered.length, ms: Date.now() - started },
+        { recovered: recovered.length, attempt, ms: Date.now() - started },
         'audit: open intents checked at the start of the term',
       );
       await options.alsoRead?.(source);
+      return true;
     } finally {
       source.close();
     }
   } catch (error) {
     options.log.warn(
-      { err: error },
-      'audit recovery failed; open intents stay without outcome until `tollgate audit verify`',
+      { err: error, attempt },
+      'audit recovery failed; open intents stay without outcome until it succeeds (retried with backoff within the term)',
     );
+    return false;
   }
 }

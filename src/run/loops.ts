@@ -157,7 +157,9 @@ async function startTermLoops(
   );
   const catchUp = beginTermCatchUp(parts, log);
   let blocked: Awaited<ReturnType<typeof recoverBlockedWrites>> = {};
+  // Retried within the term while it fails (the audit remote down); see recoverOutcomes.
   await recoverOutcomes({
+    signal: AbortSignal.any([leaderTerm.signal, stopping.signal]),
     auditUrl: parts.auditTarget.url,
     branch: parts.auditTarget.branch,
     token: parts.token,

@@ -425,6 +425,15 @@ describe('alert rules on the series tollgate exports', () => {
       labels: {},
     },
     {
+      alert: 'TollgateAuditRecoveryPending',
+      series: [
+        { series: 'tollgate_audit_recovery_pending{pod="tollgate-a"}', values: '0x10 1x40' },
+      ],
+      silentAt: '15m',
+      firingAt: '25m',
+      labels: {},
+    },
+    {
       alert: 'TollgateWritePathDegraded',
       series: [{ series: 'tollgate_dispatch_degraded{pod="tollgate-a"}', values: '0x10 1x40' }],
       silentAt: '15m',

@@ -5,6 +5,7 @@ import type { AuditCommit } from '../../../src/audit/reader.ts';
 import { phaseOf, recordSchemaVersion } from '../../../src/audit/record.ts';
 import { parseAllowedSigners, sshSigner } from '../../../src/audit/sign.ts';
 import type { Change } from '../../../src/audit/tree.ts';
+import { correctionOf } from '../../../src/audit/leftovers.ts';
 import { verifyTrail } from '../../../src/audit/verify.ts';
 import type { Decision } from '../../../src/decide/decision.ts';
 import { aDecision, outcomeOf } from '../../builders/decision.ts';
@@ -195,6 +196,21 @@ test('the report counts unknown outcomes apart, so a reader sees them', () => {
   assert.equal(report.ok, true, JSON.stringify(report.problems));
   assert.equal(report.outcomes, 2);
   assert.equal(report.unknownOutcomes, 1);
+});
+
+test("a release whose recovered outcome was corrected to succeeded counts as the pod's succeeded Release", () => {
+  const cancelled = outcomeOf(intent, { result: 'cancelled', message: 'not sent before restart' });
+  const correction = correctionOf(
+    { ...outcomeOf(intent), v: recordSchemaVersion, phase: 'outcome' },
+    { ...cancelled, v: recordSchemaVersion, phase: 'outcome' },
+    intent.at + 5,
+  );
+  assert.ok(correction);
+  const report = verifyTrail(chain(commit([intent]), commit([cancelled]), commit([correction])), {
+    pods: [{ namespace: 'team-a', name: 'p1', uid: 'uid-team-a-p1', schedulingGates: [] }],
+  });
+  assert.deepEqual(report.problems, []);
+  assert.equal(report.podsChecked, 1);
 });
 
 test('an intent younger than the grace period is in flight, not missing', () => {

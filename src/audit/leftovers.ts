@@ -1,0 +1,204 @@
+/**
+ * Leftover commits: what an earlier term or process committed to its clone but could not
+ * push (Git down, the lease lost). Meanwhile another leader may have led, and its
+ * recovery closed the open intents of that time from cluster state. Pushing the
+ * leftovers as they are would then give those intents a second outcome. Before they are
+ * pushed they are planned here against what the remote recorded since their base:
+ *
+ * - an intent the remote already holds is dropped (it would be recorded twice);
+ * - an outcome whose intent the remote already closed is dropped: the remote's outcome
+ *   stays the intent's one outcome. When the two disagree about what happened (one says
+ *   the write was applied, the other not, or the remote's is `unknown`), the leftover's
+ *   is the API's own answer to the write and recovery's only an inference from the
+ *   cluster later, so the leftover's result is kept as a correction record (phase
+ *   `record`, id `<intent id>:correction`) naming both: nothing true is lost and the
+ *   intent still has exactly one outcome;
+ * - a checkpoint is dropped when the remote moved on (the intents it lists as open may
+ *   since have been closed there); the writer writes a new one later;
+ * - everything else is replayed unchanged, in order.
+ *
+ * `planLeftovers` is pure; `readLeftovers` and `remoteRecords` read them from the clone,
+ * and the writer commits the plan (GitAuditWriter, at term start and before any push).
+ */
+import type { Decision, Outcome } from '../decide/decision.ts';
+import { isCheckpointFile } from './checkpoint.ts';
+import { parseTrailers, trailerKeys } from './message.ts';
+import { walkAuditHistory } from './reader.ts';
+import { batchKinds, parseBatch, type AuditRecord, type BatchKind } from './record.ts';
+import type { AuditRepo, LocalCommit } from './repo.ts';
+
+export interface LeftoverCommit {
+  readonly path: string;
+  /** The batch kind from the commit's trailer; `checkpoint` for a checkpoint file. */
+  readonly batch: BatchKind | 'checkpoint';
+  readonly records: readonly AuditRecord[];
+}
+
+/** What the remote recorded since the leftovers' base, for the ids the leftovers hold. */
+export interface RemoteRecords {
+  readonly intents: ReadonlySet<string>;
+  readonly outcomes: ReadonlyMap<string, AuditRecord>;
+}
+
+export interface DroppedRecord {
+  readonly id: string;
+  readonly phase: AuditRecord['phase'];
+  readonly why: 'intent already on the remote' | 'outcome already on the remote' | 'checkpoint';
+}
+
+export interface LeftoverPlan {
+  /** The commits to replay, in order (those left with no record are gone). */
+  readonly commits: readonly {
+    readonly path: string;
+    readonly batch: BatchKind;
+    readonly records: readonly Decision[];
+  }[];
+  readonly dropped: readonly DroppedRecord[];
+  /** Correction records (phase `record`) for outcomes recovery got wrong. */
+  readonly corrections: readonly Decision[];
+  /** False when the leftovers can be pushed as they are. */
+  readonly changed: boolean;
+}
+
+/** Whether an outcome says the write was applied; undefined when it does not know. */
+function applied(outcome: Outcome): boolean | undefined {
+  if (outcome.result === 'unknown') return undefined;
+  return outcome.result === 'succeeded';
+}
+
+function describe(outcome: Outcome): string {
+  return 'message' in outcome ? `${outcome.result} (${outcome.message})` : outcome.result;
+}
+
+/** A correction when the two outcomes disagree about whether the write was applied. */
+export function correctionOf(
+  leftover: AuditRecord,
+  remote: AuditRecord,
+  at: number,
+): Decision | undefined {
+  const known = applied(leftover.outcome);
+  if (known === undefined || known === applied(remote.outcome)) return undefined;
+  return {
+    ...withoutLocation(leftover),
+    id: `${leftover.id}:correction`,
+    at,
+    inputs: [
+      {
+        condition: 'OutcomeCorrection',
+        met: true,
+        value: {
+          intent: leftover.id,
+          recorded: remote.outcome,
+          actual: leftover.outcome,
+        },
+      },
+    ],
+    reason: `correction: the outcome recorded for ${leftover.id} is ${describe(remote.outcome)}, from recovery's reading of the cluster; the write's outcome was ${describe(leftover.outcome)} (the API's answer to the write, committed by the writer that sent it but pushed only after that recovery)`,
+    outcome: { result: 'recorded' },
+  };
+}
+
+export function planLeftovers(
+  leftovers: readonly LeftoverCommit[],
+  remote: RemoteRecords,
+  options: { readonly now: number; readonly remoteMoved: boolean },
+): LeftoverPlan {
+  const commits: { path: string; batch: BatchKind; records: Decision[] }[] = [];
+  const dropped: DroppedRecord[] = [];
+  const corrections: Decision[] = [];
+  for (const commit of leftovers) {
+    if (commit.batch === 'checkpoint') {
+      // Kept only when nothing is rewritten (then the leftovers are pushed as they are).
+      if (options.remoteMoved)
+        dropped.push({ id: commit.path, phase: 'record', why: 'checkpoint' });
+      continue;
+    }
+    const kept: Decision[] = [];
+    for (const record of commit.records) {
+      if (record.phase === 'intent' && remote.intents.has(record.id)) {
+        dropped.push({ id: record.id, phase: record.phase, why: 'intent already on the remote' });
+        continue;
+      }
+      const closed = record.phase === 'outcome' ? remote.outcomes.get(record.id) : undefined;
+      if (closed) {
+        dropped.push({ id: record.id, phase: record.phase, why: 'outcome already on the remote' });
+        const correction = correctionOf(record, closed, options.now);
+        if (correction) corrections.push(correction);
+        continue;
+      }
+      kept.push(withoutLocation(record));
+    }
+    if (kept.length > 0) commits.push({ path: commit.path, batch: commit.batch, records: kept });
+  }
+  return {
+    commits,
+    dropped,
+    corrections,
+    changed: dropped.length > 0,
+  };
+}
+
+function withoutLocation(record: AuditRecord): Decision {
+  const {
+    v: _v,
+    phase: _phase,
+    ...decision
+  } = record as AuditRecord & {
+    file?: string;
+    line?: number;
+  };
+  delete (decision as { file?: string }).file;
+  delete (decision as { line?: number }).line;
+  return decision;
+}
+
+/** The leftover commits' records, read from the clone. */
+export async function readLeftovers(
+  repo: AuditRepo,
+  left: readonly LocalCommit[],
+): Promise<LeftoverCommit[]> {
+  const commits: LeftoverCommit[] = [];
+  for (const commit of left) {
+    if (isCheckpointFile(commit.path)) {
+      commits.push({ path: commit.path, batch: 'checkpoint', records: [] });
+      continue;
+    }
+    const named = parseTrailers(commit.message).get(trailerKeys.batch)?.[0];
+    const batch = batchKinds.find((kind) => kind === named) ?? 'records';
+    commits.push({
+      path: commit.path,
+      batch,
+      records: parseBatch(await repo.readText(commit.blob), commit.path),
+    });
+  }
+  return commits;
+}
+
+/**
+ * What the remote (its tracking tip) recorded after `base` about the given ids: only
+ * commits since the leftovers' base can hold another leader's outcome for them.
+ */
+export async function remoteRecords(
+  repo: AuditRepo,
+  base: string | undefined,
+  cluster: string,
+  ids: ReadonlySet<string>,
+): Promise<RemoteRecords> {
+  const intents = new Set<string>();
+  const outcomes = new Map<string, AuditRecord>();
+  const source = { gitdir: repo.gitdir, cache: repo.cache, tip: await repo.trackingTip() };
+  const walk = walkAuditHistory(
+    { ...source, description: `remote-tracking branch of ${repo.url}`, close: () => undefined },
+    { pathPrefix: `audit/${cluster}/` },
+  );
+  for await (const commit of walk) {
+    if (commit.oid === base) break;
+    for (const record of commit.records) {
+      if (!ids.has(record.id)) continue;
+      if (record.phase === 'intent') intents.add(record.id);
+      // Newest first: the oldest outcome, the intent's answer, is set last.
+      else if (record.phase === 'outcome') outcomes.set(record.id, record);
+    }
+  }
+  return { intents, outcomes };
+}

@@ -1,0 +1,150 @@
+/**
+ * Recovery that fails at term start (the audit remote down) is retried within the term,
+ * with backoff on injected timers, until it succeeds (soak finding 2); the state is
+ * visible as tollgate_audit_recovery_pending meanwhile; intents the term's own loops
+ * recorded in the meantime are theirs to close, not recovery's. The trail is a real
+ * bare repository on disk.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { V1Pod } from '@kubernetes/client-node';
+import { repoSource, type AuditSource } from '../../../src/audit/reader.ts';
+import { serializeBatch } from '../../../src/audit/record.ts';
+import type { AuditSink } from '../../../src/audit/types.ts';
+import type { ClusterView } from '../../../src/cluster/types.ts';
+import type { Decision } from '../../../src/decide/decision.ts';
+import { silentLogger } from '../../../src/observe/log.ts';
+import { registry } from '../../../src/observe/metrics.ts';
+import { recoverOutcomes } from '../../../src/run/audit.ts';
+import { localClone } from '../../support/audit-clone.ts';
+import { ManualTimers } from '../../support/manual-timers.ts';
+import { aDecision } from '../../builders/decision.ts';
+import { aPolicy } from '../../builders/policy.ts';
+
+async function pendingGauge(): Promise<number | undefined> {
+  const metric = registry.getSingleMetric('tollgate_audit_recovery_pending');
+  return (await metric?.get())?.values[0]?.value;
+}
+
+/** A sink whose term-start reconcile fails `failures` times (Git down), then reads the clone. */
+function flakySink(source: () => Promise<AuditSource>, failures: number, ownIntent: string) {
+  const recorded: Decision[] = [];
+  const sink: AuditSink & { reconciles: number; recordedThisTerm(id: string): boolean } = {
+    reconciles: 0,
+    recordIntents: () => Promise.resolve(),
+    record: (decisions) => void recorded.push(...decisions),
+    flush: () => Promise.resolve(),
+    reconcile: () => {
+      sink.reconciles += 1;
+      if (sink.reconciles <= failures)
+        return Promise.reject(new Error('connect ECONNREFUSED (audit remote down)'));
+      return source();
+    },
+    recordedThisTerm: (id) => id === ownIntent,
+    backlog: 0,
+    close: () => Promise.resolve(),
+  };
+  return { sink, recorded };
+}
+
+const gatedPod = (name: string): V1Pod => ({
+  metadata: { namespace: 'team-a', name, uid: `uid-team-a-${name}`, resourceVersion: '1' },
+  spec: { containers: [], schedulingGates: [{ name: 'tollgate.io/ready' }] },
+});
+
+async function trailWithOpenIntents(...intents: Decision[]) {
+  const clone = await localClone();
+  await clone.repo.commitFile(
+    'audit/prod/2026/11/29/07/T070000Z-old-leader-000001.jsonl',
+    serializeBatch(intents),
+    'release\n\nTollgate-Batch: intents\n',
+  );
+  return () => repoSource(clone.repo);
+}
+
+const rows = [
+  { failures: 0, retriesAt: [], reconciles: 1 },
+  { failures: 1, retriesAt: [1_000], reconciles: 2 },
+  { failures: 3, retriesAt: [1_000, 2_000, 4_000], reconciles: 4 },
+  { failures: 5, retriesAt: [1_000, 2_000, 4_000, 5_000, 5_000], reconciles: 6 },
+];
+
+for (const { failures, retriesAt, reconciles } of rows) {
+  test(`a recovery that fails ${failures} times at term start is retried after ${JSON.stringify(retriesAt)} ms and then closes the previous leader's open intent once`, async () => {
+    const previous = aDecision('Release', 'left-open').obj();
+    const ours = aDecision('Release', 'this-term').obj();
+    const { sink, recorded } = flakySink(
+      await trailWithOpenIntents(previous, ours),
+      failures,
+      ours.id,
+    );
+    const timers = new ManualTimers();
+    const term = new AbortController();
+    const run = await recoverOutcomes({
+      auditUrl: 'http://127.0.0.1:9/audit.git',
+      branch: 'tollgate/audit',
+      token: undefined,
+      cluster: 'prod',
+      audit: sink,
+      view: { pod: (_ns: string, name: string) => gatedPod(name) } as unknown as ClusterView,
+      policy: aPolicy().obj(),
+      log: silentLogger,
+      timers,
+      signal: term.signal,
+      backoff: { baseMs: 1_000, maxMs: 5_000 },
+    });
+    assert.equal(await pendingGauge(), failures > 0 ? 1 : 0, 'pending while not recovered');
+    for (const [index, delay] of retriesAt.entries()) {
+      assert.deepEqual(timers.pending, [delay], `retry ${index + 1} waits ${delay} ms`);
+      await timers.advance(delay);
+      await settleFully();
+    }
+    await run?.done;
+    assert.equal(sink.reconciles, reconciles);
+    assert.deepEqual(timers.pending, [], 'no retry left once recovered');
+    assert.deepEqual(
+      recorded.map((d) => [d.id, d.outcome.result]),
+      [[previous.id, 'cancelled']],
+      "only the previous leader's intent: the term's own is left to its loop",
+    );
+    assert.equal(await pendingGauge(), 0);
+    term.abort();
+  });
+}
+
+test('the retries stop when the term ends (the next leader recovers), and the pending state is cleared', async () => {
+  const { sink, recorded } = flakySink(
+    await trailWithOpenIntents(aDecision('Release', 'left-open').obj()),
+    100,
+    'none',
+  );
+  const timers = new ManualTimers();
+  const term = new AbortController();
+  const run = await recoverOutcomes({
+    auditUrl: 'http://127.0.0.1:9/audit.git',
+    branch: 'tollgate/audit',
+    token: undefined,
+    cluster: 'prod',
+    audit: sink,
+    view: { pod: () => undefined } as unknown as ClusterView,
+    policy: aPolicy().obj(),
+    log: silentLogger,
+    timers,
+    signal: term.signal,
+    backoff: { baseMs: 1_000, maxMs: 5_000 },
+  });
+  await timers.advance(1_000);
+  await settleFully();
+  assert.equal(sink.reconciles, 2);
+  term.abort(new Error('leadership lost'));
+  await run?.done;
+  await timers.advance(60_000);
+  assert.equal(sink.reconciles, 2, 'no attempt after the term ended');
+  assert.deepEqual(recorded, []);
+  assert.equal(await pendingGauge(), 0);
+});
+
+/** Lets file reads of the on-disk clone complete (real I/O, no time involved). */
+async function settleFully(): Promise<void> {
+  for (let i = 0; i < 50; i += 1) await new Promise<void>((resolve) => setImmediate(resolve));
+}
