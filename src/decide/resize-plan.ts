@@ -90,8 +90,16 @@ export interface SignalReading {
  * (`ResizeState.deferred`); this covers the passes before the view shows that write.
  */
 export interface PodMemo {
-  /** Since when a signal or the SLO has been unreadable (lost on restart: the clock starts again). */
+  /**
+   * Since when a signal or the SLO has been unreadable, as this process saw it; the time
+   * is also stored on the pod (`ResizeState.unreadableSince`), which a restart keeps.
+   */
   readonly unreadableSince?: number;
+  /**
+   * The unreadable time this process last wrote to the pod (null: cleared) and the
+   * resourceVersion it wrote on: not written again until the view shows the pod moved.
+   */
+  readonly clockWrite?: { readonly since: number | null; readonly on: string };
   readonly deferredGeneration?: number;
   readonly deferredChecks?: number;
   readonly nextDeferredCheck?: number;
@@ -300,7 +308,13 @@ function newState(
     attempts,
     restarts: restartCounts(ctx.input.pod),
     ...(infeasible ? { infeasible } : {}),
+    ...withClock(ctx),
   };
+}
+
+/** The unreadable time to keep in a state tollgate writes: the one in force, if any. */
+function withClock(ctx: Context): Pick<ResizeState, 'unreadableSince'> {
+  return ctx.unreadableSince === undefined ? {} : { unreadableSince: ctx.unreadableSince };
 }
 
 function matchingResumeApprovals(ctx: Context): Approval[] {
@@ -485,7 +499,7 @@ function pauseIfStuck(ctx: Context, waiting: string): PodResizePlan | undefined 
   );
 }
 
-/** A signal or the SLO unreadable for `pause.unreadableMs` (as this process saw it): Pause. */
+/** A signal or the SLO unreadable for `pause.unreadableMs` (stored on the pod, or as this process saw it): Pause. */
 function pauseOnUnreadable(ctx: Context): PodResizePlan | undefined {
   const since = ctx.unreadableSince;
   const limit = ctx.input.policy.pause.unreadableMs;
@@ -719,7 +733,8 @@ function handleWaiting(
   );
   // The schedule goes on the pod (sealed), so a restarted tollgate neither re-checks
   // early nor starts the backoff again.
-  const state: ResizeState = { ...ctx.stored.state, deferred };
+  const { unreadableSince: _stored, ...kept } = ctx.stored.state;
+  const state: ResizeState = { ...kept, deferred, ...withClock(ctx) };
   return {
     decisions: [d],
     writes: [
@@ -1173,13 +1188,87 @@ export function decidePodResize(input: PodResizeInput): PodResizePlan {
   return withStateRejected(ctx, withUnreadableClock(ctx, plan));
 }
 
-/** The plan, its memo carrying since when signals have been unreadable (for the next pass). */
+/**
+ * The plan, its memo carrying since when signals have been unreadable (for the next
+ * pass), and, when that time differs from the one stored on the pod, a write storing it
+ * (or clearing it) so that a restart keeps counting.
+ */
 function withUnreadableClock(ctx: Context, plan: PodResizePlan): PodResizePlan {
   const since = plan.paused ? undefined : ctx.unreadableSince;
-  const { unreadableSince: _old, ...rest } = plan.memo ?? {};
-  const memo: PodMemo = { ...rest, ...(since === undefined ? {} : { unreadableSince: since }) };
-  const { memo: _plain, ...without } = plan;
+  const store = clockToStore(ctx, plan, since);
+  const stored = store === undefined ? plan : storeClock(ctx, plan, store);
+  const { unreadableSince: _old, clockWrite: _written, ...rest } = stored.memo ?? {};
+  const clockWrite =
+    store === undefined
+      ? ctx.input.memo?.clockWrite
+      : { since: store, on: ctx.input.pod.metadata?.resourceVersion ?? '' };
+  const memo: PodMemo = {
+    ...rest,
+    ...(since === undefined ? {} : { unreadableSince: since }),
+    ...(clockWrite === undefined ? {} : { clockWrite }),
+  };
+  const { memo: _plain, ...without } = stored;
   return Object.keys(memo).length > 0 ? { ...without, memo } : without;
+}
+
+/**
+ * The unreadable time to store on the pod (null: clear it), when the stored one differs
+ * from `since` and nothing else in the plan writes the state; undefined: no write. Not
+ * in observe-only mode or `tollgate plan` (they write nothing), nor again while the view
+ * has not shown this process's own write of it.
+ */
+function clockToStore(
+  ctx: Context,
+  plan: PodResizePlan,
+  since: number | undefined,
+): number | null | undefined {
+  const { policy, stateKeys, memo, pod } = ctx.input;
+  if (plan.paused || plan.writes.length > 0) return undefined;
+  if (policy.mode === 'Observe' || stateKeys === 'preview') return undefined;
+  const wanted = since ?? null;
+  if ((ctx.stored.state.unreadableSince ?? null) === wanted) return undefined;
+  const last = memo?.clockWrite;
+  if (last?.since === wanted && last.on === pod.metadata?.resourceVersion) return undefined;
+  return wanted;
+}
+
+/** The plan with a recorded write of the unreadable time to the pod's sealed state. */
+function storeClock(ctx: Context, plan: PodResizePlan, since: number | null): PodResizePlan {
+  const { policy, now } = ctx.input;
+  const limit = policy.pause.unreadableMs;
+  const stored = ctx.stored.state.unreadableSince;
+  const signals = unreadableInputs(ctx, verdictsFor(ctx));
+  const at = (ms: number | undefined) => new Date(ms ?? now).toISOString();
+  const reason =
+    since === null
+      ? `signals and SLO read again (unreadable since ${at(stored)}): the pause.onUnreadableFor clock stops`
+      : `${describeUnreadable(signals)} since ${at(since)}: the workload pauses if this lasts pause.onUnreadableFor (${limit} ms); the time is kept on the pod so a restart keeps counting`;
+  const d = decision(
+    ctx,
+    'Hold',
+    reason,
+    [
+      {
+        condition: 'unreadable',
+        met: since === null,
+        value: {
+          since: since ?? stored ?? null,
+          limitMs: limit,
+          signals: signals.map((u) => ({ ...u })),
+        },
+      },
+    ],
+    true,
+  );
+  const { unreadableSince: _old, ...kept } = ctx.stored.state;
+  const state: ResizeState = since === null ? kept : { ...kept, unreadableSince: since };
+  const write: PlannedWrite = {
+    decisionId: d.id,
+    op: { type: 'annotate', annotations: stateAnnotations(sealerOf(ctx), { state }) },
+    priority: resizePriority.annotate,
+    deadline: now + 60_000,
+  };
+  return { ...plan, decisions: [...plan.decisions, d], writes: [write] };
 }
 
 /** The plan, carrying a record of the stored state it ignored because its seal failed. */
@@ -1228,7 +1317,12 @@ function withUnreadableSince(ctx: Context): Context {
   if (ctx.stored.paused) return ctx;
   const unreadable = unreadableInputs(ctx, verdictsFor(ctx)).length > 0;
   if (!unreadable) return ctx;
-  return { ...ctx, unreadableSince: ctx.input.memo?.unreadableSince ?? ctx.input.now };
+  // The earliest known start: stored on the pod (kept across restarts) or remembered by
+  // this process (its write may not be in the view yet); a time ahead of now is ignored.
+  const known = [ctx.stored.state.unreadableSince, ctx.input.memo?.unreadableSince].filter(
+    (t): t is number => t !== undefined && t <= ctx.input.now,
+  );
+  return { ...ctx, unreadableSince: known.length > 0 ? Math.min(...known) : ctx.input.now };
 }
 
 /** Paused after a rollback: only a new Resume approval resumes automation. */

@@ -6,7 +6,8 @@
  *   rollback target (JSON, quantity strings).
  * - `tollgate.io/resize-state`: the last requested target, when it was requested, the
  *   direction per resource, attempts in this episode, restart counts at request time,
- *   and an Infeasible mark.
+ *   an Infeasible mark, the Deferred re-check schedule, and since when a signal has
+ *   been unreadable.
  * - `tollgate.io/resize-paused`: present while automation is paused for the workload
  *   (JSON: reason, since, approvals already present when it paused).
  *
@@ -72,6 +73,11 @@ export interface ResizeState {
   readonly infeasible?: { readonly at: number; readonly reason: string };
   /** The re-check schedule of a Deferred (or actuation Error) resize, kept across restarts. */
   readonly deferred?: DeferredSchedule;
+  /**
+   * Epoch ms since when a signal or the SLO of the pod has been unreadable (absent while
+   * all read), kept across restarts: `pause.onUnreadableFor` counts from it.
+   */
+  readonly unreadableSince?: number;
 }
 
 /** Where the re-checks of one waiting resize stand. */
@@ -204,6 +210,8 @@ export function readResizeState(pod: V1Pod, trust: StateTrust): StoredResizeStat
   };
   const deferred = deferredSchedule(stateRaw.deferred);
   if (deferred) (state as { deferred?: DeferredSchedule }).deferred = deferred;
+  if (typeof stateRaw.unreadableSince === 'number' && Number.isFinite(stateRaw.unreadableSince))
+    (state as { unreadableSince?: number }).unreadableSince = stateRaw.unreadableSince;
   let paused: PausedState | undefined;
   if (pausedRaw) {
     paused = {

@@ -269,7 +269,7 @@ export interface ResizePolicy {
        */
       onStuckFor?: string;
       /**
-       * A signal or the SLO unreadable (query error or no samples) for a pod this long, as one tollgate process has seen it, pauses the pod. A duration.
+       * A signal or the SLO unreadable (query error or no samples) for a pod this long pauses the pod. Counted from when it became unreadable, a time stored on the pod (sealed), so a restart of tollgate keeps counting. A duration.
        */
       onUnreadableFor?: string;
     };

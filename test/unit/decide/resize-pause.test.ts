@@ -85,19 +85,19 @@ test('a workload pauses on excessive restarts, a stuck resize, and signals unrea
       cause: 'unreadable',
     },
     {
-      name: 'a signal unreadable for a while only holds, and the loop remembers since when',
+      name: 'a signal unreadable for a while only holds; the loop remembers since when and stores it on the pod',
       input: {
         pod: resized({ requestedAt: now - 300 * minute }),
         readings: [{ signal: 'queue', error: 'HTTP 503' }, ...low.slice(1)],
         memo: { unreadableSince: now - 60 * minute },
       },
-      kinds: [],
+      kinds: ['Hold'],
       memo: (m) => m?.unreadableSince === now - 60 * minute,
     },
     {
-      name: 'a signal that becomes unreadable starts the clock',
+      name: 'a signal that becomes unreadable starts the clock (stored on the pod: a Hold with a write)',
       input: { pod: resized({ requestedAt: now - 300 * minute }), readings: failed },
-      kinds: [],
+      kinds: ['Hold'],
       memo: (m) => m?.unreadableSince === now,
     },
     {

@@ -102,9 +102,9 @@ test('signal-driven steps', () => {
       skip: /signals hold/,
     },
     {
-      name: 'a failed query holds',
+      name: 'a failed query holds (the Hold stores since when it is unreadable)',
       input: { pod: web().obj(), readings: [{ signal: 'queue', error: 'timed out' }] },
-      kinds: [],
+      kinds: ['Hold'],
       skip: /signals hold/,
     },
     {

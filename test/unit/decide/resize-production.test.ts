@@ -110,8 +110,11 @@ test('an unreadable signal or SLO holds every step-down, recorded with how it co
     assert.equal(resizeOf(p), undefined, `${c.name}: no resize is sent`);
     assert.deepEqual(
       p.decisions.map((d) => [d.kind, d.outcome.result]),
-      [['Hold', 'recorded']],
-      `${c.name}: the held step-down is one recorded Hold`,
+      [
+        ['Hold', 'recorded'],
+        ['Hold', 'pending'],
+      ],
+      `${c.name}: the held step-down is one recorded Hold; the time the signal became unreadable is stored on the pod (an intent)`,
     );
     assert.match(p.decisions[0]?.reason ?? '', /step-down of .* held/, c.name);
     const value = inputOf(p, c.unreadable.condition);
