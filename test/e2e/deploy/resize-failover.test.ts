@@ -24,11 +24,13 @@ import { registry } from '../../../src/observe/metrics.ts';
 import { parseStateKeys, type StateKeyRing } from '../../../src/decide/resize-seal.ts';
 import {
   policyFor,
+  queueSignal,
   runWorkerLoweredOneStep,
   startResizeWorld,
   type ResizeWorld,
 } from '../resize/harness.ts';
 import { actualMemoryOf, memoryOf } from '../resize/pods.ts';
+import type { ResizeLoop } from '../../../src/loops/resize.ts';
 import { kustomizeOverlay } from './tools.ts';
 
 // Rendered YAML is untyped; walked as loosely typed data.
@@ -85,24 +87,21 @@ const policy = () =>
       name: 'failover',
       selector: { matchLabels: { app: 'failover' }, matchExpressions: [] },
       containers: { app: { memory: { min: 128 * Mi, max: 1024 * Mi, step: 128 * Mi } } },
-      signals: [
-        {
-          name: 'queue',
-          query: `${queueMetric}{namespace="$namespace",pod="$pod"}`,
-          scaleUpAbove: 100,
-          scaleDownBelow: 20,
-        },
-      ],
+      signals: [queueSignal(queueMetric)],
       windowMs: 2000,
       cooldownMs: 3000,
     }),
   ]);
 
-/** Replica A lowers the pod one step, A goes away, B takes over, the container is OOMKilled. */
+/**
+ * Replica A lowers the pod one step, A goes away, B takes over, the container is
+ * OOMKilled. Returns B, which the test stops before the next one (one replica acts at a
+ * time, as under the lease).
+ */
 async function failover(
   pod: string,
   rings: [StateKeyRing | undefined, StateKeyRing | undefined],
-): Promise<void> {
+): Promise<ResizeLoop> {
   const predecessor = world.loop(policy, { stateKeys: rings[0] });
   await runWorkerLoweredOneStep(world, queueMetric, {
     name: pod,
@@ -110,8 +109,9 @@ async function failover(
     node: 'rz-failover-node',
   });
   await predecessor.stop();
-  world.loop(policy, { stateKeys: rings[1] });
+  const successor = world.loop(policy, { stateKeys: rings[1] });
   await world.kubelet.oomKill(world.namespace, pod, 'app');
+  return successor;
 }
 
 const stateIgnored = async (pod: string) =>
@@ -133,7 +133,7 @@ describe('sealed resize state across a failover', () => {
   it('replicas installed from deploy/ share the key: the successor rolls back to the sealed last good, nothing rejected', async () => {
     const before = await rejected();
     const [a, b] = await keyRingsAsDeployed(['replica-a', 'replica-b']);
-    await failover('shared-key-0', [a, b]);
+    const successor = await failover('shared-key-0', [a, b]);
     await eventually(
       'rolled back to the last good 512Mi',
       async () => {
@@ -154,11 +154,12 @@ describe('sealed resize state across a failover', () => {
     assert.deepEqual(await stateIgnored('shared-key-0'), [], 'no rejected-state record');
     assert.equal((await rejected()) - before, 0, 'nothing counted as rejected');
     await world.assertInPlace('shared-key-0', 1);
+    await successor.stop();
   });
 
   it('replicas without a shared key (before deploy/ mounted one): the successor rejects the state and cannot roll back', async () => {
     const before = await rejected();
-    await failover('own-keys-0', [undefined, undefined]);
+    const successor = await failover('own-keys-0', [undefined, undefined]);
     await eventually(
       'the rejection recorded',
       async () => (await stateIgnored('own-keys-0')).length > 0,
@@ -166,6 +167,11 @@ describe('sealed resize state across a failover', () => {
     );
     assert.match(JSON.stringify((await stateIgnored('own-keys-0'))[0]?.inputs), /unknown-key/);
     assert.ok((await rejected()) - before >= 1, 'counted');
+    await eventually(
+      'the OOM kill answered by one step up (a Resize), the only move without a last good',
+      async () => memoryOf(await world.pod('own-keys-0')) === 512 * Mi,
+      { timeoutMs: 30_000 },
+    );
     const records = (await world.auditRecords()).filter(
       (r) => (r.target as { name: string }).name === 'own-keys-0',
     );
@@ -174,5 +180,6 @@ describe('sealed resize state across a failover', () => {
       0,
       'no rollback without a verified last good',
     );
+    await successor.stop();
   });
 });

@@ -35,6 +35,18 @@ import { actualMemoryOf, memoryOf, workerPod } from './pods.ts';
 
 export const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
+/** The queue signal the resize e2e tests set through the exporter: up above 100, down below 20. */
+export function queueSignal(
+  metric = 'tollgate_test_queue_length',
+): ResizePolicy['signals'][number] {
+  return {
+    name: 'queue',
+    query: `${metric}{namespace="$namespace",pod="$pod"}`,
+    scaleUpAbove: 100,
+    scaleDownBelow: 20,
+  };
+}
+
 /** The JSON of one of tollgate's resize annotations on `pod`, its seal verified (or {}). */
 export function storedState(pod: V1Pod, annotation: string): Record<string, unknown> {
   const text = pod.metadata?.annotations?.[annotation];
