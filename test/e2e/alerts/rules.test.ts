@@ -440,6 +440,28 @@ describe('alert rules on the series tollgate exports', () => {
       firingAt: '25m',
       labels: {},
     },
+    {
+      alert: 'TollgateStaleGuardDegraded',
+      series: [{ series: 'tollgate_stale_guard_degraded{pod="tollgate-a"}', values: '0x10 1x40' }],
+      silentAt: '15m',
+      firingAt: '25m',
+      labels: {},
+    },
+    {
+      alert: 'TollgateStaleWaitLong',
+      // A pod waiting since minute 5: over 300 s from minute 10, for 5 minutes by 15.
+      series: [
+        {
+          series: 'tollgate_stale_longest_wait_seconds{pod="tollgate-a",loop="gate-release"}',
+          values: '0x5 60+60x40',
+        },
+      ],
+      silentAt: '12m',
+      firingAt: '17m',
+      labels: { loop: 'gate-release' },
+      description:
+        'The gate-release loop has a pod waiting 12m 0s for its informer to catch up (informer stuck or far behind).',
+    },
   ];
 
   for (const { alert, series, silentAt, firingAt, labels, description } of faultAlerts) {
