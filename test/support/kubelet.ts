@@ -11,6 +11,9 @@
  *   `resources` and `allocatedResources` (without them the apiserver refuses resizes),
  *   pod-level `resources`/`allocatedResources` when `spec.resources` is set, and
  *   `observedGeneration`. Pods being deleted are removed with grace period 0 once seen.
+ * - A pod annotated `kubelet.tollgate.test/fails: ImagePullBackOff` stays Pending with
+ *   its containers waiting for that reason; `CrashLoopBackOff` runs with its containers
+ *   waiting in back-off after 3 restarts that exited 1 (not ready). Written once.
  * - In-place resize as the kubelet does it: a spec that differs from the actual
  *   resources is checked against the node: above allocatable → PodResizePending
  *   reason Infeasible + Warning event ResizeInfeasible; fits the node but not beside
@@ -87,6 +90,15 @@ interface Accepted {
   due: number;
   containers: Map<string, Resources>;
   pod: Resources | undefined;
+}
+
+type Failure = 'ImagePullBackOff' | 'CrashLoopBackOff';
+const failureAnnotation = 'kubelet.tollgate.test/fails';
+
+/** How the pod's containers fail to start, when its annotation says so. */
+function simulatedFailure(pod: V1Pod): Failure | undefined {
+  const value = pod.metadata?.annotations?.[failureAnnotation];
+  return value === 'ImagePullBackOff' || value === 'CrashLoopBackOff' ? value : undefined;
 }
 
 /** The pod conditions this kubelet (and the scheduler) write; a merge patch of the list keeps the others. */
@@ -641,6 +653,7 @@ export class SimulatedKubelet {
     try {
       if (pod.metadata?.deletionTimestamp) await this.#remove(pod);
       else if (isTerminal(pod)) return;
+      else if (simulatedFailure(pod)) await this.#fail(pod, simulatedFailure(pod) as Failure);
       else if (!pod.status?.containerStatuses?.length || pod.status.phase !== 'Running')
         await this.#run(pod, spec.index);
       else await this.#locks.run(node, () => this.#resize(pod, spec));
@@ -673,6 +686,42 @@ export class SimulatedKubelet {
       },
       mergePatch,
     );
+  }
+
+  /** A bound pod that cannot start (see `simulatedFailure`): written once, as the kubelet reports it. */
+  async #fail(pod: V1Pod, reason: Failure): Promise<void> {
+    const shown = pod.status?.containerStatuses ?? [];
+    if (shown.length > 0 && shown.every((c) => c.state?.waiting?.reason === reason)) return;
+    const now = nowIso();
+    const crash = reason === 'CrashLoopBackOff';
+    const condition = (type: string, status: string): V1PodCondition => ({
+      type,
+      status,
+      lastTransitionTime: now as unknown as Date,
+    });
+    await this.#writeStatus(pod, {
+      phase: crash ? 'Running' : 'Pending',
+      startTime: now,
+      conditions: [
+        condition('PodScheduled', 'True'),
+        condition('Initialized', 'True'),
+        condition('Ready', 'False'),
+        condition('ContainersReady', 'False'),
+        ...(pod.status?.conditions ?? []).filter((c) => !kubeletConditions.has(c.type)),
+      ],
+      containerStatuses: (pod.spec?.containers ?? []).map((c) => ({
+        name: c.name,
+        image: c.image ?? '',
+        imageID: '',
+        ready: false,
+        started: false,
+        restartCount: crash ? 3 : 0,
+        state: { waiting: { reason, message: `simulated: ${reason}` } },
+        ...(crash
+          ? { lastState: { terminated: { exitCode: 1, reason: 'Error', finishedAt: now } } }
+          : {}),
+      })),
+    });
   }
 
   /** A freshly bound pod: every container started, running and ready. */
