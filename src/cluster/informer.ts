@@ -106,8 +106,14 @@ export class Informer {
   #resourceVersion: string | undefined;
   #lastEventAt: number | undefined;
   #synced = false;
-  /** A filter change not yet applied by a completed relist: the store still reflects the old filter. */
-  #filterPending = false;
+  /**
+   * Filter changes: `#filterVersion` counts them, `#listedFilterVersion` is the one the last
+   * completed relist applied. Not the same = the store does not reflect the filter yet,
+   * also while the relist's list is in flight (a flag cleared when the relist began let a
+   * pass plan on the old store until the list came back).
+   */
+  #filterVersion = 0;
+  #listedFilterVersion = 0;
   #syncWaiters: { ready: () => boolean; wake: () => void; fail: (error: Error) => void }[] = [];
   #lastError: Error | undefined;
   #running = false;
@@ -146,7 +152,7 @@ export class Informer {
    * never plans on a store that lacks the objects the new filter admits.
    */
   get current(): boolean {
-    return this.#synced && !this.#filterPending;
+    return this.#synced && this.#listedFilterVersion === this.#filterVersion;
   }
   /** The newest resourceVersion seen in a list, an event or a bookmark. */
   get lastResourceVersion(): string | undefined {
@@ -243,7 +249,7 @@ export class Informer {
   setFilter(filter: (object: KubernetesObject) => boolean): void {
     this.#filter = filter;
     this.#needRelist = true;
-    this.#filterPending = true;
+    this.#filterVersion += 1;
     if (this.#running) {
       this.#hooks.restarted?.('filter');
       this.#interruptNow();
@@ -264,12 +270,10 @@ export class Informer {
       try {
         if (this.#needRelist) {
           this.#needRelist = false;
-          const filterPending = this.#filterPending;
           try {
             await this.#relist(signal);
           } catch (error) {
             this.#needRelist = true;
-            this.#filterPending ||= filterPending;
             throw error;
           }
           failures = 0;
@@ -328,18 +332,14 @@ export class Informer {
 
   async #relist(signal: AbortSignal): Promise<void> {
     // A filter set while this list runs is not applied by it: the next relist applies it.
-    const filterPendingBefore = this.#filterPending;
-    this.#filterPending = false;
+    const filterVersion = this.#filterVersion;
     const filter = this.#filter;
     const items: KubernetesObject[] = [];
     let continueToken: string | undefined;
     let resourceVersion: string;
     do {
       const page = await this.#source.list({ limit: this.#pageSize, continueToken, signal });
-      if (signal.aborted) {
-        this.#filterPending ||= filterPendingBefore;
-        return;
-      }
+      if (signal.aborted) return;
       for (const raw of page.items) {
         const object = this.#transform(raw);
         if (filter(object)) items.push(object);
@@ -348,6 +348,7 @@ export class Informer {
       resourceVersion = page.resourceVersion;
     } while (continueToken);
     const changes = this.#store.replace(items);
+    this.#listedFilterVersion = filterVersion;
     this.#lastError = undefined;
     this.#resourceVersion = resourceVersion;
     this.#lastEventAt = this.#clock.now();

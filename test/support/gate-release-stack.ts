@@ -16,6 +16,12 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { createClusterView } from '../../src/cluster/view.ts';
+import {
+  createResourceSource,
+  type ResourceSource,
+  type ResourceTarget,
+} from '../../src/cluster/source.ts';
+import { managedNamespaces } from '../../src/run/view.ts';
 import { podReader } from '../../src/cluster/client.ts';
 import { createWriteExecutor } from '../../src/cluster/writer.ts';
 import type { ClusterView, ObjectReference } from '../../src/cluster/types.ts';
@@ -85,6 +91,16 @@ export interface GateReleaseStackOptions {
   readonly clock?: Clock;
   /** Record break-glass releases before the loop starts, as a term start does (src/loops/break-glass.ts). */
   readonly breakGlass?: boolean;
+  /**
+   * Keep only the pods of the namespaces the policy's tenants own, re-scoped when a new
+   * commit is in force before the pass that uses it, as `tollgate run` does (run/view.ts).
+   * Default: pods of every namespace.
+   */
+  readonly scopeNamespaces?: boolean;
+  /** How long a pass waits for the view to sync before it is tried again (default 30 s). */
+  readonly syncWaitMs?: number;
+  /** Wraps each real source of the view (a test holds a list or a watch back). */
+  readonly wrapSource?: (target: ResourceTarget, source: ResourceSource) => ResourceSource;
 }
 
 export interface StackTrace {
@@ -157,13 +173,22 @@ export async function prepareGateReleaseStack(
   if (first.kind !== 'applied')
     throw new Error(`policy at ${options.policyUrl}: ${JSON.stringify(first)}`);
 
-  const view = createClusterView({ kubeConfig: kc, logger: log });
+  const wrapSource = options.wrapSource;
+  const view = createClusterView({
+    kubeConfig: kc,
+    logger: log,
+    ...(options.scopeNamespaces ? { namespaces: managedNamespaces(policies.current()!) } : {}),
+    ...(wrapSource
+      ? { sourceFactory: (target) => wrapSource(target, createResourceSource(kc, target)) }
+      : {}),
+  });
   // A new policy commit may name other objects; the view watches them before the pass that needs them.
   let watchedCommit = '';
   const currentPolicy = (): Policy | undefined => {
     const policy = policies.current();
     if (policy && policy.commit !== watchedCommit) {
       watchedCommit = policy.commit;
+      if (options.scopeNamespaces) view.setNamespaces(managedNamespaces(policy));
       view.watchObjects(objectRefs(policy));
     }
     return policy;
@@ -315,6 +340,7 @@ export async function prepareGateReleaseStack(
       : {}),
     ...(options.debounceMs !== undefined ? { debounceMs: options.debounceMs } : {}),
     ...(options.budgetRampMs !== undefined ? { budgetRampMs: options.budgetRampMs } : {}),
+    ...(options.syncWaitMs !== undefined ? { syncWaitMs: options.syncWaitMs } : {}),
     blocked,
   };
   // Like a term start: break-glass releases recorded before the loop decides anything.

@@ -24,7 +24,11 @@ import {
 import { startControlPlane, type ControlPlane } from '../../support/control-plane.ts';
 import { SimulatedKubelet } from '../../support/kubelet.ts';
 import { startGitServer, pushTree, type GitServer } from '../../support/git-server.ts';
-import { startGateReleaseStack, type GateReleaseStack } from '../../support/gate-release-stack.ts';
+import {
+  startGateReleaseStack,
+  type GateReleaseStack,
+  type GateReleaseStackOptions,
+} from '../../support/gate-release-stack.ts';
 import { creatable } from '../../support/eventually.ts';
 import { createLogger } from '../../../src/observe/log.ts';
 import type { Clock } from '../../../src/lib/clock.ts';
@@ -114,6 +118,12 @@ export function policyFiles(state: PolicyState): Record<string, string | null> {
   return files;
 }
 
+/** How a test's tollgate differs from the default one (see GateReleaseStackOptions). */
+export type TollgateOptions = Pick<
+  GateReleaseStackOptions,
+  'recoverIntents' | 'scopeNamespaces' | 'wrapSource' | 'syncWaitMs'
+>;
+
 export interface World {
   readonly cp: ControlPlane;
   readonly kc: KubeConfig;
@@ -133,7 +143,7 @@ export interface World {
     id?: string,
     dispatcher?: { capacity: number; concurrency: number; qps: number; burst: number },
     clock?: Clock,
-    options?: { recoverIntents?: boolean },
+    options?: TollgateOptions,
   ): Promise<GateReleaseStack>;
   stop(): Promise<void>;
 }
@@ -203,7 +213,7 @@ export async function startWorld(name: string, first: PolicyState): Promise<Worl
       id = 'tollgate-1',
       dispatcher = { capacity: 1000, concurrency: 8, qps: 200, burst: 200 },
       clock?: Clock,
-      options: { recoverIntents?: boolean } = {},
+      options: TollgateOptions = {},
     ) {
       const stack = await startGateReleaseStack({
         kubeConfig: cp.kubeConfig('tollgate'),
@@ -220,6 +230,9 @@ export async function startWorld(name: string, first: PolicyState): Promise<Worl
         debounceMs: 50,
         ...(clock ? { clock } : {}),
         ...(options.recoverIntents ? { recoverIntents: true } : {}),
+        ...(options.scopeNamespaces ? { scopeNamespaces: true } : {}),
+        ...(options.wrapSource ? { wrapSource: options.wrapSource } : {}),
+        ...(options.syncWaitMs !== undefined ? { syncWaitMs: options.syncWaitMs } : {}),
       });
       // Stopping twice (a test, then the world) must not stop the parts twice.
       let stopping: Promise<void> | undefined;

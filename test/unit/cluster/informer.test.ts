@@ -302,6 +302,28 @@ test('changing the filter relists: newly matching objects are ADDED, excluded on
   await informer.stop();
 });
 
+test('after a filter change the informer is not current until the relist has listed, also while its list is in flight', async () => {
+  let namespaces = new Set(['team-a']);
+  const { source, informer } = harness({
+    filter: (o) => namespaces.has(o.metadata?.namespace ?? ''),
+  });
+  const everything = [pod('a', '5', 'team-a'), pod('b', '6', 'team-b')];
+  source.queueList(page('10', everything));
+  informer.start();
+  await source.nextWatch();
+  assert.equal(informer.current, true);
+  namespaces = new Set(['team-a', 'team-b']);
+  informer.setFilter((o) => namespaces.has(o.metadata?.namespace ?? ''));
+  assert.equal(informer.current, false, 'the filter changed');
+  // The relist's list is sent and not answered yet: the store still lacks team-b.
+  while (source.listCalls.length < 2) await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(informer.current, false, 'the relist is in flight');
+  source.queueList(page('12', everything));
+  await informer.whenCurrent();
+  assert.equal(informer.get('team-b/b')?.metadata?.name, 'b');
+  await informer.stop();
+});
+
 test('whenSynced rejects when its signal aborts before the first list', async () => {
   const { informer } = harness();
   informer.start();
