@@ -7,10 +7,14 @@
  * chart creates the Secret when it is absent, keeps it on uninstall and never in Git; the
  * kustomize base leaves it to `kubectl create secret` (docs/install.md).
  *
- * Rendered by the real `kustomize` and `helm` (test/tools); no cluster needed.
+ * Rendered by the real `kustomize` and `helm` (test/tools); the chart's `lookup` of an
+ * existing Secret against the real API server (`helm template --dry-run=server`).
  */
-import { describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { sharedControlPlane, type ControlPlane } from '../../support/control-plane.ts';
+import { runNamespace } from '../../support/eventually.ts';
 import { helmTemplate, kustomizeOverlay, type Manifest } from './tools.ts';
 
 // Rendered YAML is untyped; these tests walk it as loosely typed data.
@@ -73,5 +77,35 @@ describe('the resize state key, wherever tollgate is installed', () => {
 
   it('the kustomize base puts no key in Git: it renders no Secret at all', () => {
     assert.equal(kustomizeOverlay().filter((o) => o.kind === 'Secret').length, 0);
+  });
+});
+
+describe("the chart's key Secret on a real API server", () => {
+  let cp: ControlPlane;
+  before(async () => {
+    cp = await sharedControlPlane();
+  });
+
+  const renderedKey = (namespace: string): string => {
+    const secret = helmTemplate({ namespace, kubeconfig: cp.adminKubeconfig }).find(
+      (o) => o.kind === 'Secret',
+    ) as any;
+    return Buffer.from(secret.data.keys, 'base64').toString('utf8');
+  };
+
+  it('keeps the key of an existing Secret (upgrade, reinstall) and makes one only when absent', async () => {
+    const namespace = runNamespace('keylookup');
+    const core = cp.kubeConfig('admin').makeApiClient(CoreV1Api);
+    await core.createNamespace({ body: { metadata: { name: namespace } } });
+    const made = [renderedKey(namespace), renderedKey(namespace)];
+    assert.notEqual(made[0], made[1], 'absent: a new random key at each render');
+    const installed = `${'k'.repeat(40)}\n${'o'.repeat(40)}\n`;
+    await core.createNamespacedSecret({
+      namespace,
+      body: { metadata: { name: secretName }, stringData: { keys: installed } },
+    });
+    assert.equal(renderedKey(namespace), installed, 'present: its keys, rotated lines included');
+    assert.equal(renderedKey(namespace), installed);
+    await core.deleteNamespace({ name: namespace });
   });
 });

@@ -84,7 +84,14 @@ export const withMonitoring = (): Manifest[] => kustomizeOverlay({ components: [
 
 /** `helm template RELEASE CHART --namespace NS [--set k=v ...]` with the real binary. */
 export function helmTemplate(
-  options: { release?: string; namespace?: string; set?: string[]; chart?: string } = {},
+  options: {
+    release?: string;
+    namespace?: string;
+    set?: string[];
+    chart?: string;
+    /** Render against this cluster (`--dry-run=server`): the chart's `lookup` sees it. */
+    kubeconfig?: string;
+  } = {},
 ): Manifest[] {
   const args = [
     'template',
@@ -93,6 +100,7 @@ export function helmTemplate(
     '--namespace',
     options.namespace ?? 'tollgate-system',
     ...(options.set ?? []).flatMap((s) => ['--set', s]),
+    ...(options.kubeconfig ? ['--dry-run=server', '--kubeconfig', options.kubeconfig] : []),
   ];
   const out = execFileSync(toolPath('helm'), args, {
     encoding: 'utf8',
