@@ -266,6 +266,7 @@ async function start(
     announced.leading();
     resizeStateKeyAtTerm();
   });
+  parts.resizeApi = () => loops.resizeApi();
   elector.start();
   started('leader election', () => elector.stop());
   started('loops', () => loops.close());

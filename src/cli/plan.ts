@@ -42,9 +42,11 @@ import {
 import { observedHistory } from '../decide/plan-observed.ts';
 import { openAuditSource, readAuditHistory } from '../audit/reader.ts';
 import { approvalHits, formatApprovalHits } from '../decide/approvals.ts';
-import type { ResizePodLike } from '../decide/resize-objects.ts';
+import type { ResizeNodeLike, ResizePodLike } from '../decide/resize-objects.ts';
 import { resizePodsByPolicy } from '../decide/resize-match.ts';
 import { defaultStepMs, readResizeSignals, type ResizeReadings } from '../loops/resize-readings.ts';
+import { createResizeApiProbe } from '../cluster/resize-api.ts';
+import { podLevelProbeCandidate, type ApiResizeSupport } from '../decide/resize-features.ts';
 import { createPrometheusClient, type PrometheusClient } from '../signals/prometheus.ts';
 import { snapshotOf, type ObjectRefLike, type PodLike } from '../decide/objects.ts';
 import { formatPolicyError } from '../policy/errors.ts';
@@ -232,7 +234,16 @@ export async function runPlan(options: PlanOptions, io: PlanIo): Promise<number>
               running,
               args.now,
             );
-      const resize = planResize(base.policy, proposed.policy, running, nodes, args.now, signals);
+      const api = await askApiAboutResize(kc, proposed.policy, running, nodes);
+      const resize = planResize(
+        base.policy,
+        proposed.policy,
+        running,
+        nodes,
+        args.now,
+        signals,
+        api,
+      );
       diff = withResize(diff, await withObservedHistory(resize, options, args, base, proposed));
     }
     const hits = approvalHits(proposed.policy, pods, args.now);
@@ -439,6 +450,21 @@ async function readReferencedObjects(
 }
 
 /** Both policies' resize signals from Prometheus, probed first so an unreachable one is an error. */
+/**
+ * What the API server answers about resize, asked as the plan's user: discovery of
+ * pods/resize and a server-side dry-run of a pod-level resize (nothing is stored; without
+ * the permission the answer is unknown, said so in the plan).
+ */
+async function askApiAboutResize(
+  kc: KubeConfig,
+  policy: Policy,
+  pods: readonly ResizePodLike[],
+  nodes: readonly ResizeNodeLike[],
+): Promise<ApiResizeSupport> {
+  const candidate = podLevelProbeCandidate(resizePodsByPolicy(policy, pods), nodes);
+  return createResizeApiProbe(kc)(candidate);
+}
+
 async function resizeSignals(
   prometheusUrl: string,
   base: Policy,

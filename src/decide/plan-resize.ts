@@ -32,7 +32,11 @@ import type { Policy, ResizePolicy, ResourceBounds } from '../policy/model.ts';
 import type { ResizeNodeLike, ResizePodLike, ResourceListRecord } from './resize-objects.ts';
 import { decidePodResize, revertResource, type SignalReading } from './resize-plan.ts';
 import { podBudgetProblems } from './resize-budget.ts';
-import { policyResizeSupport, type PolicyResizeSupport } from './resize-features.ts';
+import {
+  policyResizeSupport,
+  type ApiResizeSupport,
+  type PolicyResizeSupport,
+} from './resize-features.ts';
 import type { ObservedPolicyHistory } from './plan-observed.ts';
 import { resizePodsByPolicy } from './resize-match.ts';
 import {
@@ -312,6 +316,7 @@ export function planResize(
   nodes: readonly ResizeNodeLike[],
   now: number,
   signals?: { readonly base: SignalsFor; readonly proposed: SignalsFor },
+  api?: ApiResizeSupport,
 ): ResizePlan {
   const before = resizeTargets(base, pods, nodes, now, signals?.base);
   const after = resizeTargets(proposed, pods, nodes, now, signals?.proposed);
@@ -324,7 +329,7 @@ export function planResize(
       ...new Set([...before, ...after].filter(([, t]) => !t.covered).map(([k]) => k)),
     ].sort(byName),
     features: proposed.resizePolicies
-      .map((rp) => policyResizeSupport(rp, nodes))
+      .map((rp) => policyResizeSupport(rp, nodes, api))
       .sort((a, b) => byName(a.policy, b.policy)),
   };
 }

@@ -61,7 +61,12 @@ import {
   unreadable,
 } from './resize-signals.ts';
 import { podBudgetProblems } from './resize-budget.ts';
-import { nodeResizeSupport, podLevelResizeFeature } from './resize-features.ts';
+import {
+  apiRefusal,
+  nodeResizeSupport,
+  podLevelResizeFeature,
+  type ApiResizeSupport,
+} from './resize-features.ts';
 import {
   type DeferredSchedule,
   type PauseCause,
@@ -125,6 +130,8 @@ export interface PodResizeInput {
   readonly stateKeys: StateTrust;
   /** The API server refused this pod's last resize write (403/422), as the loop saw it. */
   readonly refused?: { readonly code?: number; readonly message: string };
+  /** What the API server answered about resize (discovery, dry-run); undefined = not asked. */
+  readonly api?: ApiResizeSupport;
 }
 
 export interface PlannedWrite {
@@ -1086,11 +1093,13 @@ function stepTarget(ctx: Context, verdicts: readonly SignalVerdict[]): SteppedTa
   );
   if (policy.pod && ctx.desired.pod) {
     const support = ctx.input.node ? nodeResizeSupport(ctx.input.node) : undefined;
-    if (!support || support.podLevel) units.push(undefined);
-    else
+    const refused = apiRefusal(ctx.input.api).podLevel;
+    if (support && !support.podLevel)
       notes.push(
         `(pod): node ${support.node} does not declare ${podLevelResizeFeature}, so pod-level resources are left alone`,
       );
+    else if (refused) notes.push(`(pod): ${refused}, so pod-level resources are left alone`);
+    else units.push(undefined);
   }
   for (const unit of units) {
     const label = unit ?? '(pod)';
@@ -1301,6 +1310,8 @@ function resizableContext(input: PodResizeInput): Context | PodResizePlan {
   const support = input.node ? nodeResizeSupport(input.node) : undefined;
   if (support && !support.containers)
     return nothing(`node ${support.node} cannot resize in place: ${support.why ?? ''}`);
+  const api = apiRefusal(input.api).all;
+  if (api) return nothing(`${api}: nothing is resized`);
   return {
     input,
     desired,

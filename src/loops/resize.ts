@@ -47,6 +47,9 @@ import type { PrometheusClient } from '../signals/prometheus.ts';
 import { defaultStepMs, readResizeSignals } from './resize-readings.ts';
 import { resizePodsByPolicy } from '../decide/resize-match.ts';
 import { systemClock, type Clock } from '../lib/clock.ts';
+import type { ApiResizeSupport } from '../decide/resize-features.ts';
+import { ApiSupportTracker } from './resize-api-probe.ts';
+import type { ResizeApiProbe } from '../cluster/resize-api.ts';
 import { silentLogger, type Logger } from '../observe/log.ts';
 import {
   resizeActuationSeconds,
@@ -140,6 +143,12 @@ export interface ResizeLoopDeps {
    * `unknown-key` and ignored.
    */
   readonly stateKeys?: StateKeyRing;
+  /**
+   * Asks the API server whether it serves pods/resize and accepts a pod-level resize
+   * (`createResizeApiProbe`): at the first pass and when the nodes change. Without it,
+   * only what the nodes report is judged.
+   */
+  readonly probeApi?: ResizeApiProbe;
   /** Parallel per-pod Prometheus queries when a query cannot be batched. Default 4. */
   readonly queryConcurrency?: number;
   readonly logger?: Logger;
@@ -148,6 +157,8 @@ export interface ResizeLoopDeps {
 export interface ResizeLoop {
   /** One pass now; resolves when its writes have ended. */
   pass(): Promise<PassSummary>;
+  /** What the API server last answered about resize (undefined: not asked). */
+  apiSupport(): ApiResizeSupport | undefined;
   stop(): Promise<void>;
 }
 
@@ -259,7 +270,7 @@ for (const cause of wakeCauses) resizeWakeupsTotal.inc({ cause }, 0);
 
 export function startResizeLoop(deps: ResizeLoopDeps): ResizeLoop {
   const loop = new ResizeRunner(deps);
-  return { pass: () => loop.pass(), stop: () => loop.stop() };
+  return { pass: () => loop.pass(), stop: () => loop.stop(), apiSupport: () => loop.apiSupport() };
 }
 
 /** What one pass collects from its pods. */
@@ -321,6 +332,7 @@ class ResizeRunner {
   readonly #stateKeys: StateKeyRing;
   readonly #quotaHolds: QuotaHolds;
   readonly #abort = new AbortController();
+  readonly #api: ApiSupportTracker;
   readonly #unsubscribe: () => void;
   #running: Promise<PassSummary> | undefined;
   #timer: NodeJS.Timeout | undefined;
@@ -334,6 +346,7 @@ class ResizeRunner {
     this.#stepOf = deps.stepMs ?? defaultStepMs;
     this.#concurrency = deps.queryConcurrency ?? 4;
     this.#stateKeys = deps.stateKeys ?? ephemeralStateKeys(this.#log);
+    this.#api = new ApiSupportTracker(deps.probeApi);
     this.#quotaHolds = new QuotaHolds({
       quotas: deps.quotas,
       quotasSeenThrough: deps.quotasSeenThrough,
@@ -370,6 +383,10 @@ class ResizeRunner {
       this.#actuating.delete(change.key);
       resizeActuationSeconds.observe(Math.max(0, this.#clock.now() - startedAt) / 1000);
     }
+  }
+
+  apiSupport(): ApiResizeSupport | undefined {
+    return this.#api.current();
   }
 
   pass(): Promise<PassSummary> {
@@ -464,7 +481,9 @@ class ResizeRunner {
     const now = this.#clock.now();
     let count = 0;
     const work: Promise<void>[] = [];
-    for (const [rp, pods] of this.#podsByPolicy(policy)) {
+    const byPolicy = this.#podsByPolicy(policy);
+    await this.#api.refresh(byPolicy, [...this.#deps.view.nodes()]);
+    for (const [rp, pods] of byPolicy) {
       const candidates = pods.filter(
         (p) => !this.#busy.has(keyOf(p)) && (only === undefined || only.has(keyOf(p))),
       );
@@ -582,6 +601,7 @@ class ResizeRunner {
       stepMs: this.#stepOf(turn.rp),
       ...(memo ? { memo } : {}),
       ...(refusal ? { refused: refusal } : {}),
+      ...(this.#api.current() ? { api: this.#api.current() } : {}),
       stateKeys: this.#stateKeys,
     });
     if (plan.memo) this.#memos.set(key, plan.memo);

@@ -19,6 +19,8 @@ import { createReleasedConditions } from '../loops/released-condition.ts';
 import type { TermWrites } from '../loops/leadership.ts';
 import { WhileLeader, type Generation, type LeaderTermLike } from '../loops/leadership.ts';
 import { quotasFromView, startResizeLoop, type ResizeLoop } from '../loops/resize.ts';
+import { createResizeApiProbe } from '../cluster/resize-api.ts';
+import type { ApiResizeSupport } from '../decide/resize-features.ts';
 import { systemClock } from '../lib/clock.ts';
 import type { Logger } from '../observe/log.ts';
 import type { PassWatchdog } from '../observe/watchdog.ts';
@@ -57,6 +59,8 @@ export interface LoopParts {
 export interface LeaderLoops {
   /** A gate-release pass now, if a term's loop runs; its failure is logged with `what`. */
   passGateRelease(what: string): void;
+  /** What the API server answered the resize loop of the current term (undefined: no term, not asked). */
+  resizeApi(): ApiResizeSupport | undefined;
   close(): Promise<void>;
 }
 
@@ -86,7 +90,11 @@ export function superviseLoops(parts: LoopParts): LeaderLoops {
     (term) => startTermLoops({ ...parts, readPod }, term, running),
     log,
   );
-  return { passGateRelease, close: () => supervisor.close() };
+  return {
+    passGateRelease,
+    resizeApi: () => running.resize?.apiSupport(),
+    close: () => supervisor.close(),
+  };
 }
 
 type PodRead = ReturnType<typeof podReader>;
@@ -247,6 +255,7 @@ function startResizeLoopIfConfigured(
       staleSkipRollback: config.stale.skipRollback,
       events: parts.events,
       readPod,
+      probeApi: createResizeApiProbe(parts.kubeConfig),
       ...quotasFromView(view),
       cacheLagMs: () => view.cacheLag.lagMs(),
       ...(parts.watchdog ? { watchdog: parts.watchdog } : {}),

@@ -10,7 +10,7 @@ import type { PassWatchdog } from '../observe/watchdog.ts';
 import { registry } from '../observe/metrics.ts';
 import type { RunConfig } from '../cli/run-config.ts';
 import type { PolicyFeed } from './policy.ts';
-import { policyResizeSupport } from '../decide/resize-features.ts';
+import { policyResizeSupport, type ApiResizeSupport } from '../decide/resize-features.ts';
 
 /** Filled in as the parts start; read by the readiness checks meanwhile. */
 export interface StartedParts {
@@ -20,6 +20,8 @@ export interface StartedParts {
   watchdog?: Pick<PassWatchdog, 'wedged'>;
   /** Whether the stale-guard can establish freshness (live reads answer). */
   freshness?: Pick<FreshnessHealth, 'degraded'>;
+  /** What the API server answered the leader's resize loop about resize (discovery, dry-run). */
+  resizeApi?: () => ApiResizeSupport | undefined;
 }
 
 /** Why there is no policy yet: the source's reason (fetch failed, commit invalid, ...). */
@@ -62,7 +64,8 @@ export function readinessChecks(parts: StartedParts): HealthChecks {
 
 /**
  * What each ResizePolicy's resizes can do on the cluster's nodes (in-place resize by
- * kubelet version, pod-level resize by declared feature): a detail, never a failure (one
+ * kubelet version, pod-level resize by declared feature) and, on the leader, what the API
+ * server answered (pods/resize served, a pod-level dry-run): a detail, never a failure (one
  * policy's needs must not make the replica unready); not listed without ResizePolicies.
  */
 function resizeFeatures(parts: StartedParts): { detail: string } | null {
@@ -71,7 +74,7 @@ function resizeFeatures(parts: StartedParts): { detail: string } | null {
   if (policies.length === 0 || !view?.synced || !view.nodes) return null;
   const nodes = [...view.nodes()];
   const lines = policies.flatMap((rp) =>
-    policyResizeSupport(rp, nodes).lines.map((line) => `${rp.name}: ${line}`),
+    policyResizeSupport(rp, nodes, parts.resizeApi?.()).lines.map((line) => `${rp.name}: ${line}`),
   );
   return { detail: lines.join('; ') };
 }
