@@ -217,6 +217,25 @@ async function settle(world: World, settleMs: number, chaos: Chaos): Promise<Che
   };
 }
 
+/**
+ * Waits until every running replica has pushed what it accepted (tollgate_audit_backlog
+ * 0), so the audit end checks do not race the last outcomes' batch (a release seen
+ * just before settling has its outcome pushed up to a batch delay plus a push later).
+ * Bounded: a backlog that does not drain is left for the checks to report.
+ */
+async function auditDrained(world: World, timeoutMs: number, chaos: Chaos): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const backlogs = await Promise.all(world.replicas.map((r) => r.auditBacklog()));
+    const pending = backlogs.reduce<number>((sum, b) => sum + (b ?? 0), 0);
+    if (pending === 0 || Date.now() >= deadline) {
+      chaos.note(`audit backlog of the replicas: ${pending} decisions not pushed`);
+      return;
+    }
+    await sleep(1000);
+  }
+}
+
 /** `tollgate explain` for a held pod, against the policy as last pushed. */
 async function explain(world: World, pod: string): Promise<string> {
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-soak-policy-'));
@@ -320,6 +339,7 @@ async function main(): Promise<void> {
   chaos.note('chaos ends: faults over, load stream off, settling');
   const settleBegan = Date.now();
   const checks: Check[] = [await settle(world, opts.settleMinutes * 60_000, chaos)];
+  await auditDrained(world, 60_000, chaos);
   const settleMs = Date.now() - settleBegan;
   stopSampling();
   for (const replica of world.replicas) {

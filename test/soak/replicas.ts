@@ -168,15 +168,20 @@ export class Replica {
     clearTimeout(timer);
   }
 
+  /** Its /metrics text, or undefined while it cannot answer (killed, paused). */
+  async metrics(): Promise<string | undefined> {
+    if (!this.running) return undefined;
+    return fetch(`${this.url}/metrics`, { signal: AbortSignal.timeout(3000) })
+      .then((r) => r.text())
+      .catch(() => undefined);
+  }
+
   /**
    * How often this process's informers relisted after 410 Gone (the sum over resources of
    * tollgate_informer_restarts_total{reason="gone"}), or undefined when it cannot answer.
    */
   async goneRelists(): Promise<number | undefined> {
-    if (!this.running) return undefined;
-    const text = await fetch(`${this.url}/metrics`, { signal: AbortSignal.timeout(3000) })
-      .then((r) => r.text())
-      .catch(() => undefined);
+    const text = await this.metrics();
     if (text === undefined) return undefined;
     return text
       .split('\n')
@@ -186,12 +191,15 @@ export class Replica {
       .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
   }
 
+  /** Decisions it accepted but has not pushed yet (tollgate_audit_backlog), if it answers. */
+  async auditBacklog(): Promise<number | undefined> {
+    const text = await this.metrics();
+    return text === undefined ? undefined : metricValue(text, 'tollgate_audit_backlog');
+  }
+
   /** One sample, or undefined while the replica cannot answer (killed, paused). */
   async sample(): Promise<MemorySample | undefined> {
-    if (!this.running) return undefined;
-    const text = await fetch(`${this.url}/metrics`, { signal: AbortSignal.timeout(3000) })
-      .then((r) => r.text())
-      .catch(() => undefined);
+    const text = await this.metrics();
     if (text === undefined) return undefined;
     return {
       at: Date.now(),
