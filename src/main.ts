@@ -202,7 +202,7 @@ async function start(
   started('cluster view', () => view.stop());
   await view.whenSynced(shutdown);
   log.info('cluster view synced');
-  const guards = createStaleGuards(first, view, policies, config.stale);
+  const guards = createStaleGuards(first, view, policies, config.stale, freshness);
 
   // 4. The audit trail.
   const { target, auditToken, audit } = await openAuditTrail(

@@ -96,7 +96,7 @@ export const staleGuardDegraded = getOrCreate(
   () =>
     new Gauge({
       name: 'tollgate_stale_guard_degraded',
-      help: '1 while freshness cannot be established (live reads refused by an open breaker): destructive acts on pods the cache is behind on wait; else 0.',
+      help: "1 while freshness cannot be established (live reads refused by an open breaker, or a pod waiting more than 5 minutes for the cache to show tollgate's own write): destructive acts on pods the cache is behind on wait; else 0.",
       registers: [registry],
     }),
 );

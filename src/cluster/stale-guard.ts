@@ -92,9 +92,15 @@ export interface StaleGuardOptions {
    * live read to decide (`decideLive`) instead of waiting on the cache. Default 5.
    */
   readonly liveReadAfterSkips?: number;
+  /** Told when a key has waited longer than `degradedAfterMs`, and when none does any more. */
+  readonly health?: FreshnessHealth;
+  /** A key behind for longer than this makes freshness degraded. Default 5 minutes. */
+  readonly degradedAfterMs?: number;
 }
 
 export const defaultLiveReadAfterSkips = 5;
+/** The stale wait after which freshness is degraded (the TollgateStaleWaitLong alert's too). */
+export const defaultStaleDegradedAfterMs = 300_000;
 
 /** The problem with a `liveReadAfterSkips`, or undefined when it is a whole number >= 1. */
 export function liveReadAfterSkipsProblem(value: number): string | undefined {
@@ -115,8 +121,14 @@ export class StaleGuard {
   #lagValidForMs: number;
   #observedLag: { ms: number; at: number } | undefined;
   readonly #liveReadAfterSkips: number;
+  readonly #health: FreshnessHealth | undefined;
+  readonly #degradedAfterMs: number;
+  /** True while this guard has told `health` a key waits too long. */
+  #waitDegraded = false;
 
   constructor(options: StaleGuardOptions) {
+    this.#health = options.health;
+    this.#degradedAfterMs = options.degradedAfterMs ?? defaultStaleDegradedAfterMs;
     this.#liveReadAfterSkips = options.liveReadAfterSkips ?? defaultLiveReadAfterSkips;
     const problem = liveReadAfterSkipsProblem(this.#liveReadAfterSkips);
     if (problem) throw new Error(`stale-guard: ${problem}`);
@@ -138,6 +150,34 @@ export class StaleGuard {
       if (entry.since !== undefined) longest = Math.max(longest, now - entry.since);
     }
     return longest;
+  }
+
+  /**
+   * Tells the health whether a key has waited past `degradedAfterMs`. Judged when a skip
+   * is counted (a waiting key's backoff is capped by the requeue maximum, so a long wait
+   * is seen within it) and when a waiting key leaves (caught up, decided live, gone):
+   * never per check of a key inside its backoff, which would walk every entry per pod.
+   */
+  #judgeWait(): void {
+    if (!this.#health) return;
+    const longest = this.longestWaitMs();
+    const over = longest > this.#degradedAfterMs;
+    if (!over && !this.#waitDegraded) return;
+    this.#waitDegraded = over;
+    this.#health.report(
+      `wait:${this.loop}`,
+      over
+        ? `${this.loop}: a pod has waited ${Math.round(longest / 1000)} s for the cache to show tollgate's own write (limit ${Math.round(this.#degradedAfterMs / 1000)} s)`
+        : undefined,
+    );
+  }
+
+  /** Removes a key's entry; a key that was waiting may end a degraded wait. */
+  #drop(key: ObjectKey): void {
+    const waited = this.#entries.get(key)?.since !== undefined;
+    this.#entries.delete(key);
+    this.#unknown.delete(key);
+    if (waited) this.#judgeWait();
   }
 
   /**
@@ -200,19 +240,16 @@ export class StaleGuard {
   }
 
   recordWrite(key: ObjectKey, resourceVersion: string): void {
-    this.#entries.delete(key);
+    this.#drop(key);
     this.#entries.set(key, { resourceVersion, misses: 0 });
     while (this.#entries.size > this.#maxEntries) {
-      const oldest = this.#entries.keys().next().value as ObjectKey;
-      this.#entries.delete(oldest);
-      this.#unknown.delete(oldest);
+      this.#drop(this.#entries.keys().next().value as ObjectKey);
     }
   }
 
   /** The object is gone: nothing to wait for. */
   forget(key: ObjectKey): void {
-    this.#entries.delete(key);
-    this.#unknown.delete(key);
+    this.#drop(key);
   }
 
   #backoff(entry: Entry | undefined): number {
@@ -263,6 +300,7 @@ export class StaleGuard {
       entry.since ??= now;
     }
     staleSkipsTotal.inc({ loop: this.loop });
+    this.#judgeWait();
     return { fresh: false, reason, detail, retryAfterMs, waiting: false, decideLive: false };
   }
 
@@ -307,8 +345,7 @@ export class StaleGuard {
     }
     if (cached >= written) {
       // Caught up: the entry has done its job, and forgetting it keeps memory bounded.
-      this.#entries.delete(key);
-      this.#unknown.delete(key);
+      this.#drop(key);
       return { fresh: true };
     }
     return this.#skip(key, entry, 'behind', `cache holds ${cached}, tollgate wrote ${written}`);
@@ -396,12 +433,15 @@ export interface LiveReaderOptions<T> {
 }
 
 /**
- * Whether the stale-guard can establish freshness: degraded while live reads are refused
- * by an open breaker (a destructive act on a pod the cache is behind on then waits). One
- * `onChange` per change, for the Event; `tollgate_stale_guard_degraded` and the /readyz
- * detail line read it.
+ * Whether the stale-guard can establish freshness, from its causes: live reads refused by
+ * an open breaker (`set`, the LiveReader's), and a pod waiting longer than the limit for
+ * the cache to show tollgate's own write (`report('wait:<loop>')`, each StaleGuard's).
+ * Degraded while any cause holds (a destructive act on a pod the cache is behind on then
+ * waits). One `onChange` per change of the whole state, for the Event;
+ * `tollgate_stale_guard_degraded` and the /readyz detail line read it.
  */
 export class FreshnessHealth {
+  readonly #causes = new Map<string, string>();
   #degraded: string | undefined;
   readonly #onChange: ((degraded: string | undefined) => void) | undefined;
 
@@ -410,19 +450,25 @@ export class FreshnessHealth {
     staleGuardDegraded.set(0);
   }
 
-  /** Why freshness cannot be established; undefined while it can. */
+  /** Why freshness cannot be established (every cause, '; '-joined); undefined while it can. */
   get degraded(): string | undefined {
     return this.#degraded;
   }
 
+  /** The live-read breaker's cause: why reads are refused, or undefined once one answers. */
   set(degraded: string | undefined): void {
-    if ((degraded === undefined) === (this.#degraded === undefined)) {
-      this.#degraded = degraded;
-      return;
-    }
-    this.#degraded = degraded;
-    staleGuardDegraded.set(degraded === undefined ? 0 : 1);
-    this.#onChange?.(degraded);
+    this.report('live-reads', degraded);
+  }
+
+  /** One cause held (with its reason) or cleared (undefined). */
+  report(source: string, reason: string | undefined): void {
+    if (reason === undefined) this.#causes.delete(source);
+    else this.#causes.set(source, reason);
+    const was = this.#degraded;
+    this.#degraded = this.#causes.size === 0 ? undefined : [...this.#causes.values()].join('; ');
+    if ((was === undefined) === (this.#degraded === undefined)) return;
+    staleGuardDegraded.set(this.#degraded === undefined ? 0 : 1);
+    this.#onChange?.(this.#degraded);
   }
 }
 

@@ -6,7 +6,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { RunConfig } from '../cli/run-config.ts';
 import type { CacheLagMeter } from '../cluster/cache-lag.ts';
 import { loadKubeConfig } from '../cluster/client.ts';
-import { StaleGuard } from '../cluster/stale-guard.ts';
+import { StaleGuard, type FreshnessHealth } from '../cluster/stale-guard.ts';
 import type { ObjectReference } from '../cluster/types.ts';
 import { createClusterView, type LiveClusterView } from '../cluster/view.ts';
 import type { Logger } from '../observe/log.ts';
@@ -94,16 +94,21 @@ export interface LoopGuards {
  * term is still guarded in the next. Built once the view has synced (until then nothing
  * counts as fresh), fed the view's lag as measured on tollgate's own pod writes, and
  * the staleness policy of each new snapshot; `stale` (run configuration): after how many
- * consecutive skips one live read decides.
+ * consecutive skips one live read decides; `health`: told when a pod has waited past the
+ * stale limit (5 min) for the cache, which makes freshness degraded.
  */
 export function createStaleGuards(
   first: Policy,
   view: { readonly cacheLag: Pick<CacheLagMeter, 'onMeasured'> },
   policies: Pick<PolicyFeed, 'onPolicy'>,
   stale: Partial<Pick<RunConfig['stale'], 'liveReadAfterSkips'>> = {},
+  health?: FreshnessHealth,
 ): LoopGuards {
   const { liveReadAfterSkips } = stale;
-  const knobs = liveReadAfterSkips === undefined ? {} : { liveReadAfterSkips };
+  const knobs = {
+    ...(liveReadAfterSkips === undefined ? {} : { liveReadAfterSkips }),
+    ...(health ? { health } : {}),
+  };
   const guards: LoopGuards = {
     gate: new StaleGuard({ policy: first.staleness, loop: 'gate-release', ...knobs }),
     resize: new StaleGuard({ policy: first.staleness, loop: 'resize', ...knobs }),

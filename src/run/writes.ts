@@ -164,7 +164,7 @@ export function createWritePathHealth(
   const selfEvents = new ControllerEvents(config.lease);
   const freshness = new FreshnessHealth({
     onChange: (degraded) => {
-      if (degraded === undefined) log.info('stale-guard: live reads answer again');
+      if (degraded === undefined) log.info('stale-guard: freshness can be established again');
       else log.warn({ reason: degraded }, 'stale-guard degraded: freshness cannot be established');
       selfEvents.record(freshnessEvent(degraded));
     },
@@ -196,7 +196,7 @@ export function freshnessEvent(degraded: string | undefined): EventRecord {
         type: 'Normal',
         reason: 'StaleGuardRecovered',
         action: 'Resume',
-        note: 'live reads answer again: destructive acts on pods the cache is behind on go on',
+        note: 'freshness can be established again (live reads answer again, no pod waits past the stale limit): destructive acts on pods the cache is behind on go on',
       }
     : {
         type: 'Warning',
