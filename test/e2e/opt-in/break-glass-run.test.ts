@@ -16,9 +16,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api, EventsV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { sharedControlPlane, type ControlPlane } from '../../support/control-plane.ts';
+import { auditRecords } from '../../support/audit-records.ts';
 import { pushTree } from '../../support/git-server.ts';
 import { eventually, removeNamespace, runNamespace } from '../../support/eventually.ts';
-import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
 import { gitServerForFile, startTollgateRun, type RunProcess } from '../security/support.ts';
 
 const git = gitServerForFile('tollgate-break-glass-run-');
@@ -132,16 +132,11 @@ test('a gate removed by hand while tollgate was down is recorded at the next ter
   });
   const metrics = await (await fetch(second.metrics)).text();
   assert.match(metrics, /^tollgate_break_glass_releases_total\{tenant="bgrun"\} 1$/m);
-  const record = await eventually('a BreakGlass record on the audit branch', async () => {
-    const source = await openAuditSource(policyUrl, 'tollgate/audit', { token: server.token });
-    try {
-      return (await readAuditHistory(source))
-        .flatMap((c) => c.records)
-        .find((r) => r.kind === 'BreakGlass' && r.target.name === 'urgent');
-    } finally {
-      source.close();
-    }
-  });
+  const record = await eventually('a BreakGlass record on the audit branch', async () =>
+    (await auditRecords(policyUrl, server.token)).find(
+      (r) => r.kind === 'BreakGlass' && r.target.name === 'urgent',
+    ),
+  );
   assert.equal(record.tenant, 'bgrun');
   assert.equal((record.inputs[0]?.value as { evidence?: string }).evidence, 'held');
 });

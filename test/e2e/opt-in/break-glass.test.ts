@@ -17,9 +17,9 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { EventsV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
+import { auditRecords } from '../../support/audit-records.ts';
 import { eventually } from '../../support/eventually.ts';
 import { startGateReleaseStack, type GateReleaseStack } from '../../support/gate-release-stack.ts';
-import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
 import { createLogger } from '../../../src/observe/log.ts';
 import { startWorld, type PolicyState, type World } from '../isolation/world.ts';
 
@@ -98,18 +98,8 @@ describe('gates removed by hand while tollgate was down are recorded at the next
       },
       setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
     );
-  const breakGlassRecords = async () => {
-    const source = await openAuditSource(world.auditUrl, 'tollgate/audit', {
-      token: world.git.token,
-    });
-    try {
-      return (await readAuditHistory(source))
-        .flatMap((c) => c.records)
-        .filter((r) => r.kind === 'BreakGlass');
-    } finally {
-      source.close();
-    }
-  };
+  const breakGlassRecords = async () =>
+    (await auditRecords(world.auditUrl, world.git.token)).filter((r) => r.kind === 'BreakGlass');
 
   before(async () => {
     world = await startWorld('break-glass', policy);

@@ -15,10 +15,10 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parse, stringify } from 'yaml';
 import { aPod } from '../../builders/pod.ts';
+import { auditRecords } from '../../support/audit-records.ts';
 import { eventually } from '../../support/eventually.ts';
 import { pushTree } from '../../support/git-server.ts';
 import type { Finisher } from '../gate-release/harness.ts';
-import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
 import type { Clock } from '../../../src/lib/clock.ts';
 import type { GateReleaseStack } from '../../support/gate-release-stack.ts';
 import {
@@ -108,16 +108,7 @@ describe('a reviewed commit holds, schedules or drains a whole GatePolicy', () =
       stack.policies.current()?.commit === commit ? true : undefined,
     );
   };
-  const records = async () => {
-    const source = await openAuditSource(world.auditUrl, 'tollgate/audit', {
-      token: world.git.token,
-    });
-    try {
-      return (await readAuditHistory(source)).flatMap((c) => c.records);
-    } finally {
-      source.close();
-    }
-  };
+  const records = () => auditRecords(world.auditUrl, world.git.token);
   const heldFor = async (names: readonly string[], reason: RegExp) =>
     eventually(`a Hold record (${reason}) for ${names.join(', ')}`, async () => {
       const holds = (await records()).filter((r) => r.kind === 'Hold' && reason.test(r.reason));
