@@ -104,6 +104,9 @@ const clock = new ManualClock(Date.UTC(2026, 0, 1));
 
 const commitMs: number[] = [];
 const pushMs: number[] = [];
+/** The writer process's RSS and Buffer memory after each cycle, MiB. */
+const rssMiB: number[] = [];
+const buffersMiB: number[] = [];
 const cacheDir = mkdtempSync(join(tmpdir(), 'tollgate-bench-history-'));
 const repo = new AuditRepo({
   dir: join(cacheDir, 'audit.git'),
@@ -186,6 +189,9 @@ for (let done = 0; done < total; done += 2 * perCommit) {
     intents.map((item) => ({ ...item, at: clock.now(), outcome: { result: 'succeeded' } })),
   );
   await writer.flush();
+  const memory = process.memoryUsage();
+  rssMiB.push(memory.rss / 2 ** 20);
+  buffersMiB.push(memory.arrayBuffers / 2 ** 20);
 }
 await writer.close();
 const writeSeconds = (performance.now() - started) / 1000;
@@ -221,12 +227,18 @@ const firstCommit = median(slice(commitMs, 0, 0.05));
 const lastCommit = median(slice(commitMs, 0.95, 1));
 const firstPush = median(slice(pushMs, 0, 0.05));
 const lastPush = median(slice(pushMs, 0.95, 1));
+// Memory once the first maintenance packed the clone (after 10%), against the end.
+const firstRss = median(slice(rssMiB, 0.1, 0.15));
+const lastRss = median(slice(rssMiB, 0.95, 1));
+const firstBuffers = median(slice(buffersMiB, 0.1, 0.15));
+const lastBuffers = median(slice(buffersMiB, 0.95, 1));
 const report = [
   `audit history bench: ${total} records, ${perCommit} per commit, ${commits} commits, one every ${values.every} (simulated ${((commits * everyMs) / 3_600_000).toFixed(1)} h), written in ${writeSeconds.toFixed(0)} s`,
   `commit median first 5% ${firstCommit.toFixed(1)} ms, last 5% ${lastCommit.toFixed(1)} ms (ratio ${(lastCommit / firstCommit).toFixed(2)})`,
   `push median first 5% ${firstPush.toFixed(1)} ms, last 5% ${lastPush.toFixed(1)} ms (ratio ${(lastPush / firstPush).toFixed(2)})`,
   `disk: server repo ${(serverKiB / 1024).toFixed(1)} MiB (${((serverKiB * 1024) / total).toFixed(0)} B/record), writer clone after maintenance ${(cloneKiB / 1024).toFixed(1)} MiB (${((cloneKiB * 1024) / total).toFixed(0)} B/record)`,
   `term start (fresh cache: shallow fetch + reconcile + recovery read to the last checkpoint), half the history / all of it: ${half.ms.toFixed(0)} / ${term.ms.toFixed(0)} ms (ratio ${(term.ms / half.ms).toFixed(2)}), peak heap ${half.peakHeapMiB.toFixed(0)} / ${term.peakHeapMiB.toFixed(0)} MiB (ratio ${(term.peakHeapMiB / half.peakHeapMiB).toFixed(2)}), commits read ${half.commitsRead} / ${term.commitsRead}, open intents ${term.open}`,
+  `writer RSS median at 10-15% / last 5% of the history ${firstRss.toFixed(0)} / ${lastRss.toFixed(0)} MiB (ratio ${(lastRss / firstRss).toFixed(2)}), Buffers ${firstBuffers.toFixed(1)} / ${lastBuffers.toFixed(1)} MiB (ratio ${(lastBuffers / firstBuffers).toFixed(2)})`,
   `bench process peak RSS ${(peakRss / 2 ** 20).toFixed(0)} MiB`,
   `verify over the clone: ${(verify.stderr.match(/TIME .*/)?.[0] ?? verify.stderr.slice(-200)).replace('TIME ', '')}; ${verify.stdout.split('\n')[0]}`,
 ];

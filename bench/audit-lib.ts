@@ -21,5 +21,6 @@ export function timedStore(
     unpushed: () => repo.unpushed(),
     redact: (text) => repo.redact(text),
     maintain: () => repo.maintain(),
+    releaseCache: () => repo.releaseCache(),
   };
 }

@@ -212,7 +212,21 @@ export function classifyPushError(error: unknown): PushFailureReason {
 
 export class AuditRepo implements Repo {
   readonly gitdir: string;
-  readonly cache: object = {};
+  /**
+   * isomorphic-git's cache: the pack indexes and the whole packs it read stay in it, so
+   * one cache for the life of the process holds the clone's packs in memory (the largest
+   * grows with the history). The writer drops it after each cycle (releaseCache): a cycle
+   * still reads each pack once, and memory does not grow with the trail.
+   */
+  #cache: object = {};
+  get cache(): object {
+    return this.#cache;
+  }
+
+  /** Forgets every pack and index isomorphic-git loaded (the next read loads what it needs). */
+  releaseCache(): void {
+    this.#cache = {};
+  }
   readonly branch: string;
   readonly url: string;
   readonly #token: TokenSource | undefined;

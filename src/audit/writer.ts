@@ -80,6 +80,8 @@ export interface AuditStore {
   sync?(): Promise<void>;
   /** Packs and prunes the local clone (AuditRepo.maintain). */
   maintain?(): Promise<{ packed: number; pruned: number }>;
+  /** Drops what the Git library keeps in memory between operations (AuditRepo.releaseCache). */
+  releaseCache?(): void;
 }
 
 /** True while this process may record (it holds the leader lease); see GitAuditWriter.setFence. */
@@ -630,6 +632,7 @@ export class GitAuditWriter implements AuditSink {
     if (failure && this.#unpushedCommits > 0 && !(failure instanceof AuditNotLeaderError))
       this.#scheduleRetry();
     if (waiters.length > 0) this.#settle(waiters, failure, committedIntents);
+    this.#store.releaseCache?.();
     this.#arm();
     return failure;
   }
