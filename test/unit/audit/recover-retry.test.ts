@@ -52,6 +52,28 @@ const gatedPod = (name: string): V1Pod => ({
   spec: { containers: [], schedulingGates: [{ name: 'tollgate.io/ready' }] },
 });
 
+/** recoverOutcomes as a term start calls it, on these timers, backoff 1 s doubling to 5 s. */
+function termStartRecovery(
+  sink: AuditSink,
+  timers: ManualTimers,
+  signal: AbortSignal,
+  pod: (name: string) => V1Pod | undefined,
+) {
+  return recoverOutcomes({
+    auditUrl: 'http://127.0.0.1:9/audit.git',
+    branch: 'tollgate/audit',
+    token: undefined,
+    cluster: 'prod',
+    audit: sink,
+    view: { pod: (_namespace: string, name: string) => pod(name) } as unknown as ClusterView,
+    policy: aPolicy().obj(),
+    log: silentLogger,
+    timers,
+    signal,
+    backoff: { baseMs: 1_000, maxMs: 5_000 },
+  });
+}
+
 async function trailWithOpenIntents(...intents: Decision[]) {
   const clone = await localClone();
   await clone.repo.commitFile(
@@ -80,19 +102,7 @@ for (const { failures, retriesAt, reconciles } of rows) {
     );
     const timers = new ManualTimers();
     const term = new AbortController();
-    const run = await recoverOutcomes({
-      auditUrl: 'http://127.0.0.1:9/audit.git',
-      branch: 'tollgate/audit',
-      token: undefined,
-      cluster: 'prod',
-      audit: sink,
-      view: { pod: (_ns: string, name: string) => gatedPod(name) } as unknown as ClusterView,
-      policy: aPolicy().obj(),
-      log: silentLogger,
-      timers,
-      signal: term.signal,
-      backoff: { baseMs: 1_000, maxMs: 5_000 },
-    });
+    const run = await termStartRecovery(sink, timers, term.signal, (name) => gatedPod(name));
     assert.equal(await pendingGauge(), failures > 0 ? 1 : 0, 'pending while not recovered');
     for (const [index, delay] of retriesAt.entries()) {
       assert.deepEqual(timers.pending, [delay], `retry ${index + 1} waits ${delay} ms`);
@@ -120,19 +130,7 @@ test('the retries stop when the term ends (the next leader recovers), and the pe
   );
   const timers = new ManualTimers();
   const term = new AbortController();
-  const run = await recoverOutcomes({
-    auditUrl: 'http://127.0.0.1:9/audit.git',
-    branch: 'tollgate/audit',
-    token: undefined,
-    cluster: 'prod',
-    audit: sink,
-    view: { pod: () => undefined } as unknown as ClusterView,
-    policy: aPolicy().obj(),
-    log: silentLogger,
-    timers,
-    signal: term.signal,
-    backoff: { baseMs: 1_000, maxMs: 5_000 },
-  });
+  const run = await termStartRecovery(sink, timers, term.signal, () => undefined);
   await timers.advance(1_000);
   await settleFully();
   assert.equal(sink.reconciles, 2);
