@@ -1,0 +1,108 @@
+/** planLeftovers: which leftover records are replayed, dropped or turned into a correction. */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { planLeftovers, type LeftoverCommit } from '../../../src/audit/leftovers.ts';
+import { phaseOf, recordSchemaVersion, type AuditRecord } from '../../../src/audit/record.ts';
+import type { Decision, Outcome } from '../../../src/decide/decision.ts';
+import { aDecision, outcomeOf } from '../../builders/decision.ts';
+
+const asRecord = (decision: Decision): AuditRecord => ({
+  ...decision,
+  v: recordSchemaVersion,
+  phase: phaseOf(decision),
+});
+const intent = aDecision('Release', 'p1').obj();
+const cancelled: Outcome = { result: 'cancelled', message: 'not sent before restart' };
+const unknown: Outcome = { result: 'unknown', message: 'pod gone before recovery' };
+
+const rows: {
+  name: string;
+  leftover: Decision;
+  remote: { intent?: boolean; outcome?: Outcome };
+  replayed: boolean;
+  correction?: string;
+}[] = [
+  {
+    name: 'an intent the remote does not hold is replayed',
+    leftover: intent,
+    remote: {},
+    replayed: true,
+  },
+  {
+    name: 'an intent the remote already holds is dropped (never recorded twice)',
+    leftover: intent,
+    remote: { intent: true },
+    replayed: false,
+  },
+  {
+    name: 'an outcome whose intent the remote left open is replayed',
+    leftover: outcomeOf(intent),
+    remote: { intent: true },
+    replayed: true,
+  },
+  {
+    name: 'an outcome the remote agrees with is dropped without a correction',
+    leftover: outcomeOf(intent),
+    remote: { outcome: { result: 'succeeded' } },
+    replayed: false,
+  },
+  {
+    name: 'a not-applied outcome where recovery said cancelled is dropped without a correction',
+    leftover: outcomeOf(intent, { result: 'conflict', message: '409' }),
+    remote: { outcome: cancelled },
+    replayed: false,
+  },
+  {
+    name: 'a succeeded outcome where recovery said cancelled is dropped and corrected',
+    leftover: outcomeOf(intent),
+    remote: { outcome: cancelled },
+    replayed: false,
+    correction: 'succeeded',
+  },
+  {
+    name: 'any answer of the API where recovery said unknown is dropped and corrected',
+    leftover: outcomeOf(intent, { result: 'conflict', message: '409' }),
+    remote: { outcome: unknown },
+    replayed: false,
+    correction: 'conflict',
+  },
+];
+
+for (const { name, leftover, remote, replayed, correction } of rows) {
+  test(name, () => {
+    const commits: LeftoverCommit[] = [
+      { path: 'audit/prod/a.jsonl', batch: 'outcomes', records: [asRecord(leftover)] },
+    ];
+    const plan = planLeftovers(
+      commits,
+      {
+        intents: new Set(remote.intent ? [intent.id] : []),
+        outcomes: new Map(
+          remote.outcome ? [[intent.id, asRecord(outcomeOf(intent, remote.outcome))]] : [],
+        ),
+      },
+      { now: 42, remoteMoved: true },
+    );
+    assert.equal(plan.commits.flatMap((c) => c.records).length, replayed ? 1 : 0);
+    assert.equal(plan.changed, !replayed);
+    assert.deepEqual(
+      plan.corrections.map((c) => [
+        c.id,
+        c.outcome.result,
+        (c.inputs[0]?.value as { actual: Outcome }).actual.result,
+      ]),
+      correction ? [[`${intent.id}:correction`, 'recorded', correction]] : [],
+    );
+  });
+}
+
+test('a leftover checkpoint is dropped once the remote moved on, kept when it did not', () => {
+  const checkpoint: LeftoverCommit = {
+    path: 'audit/prod/a.checkpoint.jsonl',
+    batch: 'checkpoint',
+    records: [],
+  };
+  const none = { intents: new Set<string>(), outcomes: new Map<string, AuditRecord>() };
+  assert.equal(planLeftovers([checkpoint], none, { now: 1, remoteMoved: true }).changed, true);
+  assert.equal(planLeftovers([checkpoint], none, { now: 1, remoteMoved: false }).changed, false);
+});
