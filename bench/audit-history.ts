@@ -2,7 +2,7 @@
  * The audit trail over a long history, against the real Git smart-HTTP server of the
  * tests, through the real writer (GitAuditWriter + AuditRepo, maintenance on):
  *
- *   node bench/audit-history.ts [--records 20000] [--per-commit 20] [--every 10s]
+ *   node [--expose-gc] bench/audit-history.ts [--records 20000] [--per-commit 20] [--every 10s] [--keep-git-cache]
  *
  * Writes `--records` decision records (intent + outcome pairs, `--per-commit` records
  * per commit) at a simulated pace of one commit every `--every` (an injected clock, so
@@ -43,6 +43,8 @@ const { values } = parseArgs({
     'per-commit': { type: 'string', default: '20' },
     every: { type: 'string', default: '10s' },
     'term-start': { type: 'string' },
+    // The writer keeps isomorphic-git's cache for its whole life (as before releaseCache).
+    'keep-git-cache': { type: 'boolean', default: false },
   },
 });
 
@@ -118,7 +120,7 @@ const repo = new AuditRepo({
 });
 await repo.open();
 await repo.fetch();
-const store = timedStore(repo, { commitMs, pushMs });
+const store = timedStore(repo, { commitMs, pushMs }, values['keep-git-cache']);
 const writer = new GitAuditWriter({
   store,
   cluster: 'bench',
@@ -189,6 +191,8 @@ for (let done = 0; done < total; done += 2 * perCommit) {
     intents.map((item) => ({ ...item, at: clock.now(), outcome: { result: 'succeeded' } })),
   );
   await writer.flush();
+  // With --expose-gc the sample is what stays reachable, not garbage awaiting collection.
+  (globalThis as { gc?: () => void }).gc?.();
   const memory = process.memoryUsage();
   rssMiB.push(memory.rss / 2 ** 20);
   buffersMiB.push(memory.arrayBuffers / 2 ** 20);

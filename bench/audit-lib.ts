@@ -5,6 +5,8 @@ import type { AuditStore } from '../src/audit/writer.ts';
 export function timedStore(
   repo: AuditRepo,
   times: { readonly commitMs: number[]; readonly pushMs: number[] },
+  /** Keep isomorphic-git's cache for the life of the writer (the behaviour before releaseCache), to compare. */
+  keepGitCache = false,
 ): AuditStore {
   const timed = async <T>(into: number[], work: () => Promise<T>): Promise<T> => {
     const start = performance.now();
@@ -21,6 +23,6 @@ export function timedStore(
     unpushed: () => repo.unpushed(),
     redact: (text) => repo.redact(text),
     maintain: () => repo.maintain(),
-    releaseCache: () => repo.releaseCache(),
+    ...(keepGitCache ? {} : { releaseCache: () => repo.releaseCache() }),
   };
 }
