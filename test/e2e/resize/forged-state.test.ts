@@ -121,7 +121,7 @@ test('a last-good written by hand is ignored, recorded once, and an OOM kill rai
   assert.ok(reasons.includes('Warning/TollgateResizeStateRejected'), reasons.join(', '));
 });
 
-test('state cannot ride on the resize write: the API server drops metadata changes sent to pods/resize, so a step takes an annotation write and a resize', async () => {
+test('state cannot ride on the resize write: the API server drops metadata changes sent to pods/resize, by patch or server-side apply, so a step takes an annotation write and a resize', async () => {
   world.prom.set(queueMetric, { namespace: world.namespace, pod: 'ride-0' }, 50);
   await world.runPod(
     workerPod('ride-0', 'not-governed', 'rz-forged-node', { cpu: '100m', memory: '256Mi' }),
@@ -142,6 +142,67 @@ test('state cannot ride on the resize write: the API server drops metadata chang
     answer.metadata?.annotations?.[lastGoodAnnotation],
     undefined,
     'the annotation sent with it is dropped',
+  );
+  // Server-side apply to pods/resize goes through the same subresource: it also resizes and
+  // drops the annotation.
+  const applied = await world.admin.patchNamespacedPodResize(
+    {
+      namespace: world.namespace,
+      name: 'ride-0',
+      fieldManager: 'tollgate-e2e',
+      force: true,
+      body: {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: {
+          name: 'ride-0',
+          namespace: world.namespace,
+          annotations: { [lastGoodAnnotation]: '{"containers":{}}' },
+        },
+        spec: { containers: [{ name: 'app', resources: { requests: { memory: '320Mi' } } }] },
+      },
+    },
+    setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply),
+  );
+  assert.equal(memoryOf(applied), 320 * Mi, 'the applied resize is applied');
+  assert.equal(
+    applied.metadata?.annotations?.[lastGoodAnnotation],
+    undefined,
+    'the annotation in the applied configuration is dropped',
+  );
+  assert.equal(
+    (await world.pod('ride-0')).metadata?.annotations?.[lastGoodAnnotation],
+    undefined,
+    'and not stored',
+  );
+  // Nor can the resize ride on the annotation write: the pod itself refuses a resources change.
+  const refused = await world.admin
+    .patchNamespacedPod(
+      {
+        namespace: world.namespace,
+        name: 'ride-0',
+        body: {
+          metadata: { annotations: { [lastGoodAnnotation]: '{"containers":{}}' } },
+          spec: { containers: [{ name: 'app', resources: { requests: { memory: '448Mi' } } }] },
+        },
+      },
+      setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch),
+    )
+    .then(
+      () => undefined,
+      (error: unknown) => error as { code?: number; body?: string },
+    );
+  assert.equal(
+    refused?.code,
+    422,
+    `a resources change on the pod itself is refused: ${refused?.body}`,
+  );
+  const after = await world.pod('ride-0');
+  assert.equal(memoryOf(after), 320 * Mi);
+  assert.equal(
+    after.metadata?.annotations?.[lastGoodAnnotation],
+    undefined,
+    'nothing of it stored',
   );
   await world.assertInPlace('ride-0');
 });
