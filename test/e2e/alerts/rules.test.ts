@@ -407,6 +407,13 @@ describe('alert rules on the series tollgate exports', () => {
         "tollgate ignored resize state it did not seal for the pod (forged) in the last 15 minutes: someone edits tollgate's annotations on pods (unsigned, forged), or the state key changed (unknown-key). The audit trail names each pod.",
     },
     {
+      alert: 'TollgatePolicySavedInForce',
+      series: [{ series: 'tollgate_policy_saved_in_force{pod="tollgate-a"}', values: '0x10 1x40' }],
+      silentAt: '15m',
+      firingAt: '25m',
+      labels: {},
+    },
+    {
       alert: 'TollgatePolicyRestartRequired',
       series: [
         { series: 'tollgate_policy_restart_required{pod="tollgate-a"}', values: '0x10 1x40' },
