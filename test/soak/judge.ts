@@ -99,26 +99,33 @@ export interface AuditRelease {
   readonly result: string;
 }
 
-/** Every release the watcher saw has a Release intent and a succeeded Release outcome. */
+/**
+ * Every release the watcher saw has a Release intent and an outcome that does not deny
+ * it: succeeded, or unknown (a successor's recovery found the pod gone and could not
+ * tell; counted in the detail). Cancelled or failed would be a false record.
+ */
 export function releasesInAudit(
   seen: readonly { uid: string; pod: string }[],
   records: readonly AuditRelease[],
 ): Check {
   const intents = new Set(records.filter((r) => r.phase === 'intent').map((r) => r.uid));
-  const succeeded = new Set(
-    records.filter((r) => r.phase === 'outcome' && r.result === 'succeeded').map((r) => r.uid),
-  );
-  const missing = seen.filter((r) => !intents.has(r.uid) || !succeeded.has(r.uid));
+  const outcomes = (result: string): Set<string> =>
+    new Set(records.filter((r) => r.phase === 'outcome' && r.result === result).map((r) => r.uid));
+  const succeeded = outcomes('succeeded');
+  const unknown = outcomes('unknown');
+  const recorded = (uid: string): boolean => succeeded.has(uid) || unknown.has(uid);
+  const missing = seen.filter((r) => !intents.has(r.uid) || !recorded(r.uid));
+  const unknownSeen = seen.filter((r) => !succeeded.has(r.uid) && unknown.has(r.uid)).length;
   return {
-    name: 'every release the watcher saw has an intent and a succeeded outcome in Git',
+    name: 'every release the watcher saw has an intent and a succeeded (or unknown) outcome in Git',
     pass: missing.length === 0,
-    detail: `${seen.length} releases seen, ${missing.length} without both${
+    detail: `${seen.length} releases seen, ${unknownSeen} recorded unknown, ${missing.length} without both${
       missing.length > 0
         ? `: ${missing
             .slice(0, 10)
             .map(
               (r) =>
-                `${r.pod} (${r.uid}, intent ${intents.has(r.uid)}, outcome ${succeeded.has(r.uid)})`,
+                `${r.pod} (${r.uid}, intent ${intents.has(r.uid)}, outcome ${recorded(r.uid)})`,
             )
             .join(', ')}`
         : ''

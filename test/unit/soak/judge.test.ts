@@ -104,6 +104,22 @@ describe('the soak end checks', () => {
       pass: false,
     },
     {
+      name: 'an unknown outcome (recovery found the pod gone): an honest outcome',
+      records: [
+        { uid: 'u1', phase: 'intent', result: 'pending' },
+        { uid: 'u1', phase: 'outcome', result: 'unknown' },
+      ],
+      pass: true,
+    },
+    {
+      name: 'a cancelled outcome: contradicts what the watcher saw',
+      records: [
+        { uid: 'u1', phase: 'intent', result: 'pending' },
+        { uid: 'u1', phase: 'outcome', result: 'cancelled' },
+      ],
+      pass: false,
+    },
+    {
       name: "another pod's records: missing",
       records: [
         { uid: 'u2', phase: 'intent', result: 'pending' },
