@@ -3,7 +3,12 @@
 // V8's compile cache (Node keeps it under the OS temp folder, TypeScript already stripped)
 // lets a repeated start, such as `tollgate validate` in an editor's save hook, skip parsing
 // and type stripping; where the cache cannot be written it is simply not used.
+// `tollgate run` keeps V8's young generation small before anything is loaded
+// (src/cli/memory-flags.ts): the resident memory of a long-running controller.
 import module from 'node:module';
+import process from 'node:process';
+import { applyMemoryFlags, nodeFlagsOfThisProcess } from '../src/cli/memory-flags.ts';
 
+applyMemoryFlags(process.argv.slice(2), nodeFlagsOfThisProcess());
 module.enableCompileCache?.();
 await import('../src/cli/main.ts');

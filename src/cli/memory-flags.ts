@@ -1,0 +1,47 @@
+/**
+ * The V8 flags `tollgate run` sets on itself before it loads anything heavy.
+ *
+ * V8 grows its young generation (the semi-spaces where new objects are born) up to
+ * 16 MiB per semi-space while objects pile up: loading the Kubernetes client's thousands
+ * of modules and listing thousands of pods both do. The grown pages then stay resident
+ * for the life of the process, about 45 MiB at 10,000 pods (docs/BENCHMARKS.md, Memory).
+ * A long-running controller holds its pods in the old generation anyway, so `run` keeps
+ * the young generation at its initial size: more, smaller scavenges, planning a few per
+ * cent slower, and the memory back.
+ *
+ * The flag is set at run time (`v8.setFlagsFromString`), because the image starts
+ * `node bin/tollgate.js run` and a deployment's NODE_OPTIONS carry only the heap cap.
+ * An operator who passes any young-generation size flag keeps their own choice.
+ */
+import { setFlagsFromString } from 'node:v8';
+
+export const runMemoryFlags: readonly string[] = ['--semi-space-growth-factor=1'];
+
+const youngGenerationFlag = /^--(max[-_]|min[-_])?semi[-_]space[-_](size|growth[-_]factor)\b/;
+
+/** The flags to set for these arguments (process.argv after the script) and Node flags (execArgv, NODE_OPTIONS). */
+export function memoryFlagsFor(
+  args: readonly string[],
+  nodeFlags: readonly string[],
+): readonly string[] {
+  if (args[0] !== 'run') return [];
+  if (nodeFlags.some((flag) => youngGenerationFlag.test(flag))) return [];
+  return runMemoryFlags;
+}
+
+/** Node's own flags of this process: its command line and NODE_OPTIONS. */
+export function nodeFlagsOfThisProcess(): string[] {
+  return [...process.execArgv, ...(process.env.NODE_OPTIONS ?? '').split(/\s+/)].filter(
+    (flag) => flag !== '',
+  );
+}
+
+/** Sets the flags `memoryFlagsFor` picks; returns them. Call before the heavy imports. */
+export function applyMemoryFlags(
+  args: readonly string[],
+  nodeFlags: readonly string[],
+): readonly string[] {
+  const flags = memoryFlagsFor(args, nodeFlags);
+  if (flags.length > 0) setFlagsFromString(flags.join(' '));
+  return flags;
+}

@@ -1,0 +1,129 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { trimObject } from '../../../src/cluster/trim.ts';
+
+type Loose = KubernetesObject & Record<string, unknown>;
+
+/** A container as the API server serves it for a batch worker: every field a Job's pod carries. */
+function servedContainer(name: string): Record<string, unknown> {
+  return {
+    name,
+    image: `registry.example/${name}:1`,
+    imagePullPolicy: 'IfNotPresent',
+    command: ['python', '-m', 'trainer'],
+    args: ['--epochs=10'],
+    workingDir: '/work',
+    env: [{ name: 'A', value: 'b' }],
+    envFrom: [{ configMapRef: { name: 'cfg' } }],
+    ports: [{ containerPort: 8080 }],
+    volumeMounts: [{ name: 'scratch', mountPath: '/scratch' }],
+    volumeDevices: [{ name: 'raw', devicePath: '/dev/xvda' }],
+    livenessProbe: { httpGet: { path: '/healthz', port: 8080 } },
+    readinessProbe: { httpGet: { path: '/readyz', port: 8080 } },
+    startupProbe: { httpGet: { path: '/healthz', port: 8080 } },
+    lifecycle: { preStop: { exec: { command: ['sleep', '5'] } } },
+    securityContext: { runAsNonRoot: true },
+    terminationMessagePath: '/dev/termination-log',
+    terminationMessagePolicy: 'File',
+    resources: { requests: { cpu: '500m' }, limits: { memory: '2Gi' } },
+    resizePolicy: [{ resourceName: 'cpu', restartPolicy: 'NotRequired' }],
+    restartPolicy: 'Always',
+  };
+}
+
+/** What tollgate keeps of such a container: what gates, resize and explain read. */
+function keptContainer(name: string): Record<string, unknown> {
+  return {
+    name,
+    image: `registry.example/${name}:1`,
+    imagePullPolicy: 'IfNotPresent',
+    resources: { requests: { cpu: '500m' }, limits: { memory: '2Gi' } },
+    resizePolicy: [{ resourceName: 'cpu', restartPolicy: 'NotRequired' }],
+    restartPolicy: 'Always',
+  };
+}
+
+const status = {
+  phase: 'Pending',
+  conditions: [{ type: 'PodScheduled', status: 'False', reason: 'SchedulingGated' }],
+  containerStatuses: [{ name: 'worker', ready: false, restartCount: 0 }],
+};
+
+/** A pod as listed (list items carry no kind) or watched (with kind). */
+function servedPod(withKind: boolean): Loose {
+  return {
+    ...(withKind ? { apiVersion: 'v1', kind: 'Pod' } : {}),
+    metadata: { name: 'p', namespace: 'ns', uid: 'u', resourceVersion: '9', labels: { a: 'b' } },
+    spec: {
+      schedulingGates: [{ name: 'tollgate.io/gate' }],
+      nodeSelector: { pool: 'batch' },
+      tolerations: [{ key: 'batch', operator: 'Exists' }],
+      priority: 0,
+      overhead: { cpu: '10m' },
+      resources: { requests: { cpu: '1' } },
+      initContainers: [servedContainer('init')],
+      containers: [servedContainer('worker'), servedContainer('sidecar')],
+      ephemeralContainers: [servedContainer('debug')],
+      volumes: [{ name: 'scratch', emptyDir: {} }],
+    },
+    status,
+  };
+}
+
+function keptPod(withKind: boolean): Loose {
+  return {
+    ...(withKind ? { apiVersion: 'v1', kind: 'Pod' } : {}),
+    metadata: { name: 'p', namespace: 'ns', uid: 'u', resourceVersion: '9', labels: { a: 'b' } },
+    spec: {
+      schedulingGates: [{ name: 'tollgate.io/gate' }],
+      nodeSelector: { pool: 'batch' },
+      tolerations: [{ key: 'batch', operator: 'Exists' }],
+      priority: 0,
+      overhead: { cpu: '10m' },
+      resources: { requests: { cpu: '1' } },
+      initContainers: [keptContainer('init')],
+      containers: [keptContainer('worker'), keptContainer('sidecar')],
+      ephemeralContainers: [keptContainer('debug')],
+    },
+    status,
+  };
+}
+
+describe('tollgate keeps pods in the compact form its decisions need', () => {
+  for (const withKind of [false, true]) {
+    it(`a pod ${withKind ? 'from a watch event (with kind)' : 'from a list (no kind)'} loses its containers' command, env, probes and mounts and its volumes, and keeps what gates, resize and explain read`, () => {
+      assert.deepEqual(trimObject(servedPod(withKind)), keptPod(withKind));
+    });
+  }
+
+  const untouched: { what: string; object: Loose }[] = [
+    {
+      what: 'a Deployment (its pod template is not a pod)',
+      object: {
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { name: 'd' },
+        spec: { template: { spec: { containers: [servedContainer('web')] } } },
+      },
+    },
+    {
+      what: 'a custom resource with spec.containers (an ObjectCondition may read any field)',
+      object: {
+        apiVersion: 'example.com/v1',
+        kind: 'Trainer',
+        metadata: { name: 't' },
+        spec: { containers: [servedContainer('worker')], volumes: [{ name: 'v' }] },
+      },
+    },
+    {
+      what: 'a ConfigMap',
+      object: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c' }, data: { env: 'x' } },
+    },
+  ];
+  for (const { what, object } of untouched) {
+    it(`${what} keeps its spec whole`, () => {
+      assert.deepEqual(trimObject(structuredClone(object)), object);
+    });
+  }
+});
