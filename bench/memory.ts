@@ -1,8 +1,11 @@
 /**
- * Resident memory of tollgate's cluster view holding N pods, against
- * @kubernetes/client-node's plain informer holding the same pods, on one real control plane.
+ * Resident memory of a whole `tollgate run` process and of tollgate's cluster view holding
+ * N pods, against @kubernetes/client-node's plain informer holding the same pods, on one
+ * real control plane.
  *
- *   node bench/memory.ts [--pods 10000,50000] [--repeat 3,1] [--concurrency 96]
+ *   node bench/memory.ts [--pods 0,10000,50000] [--repeat 3,1] [--concurrency 96]
+ *                        [--contenders baseline,plain,tollgate,run] [--settle 15000]
+ *                        [--run-node-options=--max-semi-space-size=16]
  *                        [--node-flags=--optimize-for-size]
  *
  * The parent starts the control plane (test/support/control-plane.ts) and creates gated
@@ -19,6 +22,13 @@
  *   kubelet), the managed namespace's ResourceQuotas (none here), and one referenced
  *   ConfigMap, as a policy with an ObjectCondition makes it. Only the view: not the policy
  *   source, loops, dispatcher or audit writer of a whole `tollgate run` process.
+ * - `run`: a whole `tollgate run` process started as the image starts it, holding every
+ *   pod (bench/memory-run.ts); its RSS from /proc after it planned and `--settle` ms
+ *   passed. The figure the 150 MB target is about. `--pods 0,...` measures it before any pod;
+ *   `--run-node-options` adds to its NODE_OPTIONS (a control row: an operator's own
+ *   `--max-semi-space-size` turns off the young-generation flag of src/cli/memory-flags.ts).
+ * - `run-v8-young`: `run` with `--max-semi-space-size=64` added, V8's own young generation
+ *   on this machine: the control row of the young-generation flag.
  *
  * All three use the unprivileged `tollgate` identity. Each child waits until it holds all
  * N pods (time to sync), runs gc() three times, samples process.memoryUsage() five times
@@ -37,17 +47,25 @@ import { createClusterView } from '../src/cluster/view.ts';
 import { trimObject } from '../src/cluster/trim.ts';
 import { silentLogger } from '../src/observe/log.ts';
 import { createGatedPods, ensureNamespace, median } from './lib.ts';
+import { holdAllPolicy, measureTollgateRun, type RunMeasurement } from './memory-run.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const self = fileURLToPath(import.meta.url);
-const contenders = ['baseline', 'plain', 'tollgate'] as const;
-type Contender = (typeof contenders)[number];
+const childContenders = ['baseline', 'plain', 'tollgate'] as const;
+const allContenders = [...childContenders, 'run', 'run-v8-young'] as const;
+/** The control row of `run`: V8's own young generation (64 MiB semi-spaces on this machine), the flag of src/cli/memory-flags.ts off. */
+const v8YoungGeneration = '--max-semi-space-size=64';
+type ChildContender = (typeof childContenders)[number];
+type Contender = (typeof allContenders)[number];
 
 const { values } = parseArgs({
   options: {
-    pods: { type: 'string', default: '10000,50000' },
+    pods: { type: 'string', default: '0,10000,50000' },
     repeat: { type: 'string', default: '1' },
     concurrency: { type: 'string', default: '96' },
+    contenders: { type: 'string', default: allContenders.join(',') },
+    settle: { type: 'string', default: '15000' },
+    'run-node-options': { type: 'string', default: '' },
     'node-flags': { type: 'string', default: '' },
     child: { type: 'string' },
   },
@@ -150,7 +168,7 @@ function gcNow(): void {
 }
 
 /** One contender in this process: sync, settle, sample, print JSON on stdout. */
-async function runChild(contender: Contender): Promise<void> {
+async function runChild(contender: ChildContender): Promise<void> {
   const kubeconfig = process.env.MEMORY_KUBECONFIG;
   const expected = Number(process.env.MEMORY_PODS);
   if (!kubeconfig || !Number.isInteger(expected))
@@ -227,7 +245,11 @@ async function runChild(contender: Contender): Promise<void> {
   process.exit(0);
 }
 
-function spawnChild(contender: Contender, kubeconfig: string, pods: number): Promise<ChildReport> {
+function spawnChild(
+  contender: ChildContender,
+  kubeconfig: string,
+  pods: number,
+): Promise<ChildReport> {
   return new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
@@ -266,8 +288,12 @@ async function runParent(): Promise<void> {
   const repeatsAt = (index: number): number =>
     repeatList[Math.min(index, repeatList.length - 1)] as number;
   const concurrency = Number(values.concurrency);
-  if (sizes.length === 0 || sizes.some((n) => !Number.isInteger(n) || n < 1))
-    throw new Error(`--pods: a comma-separated list of positive integers, got ${values.pods}`);
+  if (sizes.length === 0 || sizes.some((n) => !Number.isInteger(n) || n < 0))
+    throw new Error(`--pods: a comma-separated list of pod counts, got ${values.pods}`);
+  const contenders = (values.contenders ?? '').split(',') as Contender[];
+  if (contenders.some((c) => !allContenders.includes(c)))
+    throw new Error(`--contenders: some of ${allContenders.join(', ')}, got ${values.contenders}`);
+  const settleMs = Number(values.settle);
   if (repeatList.some((n) => !Number.isInteger(n) || n < 1))
     throw new Error(`--repeat: positive integers, comma-separated, got ${values.repeat}`);
   if (!Number.isInteger(concurrency) || concurrency < 1)
@@ -279,6 +305,9 @@ async function runParent(): Promise<void> {
   const { startControlPlane } = await import('../test/support/control-plane.ts');
   const cp = await startControlPlane({ name: 'bench-memory' });
   const admin = cp.kubeConfig('admin');
+  const { startGitServer } = await import('../test/support/git-server.ts');
+  const git = contenders.includes('run') ? await startGitServer() : undefined;
+  const policyUrl = git ? await holdAllPolicy(git, namespace, gate) : '';
   const started = new Date().toISOString();
   const creation: { from: number; to: number; millis: number; podsPerSecond: number }[] = [];
   const runs: ChildReport[] = [];
@@ -311,7 +340,7 @@ async function runParent(): Promise<void> {
         `created ${add} pods in ${(millis / 1000).toFixed(1)} s (${(add / (millis / 1000)).toFixed(0)}/s)`,
       );
       have = size;
-      if (!podBytes) {
+      if (!podBytes && size > 0) {
         const core = admin.makeApiClient(CoreV1Api);
         const page = await core.listNamespacedPod({ namespace, limit: 1 });
         const raw = await getRaw(
@@ -327,7 +356,24 @@ async function runParent(): Promise<void> {
       for (let r = 0; r < repeatsAt(sizes.indexOf(size)); r++) {
         for (const contender of contenders) {
           loads.push(loadavg());
-          const report = await spawnChild(contender, cp.tollgateKubeconfig, size);
+          const report =
+            contender === 'run' || contender === 'run-v8-young'
+              ? runReport(
+                  contender,
+                  await measureTollgateRun({
+                    cp,
+                    git: git!,
+                    policyUrl,
+                    pods: size,
+                    settleMs,
+                    tag: `${size}-${r}-${Date.now().toString(36)}`,
+                    extraNodeOptions:
+                      contender === 'run'
+                        ? values['run-node-options']
+                        : `${values['run-node-options'] ?? ''} ${v8YoungGeneration}`,
+                  }),
+                )
+              : await spawnChild(contender, cp.tollgateKubeconfig, size);
           runs.push({ ...report, pods: contender === 'baseline' ? size : report.pods });
           say(
             `${size} pods, repeat ${r + 1}, ${contender}: rss ${mb(report.rss)} MB, heap ${mb(report.heapUsed)} MB, peak ${mb(report.maxRss)} MB, sync ${(report.syncMs / 1000).toFixed(1)} s, load ${loadavg()[0]!.toFixed(1)}`,
@@ -339,8 +385,20 @@ async function runParent(): Promise<void> {
       report();
     }
   } finally {
+    await git?.close();
     await cp.stop();
   }
+}
+
+function runReport(contender: 'run' | 'run-v8-young', run: RunMeasurement): ChildReport {
+  const { nodeOptions: _flags, ...figures } = run;
+  return {
+    contender,
+    ...figures,
+    external: Number.NaN,
+    arrayBuffers: Number.NaN,
+    samples: [],
+  };
 }
 
 interface ParentState {
@@ -355,6 +413,7 @@ interface ParentState {
 
 function writeReport(state: ParentState): void {
   const { done, runs, creation, loads, podBytes, started, repeats } = state;
+  const contenders = allContenders.filter((c) => runs.some((r) => r.contender === c));
   const summary = done.map((size) => {
     const of = (c: Contender, f: 'rss' | 'heapUsed' | 'heapTotal' | 'maxRss' | 'syncMs'): number =>
       median(runs.filter((r) => r.contender === c && r.pods === size).map((r) => r[f]));
@@ -373,8 +432,10 @@ function writeReport(state: ParentState): void {
       Contender,
       { rss: number; heapUsed: number; heapTotal: number; maxRss: number; syncMs: number }
     >;
+    // NaN where a contender was not run or there are no pods: JSON null, an empty cell.
     const perPod = (c: Contender, f: 'rss' | 'heapUsed'): number =>
-      (row[c][f] - row.baseline[f]) / size;
+      row[c] && row.baseline && size > 0 ? (row[c][f] - row.baseline[f]) / size : Number.NaN;
+    const ratioOf = (a: number, b: number): number => (row.tollgate && row.plain ? a / b : NaN);
     return {
       pods: size,
       ...row,
@@ -383,9 +444,9 @@ function writeReport(state: ParentState): void {
         tollgate: { rss: perPod('tollgate', 'rss'), heapUsed: perPod('tollgate', 'heapUsed') },
       },
       ratio: {
-        rss: row.tollgate.rss / row.plain.rss,
-        rssAboveBaseline: perPod('tollgate', 'rss') / perPod('plain', 'rss'),
-        heapAboveBaseline: perPod('tollgate', 'heapUsed') / perPod('plain', 'heapUsed'),
+        rss: ratioOf(row.tollgate?.rss ?? NaN, row.plain?.rss ?? NaN),
+        rssAboveBaseline: ratioOf(perPod('tollgate', 'rss'), perPod('plain', 'rss')),
+        heapAboveBaseline: ratioOf(perPod('tollgate', 'heapUsed'), perPod('plain', 'heapUsed')),
       },
     };
   });
@@ -414,13 +475,20 @@ function writeReport(state: ParentState): void {
   ];
   for (const s of summary) {
     for (const c of contenders) {
-      const perPod = c === 'baseline' ? undefined : s.bytesPerPod[c];
+      const perPod = c === 'plain' || c === 'tollgate' ? s.bytesPerPod[c] : undefined;
+      const cell = (n: number | undefined): string =>
+        n === undefined || Number.isNaN(n) ? '' : n.toFixed(0);
+      const figures = s[c];
       lines.push(
-        `| ${s.pods} | ${c} | ${mb(s[c].rss)} | ${mb(s[c].heapUsed)} | ${mb(s[c].heapTotal)} | ${mb(s[c].maxRss)} | ${(s[c].syncMs / 1000).toFixed(1)} | ${perPod ? perPod.rss.toFixed(0) : ''} | ${perPod ? perPod.heapUsed.toFixed(0) : ''} |`,
+        `| ${s.pods} | ${c} | ${mb(figures.rss)} | ${mb(figures.heapUsed)} | ${mb(figures.heapTotal)} | ${mb(figures.maxRss)} | ${(figures.syncMs / 1000).toFixed(1)} | ${cell(perPod?.rss)} | ${cell(perPod?.heapUsed)} |`,
       );
     }
   }
-  for (const s of summary)
+  for (const s of summary.filter((s) => s.run))
+    lines.push(
+      `tollgate run holding ${s.pods} pods: RSS ${mb(s.run.rss)} MB, peak ${mb(s.run.maxRss)} MB (target: under 150 MB at 10,000)${s['run-v8-young'] ? `; with V8's own young generation ${mb(s['run-v8-young'].rss)} MB` : ''}`,
+    );
+  for (const s of summary.filter((s) => !Number.isNaN(s.ratio.rss)))
     lines.push(
       `tollgate/plain at ${s.pods}: RSS ${s.ratio.rss.toFixed(2)}, RSS above baseline ${s.ratio.rssAboveBaseline.toFixed(2)}, heap above baseline ${s.ratio.heapAboveBaseline.toFixed(2)}`,
     );
@@ -453,9 +521,9 @@ async function getRaw(kc: KubeConfig, path: string): Promise<string> {
 }
 
 if (values.child) {
-  if (!contenders.includes(values.child as Contender))
-    throw new Error(`--child: one of ${contenders.join(', ')}`);
-  await runChild(values.child as Contender);
+  if (!childContenders.includes(values.child as ChildContender))
+    throw new Error(`--child: one of ${childContenders.join(', ')}`);
+  await runChild(values.child as ChildContender);
 } else {
   await runParent();
 }

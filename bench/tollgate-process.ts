@@ -1,18 +1,34 @@
 /**
- * `tollgate run` as a child process for the benchmarks: spawned with the flags a
+ * `tollgate run` as a child process for the benchmarks: spawned as the image starts it
+ * (`node bin/tollgate.js run`, the deployment's NODE_OPTIONS) with the flags a
  * deployment would use, its JSON log lines collected (and written to a file at exit),
  * waited on by message, stopped by signal with a SIGKILL backstop.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { parse } from 'yaml';
 import type { ControlPlane } from '../test/support/control-plane.ts';
 import type { GitServer } from '../test/support/git-server.ts';
 
-const cli = join(resolve(dirname(fileURLToPath(import.meta.url)), '..'), 'src/cli/main.ts');
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const cli = join(root, 'bin/tollgate.js');
+
+/** NODE_OPTIONS of the shipped deployment, read from deploy/base/deployment.yaml. */
+export const IMAGE_NODE_OPTIONS = shippedNodeOptions();
+
+function shippedNodeOptions(): string {
+  const deployment = parse(readFileSync(join(root, 'deploy/base/deployment.yaml'), 'utf8')) as {
+    spec: { template: { spec: { containers: { env?: { name: string; value?: string }[] }[] } } };
+  };
+  const env = deployment.spec.template.spec.containers[0]?.env ?? [];
+  const value = env.find((e) => e.name === 'NODE_OPTIONS')?.value;
+  if (value === undefined) throw new Error('deploy/base/deployment.yaml sets no NODE_OPTIONS');
+  return value;
+}
 const say = (line: string): void => void process.stderr.write(`# bench: ${line}\n`);
 
 /** Lease timings as flags of `tollgate run`. */
@@ -73,6 +89,8 @@ export interface Spawn {
   timings: LeaseTimings;
   policyResync?: string;
   cpuProfDir?: string;
+  /** NODE_OPTIONS of the process; default the shipped deployment's. */
+  nodeOptions?: string;
   work: string;
 }
 
@@ -116,7 +134,10 @@ export async function spawnTollgate(s: Spawn): Promise<Replica> {
   ];
   const spawnedAt = Date.now();
   const child = spawn(process.execPath, args, {
-    env: cleanEnv({ BENCH_GIT_TOKEN: s.git.token }),
+    env: cleanEnv({
+      BENCH_GIT_TOKEN: s.git.token,
+      NODE_OPTIONS: s.nodeOptions ?? IMAGE_NODE_OPTIONS,
+    }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const lines: LogLine[] = [];

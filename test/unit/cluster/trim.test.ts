@@ -1,5 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { trimObject } from '../../../src/cluster/trim.ts';
 
@@ -126,4 +128,34 @@ describe('tollgate keeps pods in the compact form its decisions need', () => {
       assert.deepEqual(trimObject(structuredClone(object)), object);
     });
   }
+});
+
+describe('a trimmed pod stays a fast V8 object', () => {
+  /**
+   * V8 turns an object that loses a property (`delete`) into a dictionary object, larger
+   * and slower: 10,000 pods trimmed that way held 60 MB of heap, copies 36 MB. Asked of
+   * V8 itself (`%HasFastProperties`, a child with --allow-natives-syntax): no timing.
+   */
+  it('its metadata, spec and containers have fast properties after the trim', () => {
+    const trim = fileURLToPath(new URL('../../../src/cluster/trim.ts', import.meta.url));
+    const script = `
+      import { trimObject } from ${JSON.stringify(trim)};
+      const pod = JSON.parse(${JSON.stringify(JSON.stringify({ ...servedPod(true), metadata: { name: 'p', managedFields: [{ manager: 'm' }], annotations: { 'kubectl.kubernetes.io/last-applied-configuration': '{}', keep: 'x' } } }))});
+      const t = trimObject(pod);
+      const parts = { metadata: t.metadata, annotations: t.metadata.annotations, spec: t.spec, container: t.spec.containers[0] };
+      process.stdout.write(JSON.stringify(Object.fromEntries(Object.entries(parts).map(([k, v]) => [k, %HasFastProperties(v)]))));
+    `;
+    const child = spawnSync(
+      process.execPath,
+      ['--allow-natives-syntax', '--input-type=module', '-e', script],
+      { encoding: 'utf8' },
+    );
+    assert.equal(child.status, 0, child.stderr);
+    assert.deepEqual(JSON.parse(child.stdout), {
+      metadata: true,
+      annotations: true,
+      spec: true,
+      container: true,
+    });
+  });
 });
