@@ -52,8 +52,12 @@ const status = {
   containerStatuses: [{ name: 'worker', ready: false, restartCount: 0 }],
 };
 
-/** A pod as listed (list items carry no kind) or watched (with kind). */
-function servedPod(withKind: boolean): Loose {
+/** A pod as listed (list items carry no kind) or watched (with kind), its containers built by `container`. */
+function podOf(
+  withKind: boolean,
+  container: (name: string) => Record<string, unknown>,
+  volumes: Record<string, unknown> = {},
+): Loose {
   return {
     ...(withKind ? { apiVersion: 'v1', kind: 'Pod' } : {}),
     metadata: { name: 'p', namespace: 'ns', uid: 'u', resourceVersion: '9', labels: { a: 'b' } },
@@ -64,33 +68,18 @@ function servedPod(withKind: boolean): Loose {
       priority: 0,
       overhead: { cpu: '10m' },
       resources: { requests: { cpu: '1' } },
-      initContainers: [servedContainer('init')],
-      containers: [servedContainer('worker'), servedContainer('sidecar')],
-      ephemeralContainers: [servedContainer('debug')],
-      volumes: [{ name: 'scratch', emptyDir: {} }],
+      initContainers: [container('init')],
+      containers: [container('worker'), container('sidecar')],
+      ephemeralContainers: [container('debug')],
+      ...volumes,
     },
     status,
   };
 }
 
-function keptPod(withKind: boolean): Loose {
-  return {
-    ...(withKind ? { apiVersion: 'v1', kind: 'Pod' } : {}),
-    metadata: { name: 'p', namespace: 'ns', uid: 'u', resourceVersion: '9', labels: { a: 'b' } },
-    spec: {
-      schedulingGates: [{ name: 'tollgate.io/gate' }],
-      nodeSelector: { pool: 'batch' },
-      tolerations: [{ key: 'batch', operator: 'Exists' }],
-      priority: 0,
-      overhead: { cpu: '10m' },
-      resources: { requests: { cpu: '1' } },
-      initContainers: [keptContainer('init')],
-      containers: [keptContainer('worker'), keptContainer('sidecar')],
-      ephemeralContainers: [keptContainer('debug')],
-    },
-    status,
-  };
-}
+const servedPod = (withKind: boolean): Loose =>
+  podOf(withKind, servedContainer, { volumes: [{ name: 'scratch', emptyDir: {} }] });
+const keptPod = (withKind: boolean): Loose => podOf(withKind, keptContainer);
 
 describe('tollgate keeps pods in the compact form its decisions need', () => {
   for (const withKind of [false, true]) {
