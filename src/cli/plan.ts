@@ -41,7 +41,12 @@ import {
 } from '../decide/plan-resize.ts';
 import { observedHistory } from '../decide/plan-observed.ts';
 import { openAuditSource, readAuditHistory } from '../audit/reader.ts';
-import { approvalHits, formatApprovalHits } from '../decide/approvals.ts';
+import { neverGatedWarningsOfChange } from './budget-warnings.ts';
+import {
+  approvalHits,
+  formatApprovalHits,
+  groupApprovalsHittingNothing,
+} from '../decide/approvals.ts';
 import type { ResizeNodeLike, ResizePodLike } from '../decide/resize-objects.ts';
 import { resizePodsByPolicy } from '../decide/resize-match.ts';
 import { defaultStepMs, readResizeSignals, type ResizeReadings } from '../loops/resize-readings.ts';
@@ -247,8 +252,18 @@ export async function runPlan(options: PlanOptions, io: PlanIo): Promise<number>
       diff = withResize(diff, await withObservedHistory(resize, options, args, base, proposed));
     }
     const hits = approvalHits(proposed.policy, pods, args.now);
+    const warnings = [
+      ...neverGatedWarningsOfChange(base.policy, proposed.policy).map(formatPolicyError),
+      ...groupApprovalsHittingNothing(proposed.policy, hits),
+    ];
+    if (!isStructured(output)) for (const w of warnings) io.stderr(`warning: ${w}\n`);
+    const structured = {
+      ...diff,
+      ...(hits.length > 0 ? { approvals: hits } : {}),
+      ...(warnings.length > 0 ? { warnings } : {}),
+    };
     emitPlan(
-      formatOutput(output, hits.length > 0 ? { ...diff, approvals: hits } : diff, () =>
+      formatOutput(output, structured, () =>
         output === 'markdown'
           ? formatMarkdown(diff) + formatApprovalHits(hits, true)
           : formatText(diff) + formatApprovalHits(hits, false),

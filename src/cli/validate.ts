@@ -22,6 +22,7 @@ import type { Approval, Policy } from '../policy/model.ts';
 import { systemClock, type Clock } from '../lib/clock.ts';
 import { PolicyFetchError, PolicySource, type PollOutcome } from '../policy/source.ts';
 import { referenceWarnings, shippedClusterRoleRules } from './reference-warnings.ts';
+import { neverGatedWarnings } from './budget-warnings.ts';
 import { formatOutput, isStructured, withOutput } from './output.ts';
 
 export interface ValidateOptions {
@@ -232,6 +233,7 @@ export async function runValidate(
       const warnings = [
         ...approvalWarnings(policy, now),
         ...(rules ? referenceWarnings(policy, rules) : []),
+        ...neverGatedWarnings(policy),
       ];
       if (json) {
         answer({

@@ -8,7 +8,7 @@
  *   that were created by `mergedAt`; without a merge time a group reaches nothing.
  * Used by the gate-release judge and by `tollgate plan` (which pods an approval hits).
  */
-import type { Approval, GatePolicy, Policy } from '../policy/model.ts';
+import type { Approval, ApprovalTarget, GatePolicy, Policy } from '../policy/model.ts';
 import { gateSetAt } from './expiry.ts';
 import { matchesSelector, orphanedGate, ownedGate } from './gates.ts';
 import type { PodLike } from './objects.ts';
@@ -92,6 +92,43 @@ export function approvalHits(policy: Policy, pods: readonly PodLike[], now: numb
         uid: pod.metadata?.uid ?? '',
       }));
     return [{ ...base, pods: hit }];
+  });
+}
+
+/** A group target in words, for a warning. */
+function groupTargetOf(target: ApprovalTarget): string | undefined {
+  switch (target.kind) {
+    case 'Pods':
+      return `the pods of namespace ${target.namespace} its label selector picks`;
+    case 'Gang':
+      return `gang "${target.gang}" of GatePolicy ${target.gatePolicy} in namespace ${target.namespace}`;
+    case 'GatePolicy':
+      return `every pod GatePolicy ${target.name} gates`;
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * `tollgate plan` warnings: a Release or Cancel approval aimed at a group (a label
+ * selector, a gang, a GatePolicy) that is in force and hits no pod tollgate holds. Likely
+ * a mistake worth a look before the merge: a selector no pod carries, a gang value or
+ * GatePolicy name with a typo, or pods created after the approval's merge (a group
+ * approval reaches only pods created before it). A Pod target hitting nothing is the
+ * plain case of a pod already gone, and is left to the approvals table.
+ */
+export function groupApprovalsHittingNothing(
+  policy: Policy,
+  hits: readonly ApprovalHit[],
+): string[] {
+  const byName = new Map(policy.approvals.map((a) => [a.name, a]));
+  return hits.flatMap((hit) => {
+    const approval = byName.get(hit.approval);
+    const group = approval && groupTargetOf(approval.target);
+    if (!group || hit.note === 'expired' || hit.pods.length > 0) return [];
+    return [
+      `approval "${hit.approval}" (${hit.action}, ${hit.file}) targets ${group} but hits no pod tollgate holds: check the target; a group approval reaches only pods created before it was merged`,
+    ];
   });
 }
 

@@ -69,7 +69,7 @@ export interface Tenant {
         [k: string]: string | number;
       };
       /**
-       * Whether pods in the tenant's namespaces that tollgate did not release count toward the budget once they can be scheduled: pods created without a tollgate gate, pods another controller (Kueue, say) admitted, pods whose gate someone else removed. tollgate tells them apart by the annotation `tollgate.io/released`, which it writes in the same patch that removes its gate. `Charge` (the default) counts them: the budget bounds everything the tenant's namespaces run. `Ignore` counts only the pods tollgate released. A pod that still carries any scheduling gate is never charged either way. Pods released by a tollgate version that did not write the annotation count as never gated.
+       * Whether pods in the tenant's namespaces that tollgate did not release count toward the budget once they can be scheduled: pods created without a tollgate gate, pods another controller (Kueue, say) admitted, pods whose gate someone else removed. tollgate tells them apart by the annotation `tollgate.io/released`, which it writes in the same patch that removes its gate. `Charge` (the default) counts them: the budget bounds everything the tenant's namespaces run. `Ignore` counts only the pods tollgate released. A pod that still carries any scheduling gate is never charged either way. Pods released by a tollgate version that did not write the annotation count as never gated. Under `Ignore` the budget no longer bounds what the tenant's namespaces run: `tollgate validate` warns about every tenant set to it, `tollgate plan` about a proposal that sets it.
        */
       neverGatedPods?: 'Charge' | 'Ignore';
     };

@@ -233,6 +233,32 @@ describe('approvals bound to a pod uid', () => {
         `release-batch \\(Release, approvals/release-batch\\.yaml\\): hits ${namespace}/b-0 \\(uid ${uidB0}\\), ${namespace}/b-1 `,
       ),
     );
+    // A selector with a typo hits no pod: plan warns (in -o json: `warnings`).
+    const typo: ApprovalSpec = {
+      ...selector,
+      name: 'release-typo',
+      target: { kind: 'Pods', namespace, selector: { matchLabels: { tier: 'bacth' } } },
+    };
+    await pushTree(world.git, world.policyUrl, policyFiles(policy([typo])), {
+      message: 'proposal: a typo in the selector',
+      branch: 'proposal-typo',
+    });
+    const typoPlan = JSON.parse(
+      await planCli([
+        '--policy',
+        world.policyUrl,
+        '--ref',
+        'proposal-typo',
+        '--base',
+        'main',
+        '-o',
+        'json',
+      ]),
+    ) as { warnings?: string[] };
+    assert.match(
+      (typoPlan.warnings ?? []).join('\n'),
+      /approval "release-typo" \(Release, approvals\/release-typo\.yaml\) targets the pods of namespace \S+ its label selector picks but hits no pod tollgate holds/,
+    );
     await world.pushPolicy(policy([selector]), 'release the batch tier');
     const merged = Date.now();
     const gated = async (name: string) =>

@@ -230,10 +230,15 @@ writeFileSync(
   `${readFileSync(shippedRbacFile, 'utf8')}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: tollgate-read-checkpoints\nrules:\n  - apiGroups: ['ml.example.com']\n    resources: ['checkpoints']\n    verbs: ['get', 'list', 'watch']\n`,
 );
 
-test('the examples today: valid, no warning where tollgate may read the Checkpoint kind they reference', async () => {
+/** The examples' data-pipeline tenant leaves pods Kueue admits uncharged: validate says what that risks. */
+const dataPipelineIgnores =
+  'warning: tenants/data-pipeline.yaml#0 spec.budget.neverGatedPods: tenant "data-pipeline" does not charge pods tollgate did not release (Ignore): pods in etl, etl-staging created without its gate, admitted by another controller or ungated by someone else run outside the budget; keep Ignore only where another controller bounds those pods';
+
+test('the examples today: valid, only the warning for the tenant that ignores never-gated pods where tollgate may read the Checkpoint kind they reference', async () => {
   const { code, stdout } = await run(examples, { rbac: examplesRbac });
   assert.equal(code, 0);
-  assert.doesNotMatch(stdout, /warning/);
+  const lines = stdout.split('\n').filter((l) => l.startsWith('warning: '));
+  assert.deepEqual(lines, [dataPipelineIgnores]);
 });
 
 test('the examples with only the shipped ClusterRole: one warning naming the Checkpoint kind it does not grant', async () => {
@@ -242,6 +247,7 @@ test('the examples with only the shipped ClusterRole: one warning naming the Che
   const lines = stdout.split('\n').filter((l) => l.startsWith('warning: '));
   assert.deepEqual(lines, [
     'warning: gates/ml-training.yaml#1 spec.conditions[1].object: tollgate\'s shipped ClusterRole (deploy/base/rbac.yaml) does not grant list and watch on checkpoints (API group "ml.example.com"): pods of GatePolicy "eval" will hold as unreadable until an overlay grants it',
+    dataPipelineIgnores,
   ]);
 });
 
@@ -258,7 +264,7 @@ test('--now past the example approval: exit 0, a warning line naming file and fi
     stdout,
     /^warning: approvals\/nightly-load-x7k2p\.yaml#0 spec\.expiresAt: approval "nightly-load-x7k2p" expired at 2099-12-31T23:59:59\.000Z \(now is 2100-01-01T00:00:00\.000Z\)/m,
   );
-  assert.match(stdout, /valid at .*\(3 tenants, .*1 approvals\), 1 warning$/m);
+  assert.match(stdout, /valid at .*\(3 tenants, .*1 approvals\), 2 warnings$/m);
 });
 
 test('an approval expired an hour before the clock: warned without --now; json carries it', async () => {
@@ -272,7 +278,11 @@ test('an approval expired an hour before the clock: warned without --now; json c
     const lines = text.stdout.split('\n').filter((l) => l.startsWith('warning: '));
     assert.deepEqual(
       lines.map((l) => /^warning: (\S+ \S+):/.exec(l)?.[1]),
-      ['approvals/old.yaml#0 spec.expiresAt', 'approvals/old.yaml#0 spec.target'],
+      [
+        'approvals/old.yaml#0 spec.expiresAt',
+        'approvals/old.yaml#0 spec.target',
+        'tenants/data-pipeline.yaml#0 spec.budget.neverGatedPods',
+      ],
     );
     const json = await run(dir, { output: 'json', rbac: examplesRbac });
     assert.equal(json.code, 0);
@@ -280,7 +290,7 @@ test('an approval expired an hour before the clock: warned without --now; json c
     assert.equal(parsed.valid, true);
     assert.deepEqual(
       parsed.warnings.map((w) => w.path),
-      ['spec.expiresAt', 'spec.target'],
+      ['spec.expiresAt', 'spec.target', 'spec.budget.neverGatedPods'],
     );
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -9,6 +9,7 @@ import {
   approvalHits,
   approvalTargets,
   formatApprovalHits,
+  groupApprovalsHittingNothing,
 } from '../../../src/decide/approvals.ts';
 import { approvalFor } from '../../../src/decide/conditions.ts';
 import type { Approval } from '../../../src/policy/model.ts';
@@ -211,4 +212,57 @@ test('approvalHits: the pods tollgate holds that each approval would hit, for to
     ].join('\n'),
   );
   assert.equal(formatApprovalHits([], false), '');
+});
+
+test('plan warns about a group approval in force that hits no pod tollgate holds', async (t) => {
+  const gated = 'team-a.tollgate.io/ready';
+  const rows = [
+    {
+      name: 'a selector no held pod carries',
+      approval: anApproval('Release', { kind: 'Pods', namespace: 'team-a', selector }, merged),
+      warned: /targets the pods of namespace team-a its label selector picks but hits no pod/,
+    },
+    {
+      name: 'a gang value no pod has',
+      approval: anApproval('Cancel', { ...gang, gang: 'run-9' }, merged),
+      warned: /targets gang "run-9" of GatePolicy trainer in namespace team-a but hits no pod/,
+    },
+    {
+      name: 'a GatePolicy whose pods were all created after the merge',
+      approval: anApproval('Release', { kind: 'GatePolicy', name: 'ready' }, before - 1),
+      warned:
+        /targets every pod GatePolicy ready gates but hits no pod .*created before it was merged/,
+    },
+    {
+      name: 'a group approval that hits a pod: no warning',
+      approval: anApproval('Release', { kind: 'GatePolicy', name: 'ready' }, merged),
+      warned: undefined,
+    },
+    {
+      name: 'an expired group approval: the table says so, no warning',
+      approval: { ...anApproval('Release', { ...gang, gang: 'run-9' }, merged), expiresAt: merged },
+      warned: undefined,
+    },
+    {
+      name: 'a Pod target that hits nothing: the table says so, no warning',
+      approval: anApproval('Cancel', { ...byName, name: 'gone' }, merged),
+      warned: undefined,
+    },
+  ];
+  for (const row of rows) {
+    await t.test(row.name, () => {
+      const policy = aPolicy()
+        .tenant(aTenant('team-a'))
+        .gatePolicy(aGatePolicy('ready', 'team-a'))
+        .approval(row.approval)
+        .obj();
+      const pods = [job(before).uid('u-job').gated(gated).obj()];
+      const warnings = groupApprovalsHittingNothing(policy, approvalHits(policy, pods, after));
+      if (row.warned === undefined) assert.deepEqual(warnings, []);
+      else {
+        assert.equal(warnings.length, 1);
+        assert.match(warnings[0] ?? '', row.warned);
+      }
+    });
+  }
 });
