@@ -11,6 +11,7 @@ import { gateSetAt, inReview } from './expiry.ts';
 import { gateIndex, ownedGate, ownedGates, tenantOfNamespace } from './gates.ts';
 import {
   chargeReason,
+  chargesBudget,
   chargeReasons,
   classifyPod,
   isInFlight,
@@ -79,6 +80,7 @@ export function classifyPods(
   const inFlightPods: PodLike[] = [];
   const states: Record<string, Record<PodState, number>> = {};
   const charged: Record<string, Record<ChargeReason, number>> = {};
+  const uncharged: Record<string, number> = {};
   const gatedCounts = new Map<string, { tenant: string; gate: string; count: number }>();
   const oldestGatedAt: Record<string, number> = {};
   for (const t of policy.tenants.values()) {
@@ -89,6 +91,7 @@ export function classifyPods(
       ChargeReason,
       number
     >;
+    uncharged[t.name] = 0;
   }
   for (const pod of pods) {
     let podState = classifyPod(pod, policy);
@@ -117,7 +120,7 @@ export function classifyPods(
     if (reason) {
       (charged[tenant.name] as Record<ChargeReason, number>)[reason] += 1;
       addUsage(usage.get(tenant.name) as Usage, { pods: 1, resources: podRequests(pod) });
-    }
+    } else if (chargesBudget(podState)) uncharged[tenant.name] = (uncharged[tenant.name] ?? 0) + 1;
     if (isInFlight(podState)) {
       inFlight.set(tenant.name, (inFlight.get(tenant.name) ?? 0) + 1);
       globalInFlight += 1;
@@ -132,7 +135,7 @@ export function classifyPods(
     inFlight,
     globalInFlight,
     inFlightPods,
-    summary: { gated: [...gatedCounts.values()], states, charged, oldestGatedAt },
+    summary: { gated: [...gatedCounts.values()], states, charged, uncharged, oldestGatedAt },
   };
 }
 

@@ -102,6 +102,8 @@ export interface PassSummary {
   readonly states: Readonly<Record<string, Readonly<Record<PodState, number>>>>;
   /** Pods of each tenant charged to its budget, by why they are charged. */
   readonly charged: Readonly<Record<string, Readonly<Record<ChargeReason, number>>>>;
+  /** Pods of each tenant that could be charged but are not: never gated, under `neverGatedPods: Ignore`. */
+  readonly uncharged: Readonly<Record<string, number>>;
   /** Per tenant with gated pods: when its oldest gated pod got its gate (epoch ms). */
   readonly oldestGatedAt: Readonly<Record<string, number>>;
 }

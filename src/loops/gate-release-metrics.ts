@@ -71,6 +71,17 @@ export const budgetChargedPods = getOrCreate(
     }),
 );
 
+export const budgetUnchargedPods = getOrCreate(
+  'tollgate_budget_uncharged_pods',
+  () =>
+    new Gauge({
+      name: 'tollgate_budget_uncharged_pods',
+      help: "Pods that run or can be scheduled in a tenant's namespaces without being charged to its budget: tollgate did not release them and the tenant's budget.neverGatedPods is Ignore.",
+      labelNames: ['tenant'],
+      registers: [registry],
+    }),
+);
+
 export const gateDwellSeconds = getOrCreate(
   'tollgate_gate_dwell_seconds',
   () =>
@@ -175,4 +186,6 @@ export function publishSummary(policy: Policy, summary: PassSummary): void {
   for (const [tenant, reasons] of Object.entries(summary.charged)) {
     for (const reason of chargeReasons) budgetChargedPods.set({ tenant, reason }, reasons[reason]);
   }
+  for (const [tenant, count] of Object.entries(summary.uncharged))
+    budgetUnchargedPods.set({ tenant }, count);
 }

@@ -42,4 +42,17 @@ describe('tollgate_budget_charged_pods', () => {
       'tollgate_budget_charged_pods{tenant="ignore",reason="released"} 1',
     ]);
   });
+
+  it('counts, per tenant, the pods that could run charged but are not (never gated, under Ignore)', async () => {
+    const pods = [...podsOf('charge'), ...podsOf('ignore')];
+    publishSummary(policy, classifyPods(policy, pods, {}).summary);
+    const uncharged = (await registry.getSingleMetricAsString('tollgate_budget_uncharged_pods'))
+      .split('\n')
+      .filter((line) => !line.startsWith('#') && line !== '')
+      .sort();
+    assert.deepEqual(uncharged, [
+      'tollgate_budget_uncharged_pods{tenant="charge"} 0',
+      'tollgate_budget_uncharged_pods{tenant="ignore"} 2',
+    ]);
+  });
 });
