@@ -3,12 +3,15 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AuditRepo } from '../../src/audit/repo.ts';
+import type { AuditStore } from '../../src/audit/writer.ts';
 import { ManualClock } from '../../src/lib/clock.ts';
 
 export interface LocalClone {
   readonly dir: string;
   readonly clock: ManualClock;
   readonly repo: AuditRepo;
+  /** A writer store committing into `repo`, whose pushes succeed at once with nothing left unpushed. */
+  readonly store: AuditStore;
 }
 
 /** A bare clone on disk with a manual clock. */
@@ -23,5 +26,10 @@ export async function localClone(): Promise<LocalClone> {
     clock,
   });
   await repo.open();
-  return { dir, clock, repo };
+  const store: AuditStore = {
+    commitFile: (path, content, message) => repo.commitFile(path, content, message),
+    push: async () => 0,
+    unpushed: async () => [],
+  };
+  return { dir, clock, repo, store };
 }

@@ -29,6 +29,7 @@ import { LeaderElector, leaseClientFromKubeConfig } from '../../../src/cluster/l
 import { CacheLagMeter } from '../../../src/cluster/cache-lag.ts';
 import { dispatchSettings } from '../../../src/dispatch/settings.ts';
 import type { WriteRequest, WriteResult } from '../../../src/dispatch/types.ts';
+import { removeGateRequest } from './requests.ts';
 import { TermWrites } from '../../../src/loops/leadership.ts';
 import { createRunDispatcher } from '../../../src/run/writes.ts';
 
@@ -76,22 +77,7 @@ async function gatedPods(namespace: string, count: number): Promise<V1Pod[]> {
 }
 
 function release(pod: V1Pod, i: number): WriteRequest {
-  const namespace = pod.metadata?.namespace ?? '';
-  const name = pod.metadata?.name ?? '';
-  return {
-    key: `${namespace}/${name}`,
-    target: {
-      namespace,
-      name,
-      uid: pod.metadata?.uid ?? '',
-      resourceVersion: pod.metadata?.resourceVersion ?? '',
-    },
-    op: { type: 'removeGate', gate, gateIndex: 0 },
-    priority: 0,
-    tenant: namespace,
-    deadline: Date.now() + 600_000,
-    decisionId: `${namespace}-${i}`,
-  };
+  return removeGateRequest(pod, gate, { decisionId: `${pod.metadata?.namespace}-${i}` });
 }
 
 /** Ways a leader loses its lease while it writes. */

@@ -40,6 +40,7 @@ import { createReadBack, createWriteExecutor } from '../../../src/cluster/writer
 import { PriorityDispatcher } from '../../../src/dispatch/queue.ts';
 import { defaultRetrySettings } from '../../../src/dispatch/settings.ts';
 import type { WriteExecutor, WriteRequest, WriteResult } from '../../../src/dispatch/types.ts';
+import { removeGateRequest } from './requests.ts';
 import { registry } from '../../../src/observe/metrics.ts';
 import { silentLogger } from '../../../src/observe/log.ts';
 import {
@@ -124,23 +125,11 @@ async function grantPodDelete(namespace: string): Promise<void> {
 
 let ids = 0;
 function writeFor(pod: V1Pod, fields: Partial<WriteRequest> = {}): WriteRequest {
-  const namespace = pod.metadata?.namespace ?? '';
-  const name = pod.metadata?.name ?? '';
-  return {
-    key: `${namespace}/${name}`,
-    target: {
-      namespace,
-      name,
-      uid: pod.metadata?.uid ?? '',
-      resourceVersion: pod.metadata?.resourceVersion ?? '',
-    },
-    op: { type: 'removeGate', gate, gateIndex: 0 },
+  return removeGateRequest(pod, gate, {
     priority: 1_000_000,
-    tenant: namespace,
-    deadline: Date.now() + 600_000,
     decisionId: `wp-${ids++}`,
     ...fields,
-  };
+  });
 }
 
 /** The real executor, recording every send in order. */

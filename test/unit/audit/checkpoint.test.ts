@@ -27,13 +27,9 @@ interface Trail {
 
 /** A writer on a local bare clone (pushes succeed without a remote), checkpointing every `every` commits. */
 async function aTrail(every: number): Promise<Trail> {
-  const { dir, clock, repo } = await localClone();
+  const { dir, clock, repo, store } = await localClone();
   const writer = new GitAuditWriter({
-    store: {
-      commitFile: (path, content, message) => repo.commitFile(path, content, message),
-      push: async () => 0,
-      unpushed: async () => [],
-    },
+    store,
     cluster: 'prod',
     controller: 'c0',
     batch: { maxDecisions: 100, maxDelayMs: 1_000 },

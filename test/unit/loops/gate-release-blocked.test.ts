@@ -39,14 +39,10 @@ function manualTimers(clock: ManualClock): Timers & { advance(ms: number): Promi
 }
 
 test('a Blocked record committed before the outcome of the last attempt still blocks after a restart', async () => {
-  const { dir, clock, repo } = await localClone();
+  const { dir, clock, store } = await localClone();
   const timers = manualTimers(clock);
   const writer = new GitAuditWriter({
-    store: {
-      commitFile: (path, content, message) => repo.commitFile(path, content, message),
-      push: async () => 0,
-      unpushed: async () => [],
-    },
+    store,
     cluster: 'prod',
     controller: 'c0',
     batch: { maxDecisions: 100, maxDelayMs: 1_000 },
