@@ -29,6 +29,7 @@ import { objectKey } from '../cluster/types.ts';
 import type { AuditSink } from '../audit/types.ts';
 import type { Dispatcher, WriteRequest, WriteResult } from '../dispatch/types.ts';
 import type { Decision, Outcome } from '../decide/decision.ts';
+import { resizeEventOf } from '../decide/resize-events.ts';
 import type { Policy, ResizePolicy } from '../policy/model.ts';
 import {
   decidePodResize,
@@ -247,16 +248,6 @@ function outcomeOf(result: WriteResult): Outcome {
       return { result: 'cancelled', message: result.message };
   }
 }
-
-const eventOf: Partial<Record<Decision['kind'], { type: 'Normal' | 'Warning'; reason: string }>> = {
-  Resize: { type: 'Normal', reason: 'TollgateResize' },
-  Rollback: { type: 'Warning', reason: 'TollgateResizeRollback' },
-  Pause: { type: 'Warning', reason: 'TollgateResizePaused' },
-  Resume: { type: 'Normal', reason: 'TollgateResizeResumed' },
-  Defer: { type: 'Normal', reason: 'TollgateResizeDeferred' },
-  Infeasible: { type: 'Warning', reason: 'TollgateResizeInfeasible' },
-  Hold: { type: 'Warning', reason: 'TollgateResizeHeld' },
-};
 
 /** A key for this process alone, when none is configured: state survives no restart. */
 function ephemeralStateKeys(log: Logger): StateKeyRing {
@@ -1074,7 +1065,7 @@ class ResizeRunner {
     }
   }
 
-  async #emit(pod: V1Pod, decision: Decision, event = eventOf[decision.kind]): Promise<void> {
+  async #emit(pod: V1Pod, decision: Decision, event = resizeEventOf(decision)): Promise<void> {
     if (!this.#deps.events || !event) return;
     try {
       await this.#deps.events(pod, { ...event, message: decision.reason.slice(0, 1000) });

@@ -7,6 +7,9 @@
  *   passed, counted from when it first became unreadable, across a restart of tollgate
  *   (a new loop: its memory is gone; the clock is on the pod, sealed).
  *
+ * A signal that reads again before that clears the stored time: recorded in Git, told
+ * with a Normal Event (a recovery), never a Warning that the pod is held.
+ *
  * Each pause is in Git (Pause record with its cause), an Event and the pauses metric,
  * and a new Resume approval lifts it. Time is an injected clock the test moves: passes
  * are driven by the test (the loop's timer is an hour); nothing waits for a deadline.
@@ -81,13 +84,23 @@ async function pauseRecords(pod: string) {
   );
 }
 
-async function eventReasons(pod: string): Promise<string[]> {
+/** The pod's Events, as the API server holds them. */
+async function podEvents(pod: string) {
   await world.events.flush();
   const events = await world.cp
     .kubeConfig('admin')
     .makeApiClient(EventsV1Api)
     .listNamespacedEvent({ namespace: world.namespace, fieldSelector: `regarding.name=${pod}` });
-  return events.items.map((e) => `${e.type}/${e.reason}`);
+  return events.items;
+}
+
+async function eventReasons(pod: string): Promise<string[]> {
+  return (await podEvents(pod)).map((e) => `${e.type}/${e.reason}`);
+}
+
+/** The pod's Events as `type/reason: note`. */
+async function eventsOf(pod: string): Promise<string[]> {
+  return (await podEvents(pod)).map((e) => `${e.type}/${e.reason}: ${e.note ?? ''}`);
 }
 
 async function pausesMetric(cause: string): Promise<number> {
@@ -246,5 +259,53 @@ test('a signal unreadable for longer than pause.onUnreadableFor pauses the workl
       return !(await world.pod('blind-0')).metadata?.annotations?.[pausedAnnotation];
     },
     { timeoutMs: 20_000 },
+  );
+});
+
+test('a signal that reads again before pause.onUnreadableFor clears the stored time, recorded in Git, with a Normal Event and no Warning', async () => {
+  const policy = policyNamed('recovers');
+  const clock = new MovedClock();
+  const loop = world.loop(() => policyFor(world.namespace, [policy]), {
+    intervalMs: 3_600_000,
+    clock,
+  });
+  // The queue metric of this pod is not exported yet: the query answers with no samples.
+  await world.runPod(
+    workerPod('recovers-0', 'recovers', 'rz-pause-well', { cpu: '1', memory: '256Mi' }),
+  );
+  await eventually(
+    'since when the signal is unreadable stored on the pod',
+    async () => {
+      await loop.pass();
+      const since = storedState(await world.pod('recovers-0'), stateAnnotation).unreadableSince;
+      return typeof since === 'number';
+    },
+    { timeoutMs: 20_000 },
+  );
+  // The signal reads again (inside the band: nothing to resize).
+  world.prom.set(queueMetric, { namespace: world.namespace, pod: 'recovers-0' }, 50);
+  await eventually(
+    'the stored time cleared',
+    async () => {
+      await loop.pass();
+      const state = storedState(await world.pod('recovers-0'), stateAnnotation);
+      return state.unreadableSince === undefined;
+    },
+    { timeoutMs: 20_000 },
+  );
+  await loop.stop();
+  const cleared = (await world.auditRecords()).filter(
+    (r) =>
+      (r.target as { name: string }).name === 'recovers-0' &&
+      /read again/.test(String(r.reason)) &&
+      (r.outcome as { result: string }).result === 'succeeded',
+  );
+  assert.equal(cleared.length, 1, 'the clock stopping is on the audit branch');
+  const told = (await eventsOf('recovers-0')).filter((e) => /read again/.test(e));
+  assert.ok(told.length > 0, 'the recovery is told on the pod');
+  for (const e of told) assert.match(e, /^Normal\/TollgateResizeSignalsReadable: /);
+  assert.equal(
+    (await world.pod('recovers-0')).metadata?.annotations?.[pausedAnnotation],
+    undefined,
   );
 });

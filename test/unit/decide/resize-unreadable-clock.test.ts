@@ -2,12 +2,15 @@
  * Since when a pod's signals have been unreadable decides when it pauses
  * (`pause.onUnreadableFor`), so that time survives a restart of tollgate: it is stored
  * on the pod, sealed, in `tollgate.io/resize-state` (once when the clock starts, once
- * when it stops), and a tollgate with no memory of the pod counts from it.
+ * when it stops), and a tollgate with no memory of the pod counts from it. The clock
+ * starting warns the pod's owner (a Warning Event); its stopping is a recovery, recorded
+ * in Git and told with a Normal Event, never a Warning that the pod is held.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { PodMemo, PodResizeInput, PodResizePlan } from '../../../src/decide/resize-plan.ts';
 import { stateAnnotation } from '../../../src/decide/resize-state.ts';
+import { resizeEventOf } from '../../../src/decide/resize-events.ts';
 import {
   aResizePolicy,
   aRunningPod,
@@ -155,5 +158,37 @@ test('since when signals are unreadable is stored on the pod and counted from af
     }
     for (const d of p.decisions.filter((x) => x.kind === 'Hold'))
       assert.equal(d.outcome.result, 'pending', `${c.name}: the clock write is an intent`);
+  }
+});
+
+test('signals readable again raise a Normal Event; the clock starting and a pause still warn', () => {
+  const cases: {
+    name: string;
+    input: Pick<PodResizeInput, 'pod'> & Partial<PodResizeInput>;
+    events: string[];
+  }[] = [
+    {
+      name: 'a signal becomes unreadable: the clock starts, a Warning that the pod is held',
+      input: { pod: aPod(), readings: failed },
+      events: ['Hold Warning/TollgateResizeHeld'],
+    },
+    {
+      name: 'the signal reads again: the clock stops, recorded, with a Normal Event',
+      input: { pod: aPod(now - 60 * minute), readings: quiet },
+      events: ['Hold Normal/TollgateResizeSignalsReadable'],
+    },
+    {
+      name: 'unreadable past pause.onUnreadableFor: a Warning that the workload paused',
+      input: { pod: aPod(now - 121 * minute), readings: failed },
+      events: ['Pause Warning/TollgateResizePaused'],
+    },
+  ];
+  for (const c of cases) {
+    const plan = decideResizeFor(now, { policy, ...c.input });
+    const events = plan.decisions.map((d) => {
+      const e = resizeEventOf(d);
+      return `${d.kind} ${e ? `${e.type}/${e.reason}` : 'none'}`;
+    });
+    assert.deepEqual(events, c.events, c.name);
   }
 });
