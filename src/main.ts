@@ -16,7 +16,8 @@
  *
  * Shutdown (SIGTERM/SIGINT, or a fatal error): stop the sweeps and the loops (no new
  * work), close the dispatcher (queued writes cancelled, in-flight ones finish within the
- * shutdown timeout, then aborted), flush and close the audit, release the lease, stop
+ * shutdown timeout, then aborted), flush the audit (bounded: a quarter of the shutdown
+ * timeout, then the commits stay queued locally) and close it, release the lease, stop
  * the view and the HTTP server. Exit 0 after a signal-initiated shutdown.
  */
 import type { RunConfig } from './cli/run-config.ts';
@@ -27,6 +28,7 @@ import {
   anchorAuditInLease,
   auditTarget,
   closeAudit,
+  finalFlushBoundMs,
   ignoredAuditSettings,
   openAudit,
   type AuditTarget,
@@ -211,7 +213,9 @@ async function start(
     tokenSource(config),
     log,
   );
-  started('audit', () => closeAudit(audit, log));
+  started('audit', () =>
+    closeAudit(audit, log, { boundMs: finalFlushBoundMs(config.shutdownTimeoutMs) }),
+  );
 
   // 5. Leader election; the dispatcher refuses every write outside an open term.
   const elector = createLeaderElector(config, kubeConfig, log);

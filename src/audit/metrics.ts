@@ -75,6 +75,12 @@ export const auditRecoveryPending = new Gauge({
 });
 auditRecoveryPending.set(0);
 
+export const auditFinalFlushAbandonedTotal = new Counter({
+  name: 'tollgate_audit_final_flush_abandoned_total',
+  help: "Shutdowns whose final audit flush did not finish within its bound (a quarter of --shutdown-timeout): the commits stay queued locally and the next term's leftover reconciliation pushes them.",
+  registers: [registry],
+});
+
 /** Every live writer reports its backlog; the gauge sums them at scrape time. */
 const backlogSources = new Set<{ readonly backlog: number }>();
 

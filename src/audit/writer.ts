@@ -518,11 +518,15 @@ export class GitAuditWriter implements AuditSink {
     if (error) throw error;
   }
 
-  async close(): Promise<void> {
+  /**
+   * Flushes (unless `flush: false`: the caller already flushed, or gave up on a flush that
+   * hangs), then stops the timers. What is not pushed stays committed locally.
+   */
+  async close(options: { readonly flush?: boolean } = {}): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     try {
-      await this.flush();
+      if (options.flush !== false) await this.flush();
     } finally {
       if (this.#timer) this.#timers.clear(this.#timer.handle);
       if (this.#retryTimer !== undefined) this.#timers.clear(this.#retryTimer);

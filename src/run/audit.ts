@@ -14,7 +14,7 @@ import type { RunConfig } from '../cli/run-config.ts';
 import type { ClusterView } from '../cluster/types.ts';
 import { systemClock } from '../lib/clock.ts';
 import { systemTimers, type Timers } from '../lib/timers.ts';
-import { auditRecoveryPending } from '../audit/metrics.ts';
+import { auditFinalFlushAbandonedTotal, auditRecoveryPending } from '../audit/metrics.ts';
 import { recoverGateReleaseIntents } from '../loops/gate-release-recovery.ts';
 import type { Logger } from '../observe/log.ts';
 import type { TokenSource } from '../policy/credentials.ts';
@@ -139,14 +139,66 @@ export function anchorAuditInLease(
   });
 }
 
-/** A last flush (a failure leaves the commits queued locally), then close. */
-export async function closeAudit(audit: GitAuditWriter, log: Logger): Promise<void> {
-  await audit
-    .flush()
-    .catch((error: unknown) =>
-      log.error({ err: error }, 'final audit flush failed; commits stay queued locally'),
+/**
+ * The final flush's share of `--shutdown-timeout`: the dispatcher may use the whole
+ * timeout for in-flight writes, so the audit gets a quarter more (5 s at the default
+ * 20 s), which keeps the whole shutdown under the 30 s terminationGracePeriodSeconds of
+ * deploy/ and the chart while the Git server is down or hangs.
+ */
+export function finalFlushBoundMs(shutdownTimeoutMs: number): number {
+  return Math.round(shutdownTimeoutMs / 4);
+}
+
+export interface CloseAuditOptions {
+  /** How long the final flush may take (see finalFlushBoundMs). */
+  readonly boundMs: number;
+  readonly timers?: Timers;
+}
+
+/**
+ * A last flush, bounded, then close without flushing again. A flush that fails or does
+ * not finish within the bound (a Git server that is down or hangs: the push retries with
+ * backoff) leaves the commits queued locally, for the leftover reconciliation at the
+ * next term of whichever replica leads; a log line and
+ * tollgate_audit_final_flush_abandoned_total say so. The lease is released after this.
+ */
+export async function closeAudit(
+  audit: Pick<GitAuditWriter, 'flush' | 'close' | 'backlog'>,
+  log: Logger,
+  options: CloseAuditOptions,
+): Promise<void> {
+  const outcome = await flushWithin(audit, options);
+  if (outcome === 'abandoned') {
+    auditFinalFlushAbandonedTotal.inc();
+    log.warn(
+      { boundMs: options.boundMs, backlog: audit.backlog },
+      'final audit flush abandoned: not finished within its bound (a quarter of --shutdown-timeout); commits stay queued locally and are pushed at the next term',
     );
-  await audit.close();
+  } else if (outcome instanceof Error) {
+    log.error({ err: outcome }, 'final audit flush failed; commits stay queued locally');
+  }
+  await audit.close({ flush: false });
+}
+
+/** The flush's outcome, or 'abandoned' once the bound passed first. */
+function flushWithin(
+  audit: Pick<GitAuditWriter, 'flush'>,
+  options: CloseAuditOptions,
+): Promise<'flushed' | 'abandoned' | Error> {
+  const timers = options.timers ?? systemTimers;
+  return new Promise((resolve) => {
+    const bound = timers.set(() => resolve('abandoned'), options.boundMs);
+    audit.flush().then(
+      () => {
+        timers.clear(bound);
+        resolve('flushed');
+      },
+      (error: unknown) => {
+        timers.clear(bound);
+        resolve(error instanceof Error ? error : new Error(String(error)));
+      },
+    );
+  });
 }
 
 /** Backoff of a term's recovery retries (doubling from baseMs up to maxMs). */
