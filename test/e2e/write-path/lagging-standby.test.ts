@@ -9,8 +9,8 @@
  * still shows it gated, with a measured lag of 0 ms, and an approved Cancel (a delete,
  * destructive). With the barrier, the delete waits for one live read, which shows the
  * pod released: nothing is deleted. Without it (the control row), the delete is sent
- * from the cache. Once the watch is let go, the view reaches the revision and the
- * barrier lifts.
+ * from the cache. Once the watch is let go and the view shows a pod event at or past the
+ * revision, the barrier lifts.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -96,6 +96,12 @@ for (const row of rows) {
       { namespace, name: podName, body: [{ op: 'remove', path: '/spec/schedulingGates/0' }] },
       setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
     );
+    // Another writer moves etcd's revision past the release before the term's fresh
+    // read, as leases and events do in any cluster.
+    await admin.createNamespacedConfigMap({
+      namespace,
+      body: { metadata: { name: `${podName}-other-writer` }, data: { at: 'after-release' } },
+    });
 
     const guards = {
       gate: new StaleGuard({ policy: policy.staleness, loop: 'gate-release', restored: false }),
@@ -143,6 +149,18 @@ for (const row of rows) {
       assert.equal(live.metadata?.uid, released.metadata?.uid, 'the pod is still there');
       assert.equal(guards.gate.catchingUp, true, 'the view is still held behind');
       for (const source of sources) source.release();
+      // The view reaches the term's revision with the next pod event or bookmark in its
+      // namespaces. The fresh read's revision is etcd's, which other writers (leases,
+      // events) move past the release; the API server's bookmark comes about once a
+      // minute, so the test makes the next event itself rather than racing a timeout.
+      await admin.patchNamespacedPod(
+        {
+          namespace,
+          name: podName,
+          body: [{ op: 'add', path: '/metadata/annotations', value: { 'e2e/touched': 'after' } }],
+        },
+        setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
+      );
       await eventually('the barrier lifts once the view reached the revision', async () =>
         guards.gate.catchingUp ? undefined : true,
       );
