@@ -1,14 +1,17 @@
 /**
- * Start-up recovery for the gate-release loop: a controller killed between a write and
- * its outcome record leaves intents without outcomes on the audit branch. Before the
- * first pass, each such gate-release intent gets the outcome the cluster now shows
- * (gate gone = succeeded, recovered; still gated = cancelled, re-decided by the loop;
- * pod gone = cancelled), so every release is accounted for in Git.
+ * Term-start recovery after a crash between an intent and its outcome: a controller
+ * killed (or fenced off by a lost lease) between a write and its outcome record leaves
+ * intents without outcomes on the audit branch, pushed before the crash or later by its
+ * leftover replay (the term's reconcile runs first, so recovery reads those too). Before
+ * the first pass, every such intent of this cluster, whatever loop decided it, gets the
+ * outcome the pod now shows (`podStateLookup`): a Release whose gate is gone succeeded,
+ * a pod still at the decided resourceVersion was not written (cancelled, re-decided),
+ * a pod gone is `unknown`; resize intents are judged by `resizeIntentState`.
  *
- * Safety never depends on this step: the loop derives released pods from the cluster.
+ * Safety never depends on this step: the loops derive their state from the cluster.
  * It only completes the record. A failure rejects; the caller (src/run/audit.ts) logs it,
- * starts the loop anyway and retries within the term. Intents the term's own loop
- * recorded meanwhile (`AuditSink.recordedThisTerm`) are left to it.
+ * starts the loops anyway and retries within the term. Intents the term's own loops
+ * recorded meanwhile (`AuditSink.recordedThisTerm`) are left to them.
  */
 import type { AuditSource } from '../audit/reader.ts';
 import { openIntents, podStateLookup, recoveredOutcome } from '../audit/recover.ts';
@@ -19,7 +22,7 @@ import type { Clock } from '../lib/clock.ts';
 import type { Logger } from '../observe/log.ts';
 import type { Policy } from '../policy/model.ts';
 
-export interface GateReleaseRecoveryDeps {
+export interface OpenIntentRecoveryDeps {
   readonly source: AuditSource;
   readonly cluster: string;
   readonly view: ClusterView;
@@ -29,9 +32,7 @@ export interface GateReleaseRecoveryDeps {
   readonly log: Logger;
 }
 
-export async function recoverGateReleaseIntents(
-  deps: GateReleaseRecoveryDeps,
-): Promise<Decision[]> {
+export async function recoverOpenIntents(deps: OpenIntentRecoveryDeps): Promise<Decision[]> {
   const { view, policy } = deps;
   const lookup = podStateLookup(
     (namespace, name) => view.pod(namespace, name),
@@ -43,10 +44,10 @@ export async function recoverGateReleaseIntents(
         tenant.gatePrefixes.some((prefix) => gate.startsWith(prefix)),
       ),
   );
-  // Only this loop's intents (other loops complete their own records), and not those
-  // this term's loop recorded itself.
+  // Every loop's intents (no loop closes what a previous process or term left open),
+  // but not those this term's loops recorded themselves.
   const open = (await openIntents(deps.source, deps.cluster)).filter(
-    (i) => i.loop === 'gate-release' && deps.audit.recordedThisTerm?.(i.id) !== true,
+    (i) => deps.audit.recordedThisTerm?.(i.id) !== true,
   );
   const recovered: Decision[] = [];
   for (const intent of open)
@@ -58,8 +59,9 @@ export async function recoverGateReleaseIntents(
       {
         outcomes: recovered.length,
         succeeded: recovered.filter((d) => d.outcome.result === 'succeeded').length,
+        resize: recovered.filter((d) => d.loop === 'resize').length,
       },
-      'gate-release: recorded outcomes of intents left open by a previous run',
+      'recorded outcomes of intents left open by a previous run or term',
     );
   }
   return recovered;

@@ -15,7 +15,7 @@ import type { ClusterView } from '../cluster/types.ts';
 import { systemClock } from '../lib/clock.ts';
 import { systemTimers, type Timers } from '../lib/timers.ts';
 import { auditFinalFlushAbandonedTotal, auditRecoveryPending } from '../audit/metrics.ts';
-import { recoverGateReleaseIntents } from '../loops/gate-release-recovery.ts';
+import { recoverOpenIntents } from '../loops/gate-release-recovery.ts';
 import type { Logger } from '../observe/log.ts';
 import type { TokenSource } from '../policy/credentials.ts';
 import type { Policy } from '../policy/model.ts';
@@ -233,14 +233,14 @@ export interface RecoverOutcomesOptions {
 
 /**
  * A new term first reconciles the audit clone with the remote, then records the outcomes
- * a crashed predecessor (or this replica before a restart) left open: gate-release
- * intents whose write may or may not have happened, decided from the pod's state
- * (src/loops/gate-release-recovery.ts). The first attempt is awaited (the loops start
+ * a crashed predecessor (or this replica before a restart) left open, including intents
+ * that reached the remote only through that reconcile's leftover replay: every loop's
+ * intents (gate-release and resize) whose write may or may not have happened, decided
+ * from the pod's state (src/loops/gate-release-recovery.ts). The first attempt is awaited (the loops start
  * after it); when it fails (the audit remote down or refusing pushes) it is logged, the
  * loops start anyway (every write re-checks state; strict writes stay held while their
  * intents cannot be pushed) and recovery is retried with backoff within the term until
- * it succeeds, `tollgate_audit_recovery_pending` 1 meanwhile. Resize intents are left to
- * `tollgate audit verify`.
+ * it succeeds, `tollgate_audit_recovery_pending` 1 meanwhile.
  */
 export async function recoverOutcomes(options: RecoverOutcomesOptions): Promise<TermRecovery> {
   options.audit.beginTerm?.();
@@ -298,7 +298,7 @@ async function recoverOnce(options: RecoverOutcomesOptions, attempt: number): Pr
         options.token === undefined ? {} : { token: options.token },
       ));
     try {
-      const recovered = await recoverGateReleaseIntents({
+      const recovered = await recoverOpenIntents({
         source,
         cluster: options.cluster,
         view: options.view,

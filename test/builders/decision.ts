@@ -26,6 +26,12 @@ export class DecisionBuilder {
     this.#decision.id = id;
     return this;
   }
+  /** The loop that decided it (the id's prefix follows). */
+  loop(loop: Loop): this {
+    this.#decision.id = this.#decision.id.replace(/^[^:]+:/, `${loop}:`);
+    this.#decision.loop = loop;
+    return this;
+  }
   at(ms: number): this {
     this.#decision.at = ms;
     return this;

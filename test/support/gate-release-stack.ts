@@ -36,7 +36,7 @@ import {
   type GateReleaseDeps,
   type GateReleaseLoop,
 } from '../../src/loops/gate-release.ts';
-import { recoverGateReleaseIntents } from '../../src/loops/gate-release-recovery.ts';
+import { recoverOpenIntents } from '../../src/loops/gate-release-recovery.ts';
 import { recoverBlockedWrites } from '../../src/loops/gate-release-blocked.ts';
 import { createReleasedConditions } from '../../src/loops/released-condition.ts';
 import { recordBreakGlass } from '../../src/loops/break-glass.ts';
@@ -259,7 +259,7 @@ export async function prepareGateReleaseStack(
       token: options.token,
     });
     try {
-      const done = await recoverGateReleaseIntents({
+      const done = await recoverOpenIntents({
         source: auditSource,
         cluster: options.cluster,
         view,

@@ -146,3 +146,24 @@ test('the retries stop when the term ends (the next leader recovers), and the pe
 async function settleFully(): Promise<void> {
   for (let i = 0; i < 50; i += 1) await new Promise<void>((resolve) => setImmediate(resolve));
 }
+
+test("term-start recovery closes every loop's open intents, not only gate-release's (soak seed 2: resize Holds left open)", async () => {
+  const rows: { intent: Decision; result: string }[] = [
+    { intent: aDecision('Release', 'gated').intent().obj(), result: 'cancelled' },
+    { intent: aDecision('Hold', 'api-0').loop('resize').intent().obj(), result: 'cancelled' },
+    { intent: aDecision('Resize', 'api-1').intent().obj(), result: 'cancelled' },
+  ];
+  const { sink, recorded } = flakySink(
+    await trailWithOpenIntents(...rows.map((row) => row.intent)),
+    0,
+    'none',
+  );
+  const term = new AbortController();
+  const run = await termStartRecovery(sink, new ManualTimers(), term.signal, gatedPod);
+  await run.done;
+  assert.deepEqual(
+    recorded.map((d) => [d.loop, d.kind, d.id, d.outcome.result]),
+    rows.map(({ intent, result }) => [intent.loop, intent.kind, intent.id, result]),
+  );
+  term.abort();
+});
