@@ -12,9 +12,9 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
-import { mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import {
   createServer as createHttpServer,
   request,
@@ -22,7 +22,7 @@ import {
   type Server,
   type ServerResponse,
 } from 'node:http';
-import { createServer, type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
@@ -31,6 +31,7 @@ import { SimulatedKubelet } from '../../support/kubelet.ts';
 import { startGitServer, pushTree, type GitServer } from '../../support/git-server.ts';
 import { creatable, eventually } from '../../support/eventually.ts';
 import { aPod } from '../../builders/pod.ts';
+import { spawnTollgateRun, type TollgateRunProcess } from '../../support/tollgate-run.ts';
 import { sshSigner } from '../../../src/audit/sign.ts';
 
 const root = new URL('../../../', import.meta.url).pathname;
@@ -45,14 +46,6 @@ function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
     if (!key.startsWith('TOLLGATE_') && !key.startsWith('KUBERNETES_') && key !== 'KUBECONFIG')
       env[key] = value;
   return { ...env, ...extra };
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 /** When a push (POST git-receive-pack) arrives: kill the process before or after the server has it. */
@@ -198,54 +191,20 @@ describe('restart during audit pushes', () => {
       allowedSigners,
       `tollgate@restart ${sshSigner(readFileSync(signingKey, 'utf8')).publicKey}\n`,
     );
-    const start = async (): Promise<{ child: ChildProcess; exited: Promise<number | null> }> => {
-      const port = await freePort();
-      const child = spawn(
-        process.execPath,
-        [
-          cli,
-          'run',
-          '--kubeconfig',
-          cp.tollgateKubeconfig,
-          '--policy-repo',
-          policyUrl,
-          '--policy-ref',
-          'main',
-          '--git-token-env',
-          'E2E_GIT_TOKEN',
-          '--git-cache-dir',
-          join(work, 'cache'),
-          '--audit-repo',
-          auditUrl,
-          '--audit-signing-key-file',
-          signingKey,
-          '--identity',
-          'restart-0',
-          '--metrics-address',
-          `127.0.0.1:${port}`,
-          '--lease-namespace',
-          'tollgate-system',
-          '--lease-name',
-          'tollgate-audit-restart',
-          '--lease-duration',
-          '3s',
-          '--renew-deadline',
-          '2s',
-          '--retry-period',
-          '500ms',
-          '--log-level',
-          'info',
-        ],
-        {
-          env: cleanEnv({ E2E_GIT_TOKEN: git.token }),
-          stdio: ['ignore', openSync(log, 'a'), openSync(log, 'a')],
-        },
-      );
-      children.push(child);
-      return {
-        child,
-        exited: new Promise((resolve) => child.once('exit', (code) => resolve(code))),
-      };
+    const start = async (): Promise<TollgateRunProcess> => {
+      const run = await spawnTollgateRun({
+        kubeconfig: cp.tollgateKubeconfig,
+        identity: 'restart-0',
+        policy: { url: policyUrl, ref: 'main' },
+        gitToken: { env: 'E2E_GIT_TOKEN' },
+        audit: { url: auditUrl, signingKeyFile: signingKey },
+        cacheDir: join(work, 'cache'),
+        leaseName: 'tollgate-audit-restart',
+        log,
+        env: cleanEnv({ E2E_GIT_TOKEN: git.token }),
+      });
+      children.push(run.child);
+      return run;
     };
     const released = async (): Promise<number> =>
       (await core.listNamespacedPod({ namespace })).items.filter(

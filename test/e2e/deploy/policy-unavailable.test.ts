@@ -17,8 +17,8 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, openSync, readFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoordinationV1Api, CoreV1Api, EventsV1Api } from '@kubernetes/client-node';
@@ -27,11 +27,10 @@ import { startGitServer, pushTree, type GitServer } from '../../support/git-serv
 import { startSwitchableProxy, type SwitchableProxy } from '../../support/switchable-proxy.ts';
 import { creatable, eventually, removeNamespace, runNamespace } from '../../support/eventually.ts';
 import { aPod } from '../../builders/pod.ts';
-import { freePort, repoRoot } from './tools.ts';
+import { spawnTollgateRun, type TollgateRunProcess } from '../../support/tollgate-run.ts';
 
 const namespace = runNamespace('unavail');
 const gate = 'unavail.tollgate.io/ready';
-const cli = join(repoRoot, 'src/cli/main.ts');
 const work = mkdtempSync(join(tmpdir(), 'tollgate-policy-unavailable-'));
 
 const policyFiles = (): Record<string, string> => ({
@@ -54,60 +53,29 @@ let proxy: SwitchableProxy;
 let auditUrl: string;
 const children: ChildProcess[] = [];
 
-interface Replica {
-  readonly child: ChildProcess;
-  readonly url: string;
-  readonly log: string;
+interface Replica extends TollgateRunProcess {
   readonly lease: string;
 }
 
-function startReplica(
+async function startReplica(
   name: string,
   policyUrl: string,
   cacheDir = join(work, name),
 ): Promise<Replica> {
-  return freePort().then((port) => {
-    const log = join(work, `${name}.log`);
-    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, E2E_GIT_TOKEN: git.token };
-    const child = spawn(
-      process.execPath,
-      [
-        cli,
-        'run',
-        '--kubeconfig',
-        cp.tollgateKubeconfig,
-        '--policy-repo',
-        policyUrl,
-        '--git-token-env',
-        'E2E_GIT_TOKEN',
-        '--git-cache-dir',
-        cacheDir,
-        '--audit-repo',
-        auditUrl,
-        '--identity',
-        name,
-        '--metrics-address',
-        `127.0.0.1:${port}`,
-        '--lease-namespace',
-        'tollgate-system',
-        '--lease-name',
-        `tollgate-${name}`,
-        '--lease-duration',
-        '3s',
-        '--renew-deadline',
-        '2s',
-        '--retry-period',
-        '500ms',
-        '--policy-resync',
-        '*/1 * * * * *',
-        '--log-level',
-        'info',
-      ],
-      { env, stdio: ['ignore', openSync(log, 'a'), openSync(log, 'a')] },
-    );
-    children.push(child);
-    return { child, url: `http://127.0.0.1:${port}`, log, lease: `tollgate-${name}` };
+  const run = await spawnTollgateRun({
+    kubeconfig: cp.tollgateKubeconfig,
+    identity: name,
+    policy: { url: policyUrl },
+    gitToken: { env: 'E2E_GIT_TOKEN' },
+    audit: { url: auditUrl },
+    cacheDir,
+    leaseName: `tollgate-${name}`,
+    log: join(work, `${name}.log`),
+    env: { PATH: process.env.PATH, E2E_GIT_TOKEN: git.token },
+    policyResync: '*/1 * * * * *',
   });
+  children.push(run.child);
+  return { ...run, lease: `tollgate-${name}` };
 }
 
 const readyz = async (r: Replica): Promise<{ status: number; body: string } | undefined> => {

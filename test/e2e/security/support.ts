@@ -3,16 +3,16 @@
  * plus temporary folders that live for one test file.
  */
 import { after, before } from 'node:test';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { startGitServer, type GitServer } from '../../support/git-server.ts';
-import { eventually } from '../../support/eventually.ts';
-import { freePort } from '../deploy/tools.ts';
+import {
+  startTollgateRun as startRun,
+  type TollgateRunProcess,
+} from '../../support/tollgate-run.ts';
 
 const examplesDir = resolve(import.meta.dirname, '../../../policy-examples');
-const cli = resolve(import.meta.dirname, '../../../src/cli/main.ts');
 
 /** policy-examples/ as `path -> content`. */
 export function exampleFiles(): Record<string, string> {
@@ -55,57 +55,34 @@ export function gitServerForFile(prefix: string): {
   };
 }
 
-export interface RunProcess {
-  readonly child: ChildProcess;
-  /** The run's /metrics URL. */
-  readonly metrics: string;
-  /** The file holding the run's stdout and stderr. */
-  readonly log: string;
-}
+export type RunProcess = TollgateRunProcess;
 
 /**
  * `tollgate run` as a process against the real control plane, the tokens only as files
  * (`<work>/cache` is its Git cache), polling the policy and flushing the audit every
  * second; resolves once /readyz answers 200.
  */
-export async function startTollgateRun(options: {
+export function startTollgateRun(options: {
   kubeconfig: string;
   work: string;
   policy: { url: string; tokenFile: string };
   audit: { url: string; tokenFile: string };
   leaseName: string;
 }): Promise<RunProcess> {
-  const port = await freePort();
-  const log = join(options.work, 'run.log');
-  const out = openSync(log, 'a');
-  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
-  const child = spawn(
-    process.execPath,
-    [
-      cli,
-      'run',
-      ...['--kubeconfig', options.kubeconfig, '--identity', options.leaseName],
-      ...['--policy-repo', options.policy.url, '--git-token-file', options.policy.tokenFile],
-      ...['--audit-repo', options.audit.url, '--audit-token-file', options.audit.tokenFile],
-      ...['--git-cache-dir', join(options.work, 'cache')],
-      ...['--metrics-address', `127.0.0.1:${port}`],
-      ...['--lease-namespace', 'tollgate-system', '--lease-name', options.leaseName],
-      ...['--lease-duration', '3s', '--renew-deadline', '2s', '--retry-period', '500ms'],
-      ...['--policy-resync', '* * * * * *', '--audit-flush', '* * * * * *'],
-      ...['--log-level', 'debug'],
-    ],
-    { env, stdio: ['ignore', out, out] },
-  );
-  await eventually(
-    'tollgate run ready',
-    async () => {
-      if (child.exitCode !== null) throw new Error(`exited ${child.exitCode}`);
-      const ready = await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined);
-      return ready?.status === 200;
-    },
-    { timeoutMs: 60_000, describe: () => readFileSync(log, 'utf8').slice(-2000) },
-  );
-  return { child, metrics: `http://127.0.0.1:${port}/metrics`, log };
+  return startRun({
+    kubeconfig: options.kubeconfig,
+    identity: options.leaseName,
+    policy: { url: options.policy.url },
+    gitToken: { file: options.policy.tokenFile },
+    audit: options.audit,
+    cacheDir: join(options.work, 'cache'),
+    leaseName: options.leaseName,
+    log: join(options.work, 'run.log'),
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+    logLevel: 'debug',
+    policyResync: '* * * * * *',
+    auditFlush: '* * * * * *',
+  });
 }
 
 /** A small valid policy: one tenant owning `namespace` and one gate without conditions. */
