@@ -4,7 +4,10 @@
  * mutating request in flight at most, and a burst of other writes as the `tollgate`
  * identity), a real Git server (policy + audit) and the simulated kubelet. The leader is
  * stopped with SIGSTOP while it releases (writes in flight), past its lease; the standby
- * takes over and releases; the old leader is resumed with SIGCONT.
+ * takes over and releases; the old leader is resumed with SIGCONT. With one mutating
+ * request at a time the lease itself meets 429s, so leadership may pass between the
+ * replicas before the stop: the replica stopped is whichever holds the lease when a write
+ * of its own is caught waiting, the other is the standby.
  *
  * What must hold, seen by an independent watcher (its own informer) and the audit:
  * - no budget overshoot (maxInFlight of released-but-unscheduled pods) at any time;
@@ -166,27 +169,42 @@ async function burst(stop: AbortSignal): Promise<{ sent: number; refused: number
 }
 
 /**
- * SIGSTOPs the replica as soon as its /metrics shows a write in flight (else, after
- * `lookMs`, with whatever waits); returns what it showed last.
+ * SIGSTOPs the replica that holds the lease as soon as its /metrics shows a write in
+ * flight (else, after `lookMs`, with whatever waits); returns it and what it showed last.
+ * The holder is read again every 200 ms: under the 429s the lease may pass to the other
+ * replica while this looks.
  */
-async function writesOf(
-  replica: Replica,
+async function stopLeaderWithWrites(
+  replicas: readonly Replica[],
   lookMs: number,
-): Promise<{ inFlight: number; queued: number }> {
+): Promise<{ leader: Replica; inFlight: number; queued: number }> {
   const until = Date.now() + lookMs;
+  let leader: Replica | undefined;
+  let heldAt = 0;
+  let seen = { inFlight: 0, queued: 0 };
   for (;;) {
-    const text = await (await fetch(`${replica.url}/metrics`)).text();
-    const gauge = (name: string): number =>
-      Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? 0);
-    const seen = {
-      inFlight: gauge('tollgate_dispatch_in_flight'),
-      queued: gauge('tollgate_dispatch_queue_depth'),
-    };
-    if (seen.inFlight > 0 || (Date.now() > until && seen.queued > 0)) {
-      replica.child.kill('SIGSTOP');
-      return seen;
+    if (Date.now() - heldAt > 200) {
+      const identity = await holder();
+      leader = replicas.find((r) => r.identity === identity);
+      heldAt = Date.now();
     }
-    if (Date.now() > until + 60_000) throw new Error(`${replica.identity}: no write waiting`);
+    if (leader) {
+      const text = await (await fetch(`${leader.url}/metrics`)).text();
+      const gauge = (name: string): number =>
+        Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? 0);
+      seen = {
+        inFlight: gauge('tollgate_dispatch_in_flight'),
+        queued: gauge('tollgate_dispatch_queue_depth'),
+      };
+      if (seen.inFlight > 0 || (Date.now() > until && seen.queued > 0)) {
+        leader.child.kill('SIGSTOP');
+        return { leader, ...seen };
+      }
+    }
+    if (Date.now() > until + 60_000)
+      throw new Error(
+        `no write waiting at the lease holder (${leader?.identity ?? 'none'}; last seen ${JSON.stringify(seen)})`,
+      );
     await sleep(2);
   }
 }
@@ -266,7 +284,7 @@ test('a leader stopped past its lease with writes in flight: the standby takes o
   const bursting = burst(stopBurst.signal);
   for (const pod of pods) await core.createNamespacedPod({ namespace, body: creatable(pod) });
 
-  await eventually('a quarter released by replica-a', async () => released() >= PODS / 4, {
+  await eventually('a quarter released', async () => released() >= PODS / 4, {
     timeoutMs: 180_000,
     intervalMs: 20,
   });
@@ -275,19 +293,22 @@ test('a leader stopped past its lease with writes in flight: the standby takes o
   // them, not let them land while replica-b leads. With one mutating request at a time a
   // write is refused at once, so an in-flight one is only caught now and then: looked
   // for during 20 s, else the stop comes with writes waiting; both counts are printed.
-  const atStopWrites = await writesOf(a, 20_000);
+  const atStopWrites = await stopLeaderWithWrites([a, b], 20_000);
   const stoppedAt = Date.now();
   const atStop = released();
-  await eventually('replica-b takes the lease', async () => (await holder()) === 'replica-b', {
-    timeoutMs: 60_000,
-    intervalMs: 50,
-  });
+  const stopped = atStopWrites.leader;
+  const standby = stopped === a ? b : a;
+  await eventually(
+    `${standby.identity} takes the lease`,
+    async () => (await holder()) === standby.identity,
+    { timeoutMs: 60_000, intervalMs: 50 },
+  );
   const takeoverMs = Date.now() - stoppedAt;
-  await eventually('replica-b releases', async () => released() >= atStop + 5, {
+  await eventually(`${standby.identity} releases`, async () => released() >= atStop + 5, {
     timeoutMs: 120_000,
     intervalMs: 20,
   });
-  a.child.kill('SIGCONT');
+  stopped.child.kill('SIGCONT');
   const resumedAt = Date.now();
   await sleep(leaseMs); // the resumed replica's timers, fence and writer run now
   stopBurst.abort();
@@ -298,11 +319,11 @@ test('a leader stopped past its lease with writes in flight: the standby takes o
     intervalMs: 100,
     describe: () => `${released()} released`,
   });
-  for (const replica of [b, a]) replica.child.kill('SIGTERM');
-  const codes = await Promise.all([a.exited, b.exited]);
+  for (const replica of [standby, stopped]) replica.child.kill('SIGTERM');
+  const codes = await Promise.all([stopped.exited, standby.exited]);
   // The leader's clean shutdown (a term ending with writes waiting used to crash it
   // before the term's last outcomes were recorded).
-  assert.equal(codes[1], 0, 'replica-b exits 0 on SIGTERM');
+  assert.equal(codes[1], 0, `${standby.identity} (leading at the end) exits 0 on SIGTERM`);
 
   // The independent watcher: no overshoot, no gate removed twice.
   assert.deepEqual(
@@ -321,34 +342,53 @@ test('a leader stopped past its lease with writes in flight: the standby takes o
   const source = await openAuditSource(auditUrl, 'tollgate/audit', { token: git.token });
   const history = await readAuditHistory(source);
   source.close();
-  const intentBy = new Map<string, string>();
+  const intentBy = new Map<string, { controller: string; at: number }>();
   for (const commit of history) {
     const controller = /Tollgate-Controller: (\S+)/.exec(commit.message ?? '')?.[1] ?? '?';
     for (const record of commit.records) {
       if (record.kind === 'Release' && record.outcome.result === 'pending')
-        intentBy.set(`${record.target.namespace}/${record.target.name}`, controller);
+        intentBy.set(`${record.target.namespace}/${record.target.name}`, {
+          controller,
+          at: record.at,
+        });
     }
   }
 
   // The overlap window, from the API server's view: the order in which the watcher saw
-  // the removals (watch order is the API server's commit order).
+  // the removals (watch order is the API server's commit order). Before the stop either
+  // replica may have led; what matters is the stopped leader against the standby's term
+  // that began after the stop (its intents decided after the stop, same machine clock).
   const removals = [...ours]
-    .map((key) => ({ key, at: watcher.seen.get(key)!.releasedAt!, by: intentBy.get(key) }))
+    .map((key) => ({
+      key,
+      at: watcher.seen.get(key)!.releasedAt!,
+      by: intentBy.get(key)?.controller,
+      decidedAt: intentBy.get(key)?.at ?? 0,
+    }))
     .sort((x, y) => x.at - y.at);
-  const byA = removals.filter((r) => r.by === 'replica-a');
-  const byB = removals.filter((r) => r.by === 'replica-b');
-  const lastA = byA.at(-1);
-  const firstB = byB[0];
-  assert.ok(lastA && firstB, 'both replicas released pods');
-  const aAfterB = byA.filter((r) => r.at > firstB.at).length;
-  const abortedInFlight = a.lines.filter((l) =>
+  const byStopped = removals.filter((r) => r.by === stopped.identity);
+  const byStandbyAfterStop = removals.filter(
+    (r) => r.by === standby.identity && r.decidedAt > stoppedAt,
+  );
+  const lastStopped = byStopped.at(-1);
+  const firstStandby = byStandbyAfterStop[0];
+  assert.ok(lastStopped && firstStandby, 'both replicas released pods');
+  const stoppedAfterStandby = byStopped.filter((r) => r.at > firstStandby.at).length;
+  const abortedInFlight = stopped.lines.filter((l) =>
     JSON.stringify(l).includes('aborted in flight'),
   ).length;
+  const terms = (r: Replica): number =>
+    r.lines.filter((l) => l.msg === 'leading: recovering audit outcomes, then starting loops')
+      .length;
   log(
-    `${PODS} pods, maxInFlight ${maxInFlight}; SIGSTOP at ${atStop} released with ${atStopWrites.inFlight} write(s) in flight and ${atStopWrites.queued} waiting (${abortedInFlight} aborted in flight after SIGCONT); replica-b led ${takeoverMs} ms after the stop (lease ${leaseMs} ms); SIGCONT ${resumedAt - stoppedAt} ms after the stop; ` +
-      `burst ${burstCounts.sent} writes (${burstCounts.refused} refused); releases by replica-a ${byA.length}, by replica-b ${byB.length}; ` +
-      `overlap window (replica-a's last accepted removal minus replica-b's first, watch order): ${lastA.at - firstB.at} ms, replica-a removals after replica-b's first: ${aAfterB}; exit codes ${JSON.stringify(codes)}`,
+    `${PODS} pods, maxInFlight ${maxInFlight}; SIGSTOP of ${stopped.identity} (terms before the end: ${terms(stopped)}, ${standby.identity}: ${terms(standby)}) at ${atStop} released with ${atStopWrites.inFlight} write(s) in flight and ${atStopWrites.queued} waiting (${abortedInFlight} aborted in flight after SIGCONT); ${standby.identity} led ${takeoverMs} ms after the stop (lease ${leaseMs} ms); SIGCONT ${resumedAt - stoppedAt} ms after the stop; ` +
+      `burst ${burstCounts.sent} writes (${burstCounts.refused} refused); releases by ${stopped.identity} ${byStopped.length}, by ${standby.identity} ${removals.length - byStopped.length} (${byStandbyAfterStop.length} after the stop); ` +
+      `overlap window (the stopped leader's last accepted removal minus the standby's first after the stop, watch order): ${lastStopped.at - firstStandby.at} ms, removals of the stopped leader after it: ${stoppedAfterStandby}; exit codes ${JSON.stringify(codes)}`,
   );
-  assert.equal(aAfterB, 0, "no removal of replica-a's was accepted after replica-b's first");
-  assert.ok(lastA.at <= firstB.at, 'the overlap window is empty');
+  assert.equal(
+    stoppedAfterStandby,
+    0,
+    `no removal of ${stopped.identity}'s was accepted after ${standby.identity}'s first after the stop`,
+  );
+  assert.ok(lastStopped.at <= firstStandby.at, 'the overlap window is empty');
 });
