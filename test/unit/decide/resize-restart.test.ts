@@ -15,8 +15,8 @@ import {
   sealedValue,
   steady,
 } from '../../builders/resize.ts';
+import { now } from '../../builders/resize-pause.ts';
 
-const now = Date.UTC(2026, 10, 29, 8, 0, 0);
 const requestedAt = now - 10_000;
 
 /** A pod whose tollgate step to 1 CPU the kubelet Deferred, with `deferred` as stored. */

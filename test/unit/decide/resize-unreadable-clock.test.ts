@@ -11,36 +11,21 @@ import assert from 'node:assert/strict';
 import type { PodMemo, PodResizeInput, PodResizePlan } from '../../../src/decide/resize-plan.ts';
 import { stateAnnotation } from '../../../src/decide/resize-state.ts';
 import { resizeEventOf } from '../../../src/decide/resize-events.ts';
+import { decideResizeFor, sealedValue, steady } from '../../builders/resize.ts';
 import {
-  aResizePolicy,
-  aRunningPod,
-  decideResizeFor,
-  sealedValue,
-  steady,
-} from '../../builders/resize.ts';
+  aResizedPod,
+  decideCase,
+  minute,
+  now,
+  pausePolicy,
+  unreadable,
+} from '../../builders/resize-pause.ts';
 
-const now = Date.UTC(2026, 10, 29, 8, 0, 0);
-const minute = 60_000;
-const failed = [{ signal: 'queue', error: 'HTTP 503' }];
 const quiet = [{ signal: 'queue', samples: steady(50, now) }];
-const policy = aResizePolicy({
-  pause: { restarts: 5, stuckMs: 30 * minute, unreadableMs: 120 * minute },
-});
 
 /** A pod tollgate resized long ago, with `unreadableSince` stored when given. */
-function aPod(unreadableSince?: number) {
-  return aRunningPod('web-0', 'team-a')
-    .container('app', { cpu: '750m', memory: '256Mi' })
-    .sealed(stateAnnotation, {
-      attempts: 1,
-      requestedAt: now - 300 * minute,
-      direction: { cpu: 'up' },
-      restarts: { app: 0 },
-      target: { containers: { app: { requests: { cpu: '750m', memory: '256Mi' } } } },
-      ...(unreadableSince === undefined ? {} : { unreadableSince }),
-    })
-    .obj();
-}
+const aPod = (unreadableSince?: number) =>
+  aResizedPod({ requestedAt: now - 300 * minute, unreadableSince });
 
 /** The `unreadableSince` the plan stores on the pod: a number, null (cleared), or undefined (no write). */
 function storedSince(plan: PodResizePlan): number | null | undefined {
@@ -63,21 +48,21 @@ test('since when signals are unreadable is stored on the pod and counted from af
   }[] = [
     {
       name: 'the first pass that finds a signal unreadable stores the time on the pod, recorded as a Hold',
-      input: { pod: aPod(), readings: failed },
+      input: { pod: aPod(), readings: unreadable },
       kinds: ['Hold'],
       stores: now,
       memoSince: now,
     },
     {
       name: 'a restarted tollgate (no memory of the pod) counts from the stored time and pauses past onUnreadableFor',
-      input: { pod: aPod(now - 121 * minute), readings: failed },
+      input: { pod: aPod(now - 121 * minute), readings: unreadable },
       kinds: ['Pause'],
       stores: undefined,
       pausedSince: now - 121 * minute,
     },
     {
       name: 'a restarted tollgate before onUnreadableFor keeps the stored time and writes nothing',
-      input: { pod: aPod(now - 60 * minute), readings: failed },
+      input: { pod: aPod(now - 60 * minute), readings: unreadable },
       kinds: [],
       stores: undefined,
       memoSince: now - 60 * minute,
@@ -86,7 +71,7 @@ test('since when signals are unreadable is stored on the pod and counted from af
       name: "the earlier of the stored time and the loop's memory counts",
       input: {
         pod: aPod(now - 60 * minute),
-        readings: failed,
+        readings: unreadable,
         memo: { unreadableSince: now - 10 * minute },
       },
       kinds: [],
@@ -109,7 +94,7 @@ test('since when signals are unreadable is stored on the pod and counted from af
       name: 'written on this resourceVersion and not yet seen in the view: not written twice',
       input: {
         pod: aPod(),
-        readings: failed,
+        readings: unreadable,
         memo: { unreadableSince: now - minute, clockWrite: { since: now - minute, on: '100' } },
       },
       kinds: [],
@@ -120,7 +105,7 @@ test('since when signals are unreadable is stored on the pod and counted from af
       name: 'written, but the pod moved on without it (a conflict, another writer): written again',
       input: {
         pod: aPod(),
-        readings: failed,
+        readings: unreadable,
         memo: { unreadableSince: now - minute, clockWrite: { since: now - minute, on: '99' } },
       },
       kinds: ['Hold'],
@@ -129,26 +114,21 @@ test('since when signals are unreadable is stored on the pod and counted from af
     },
     {
       name: 'an observe-only policy writes nothing; the loop remembers',
-      input: { pod: aPod(), readings: failed, policy: { ...policy, mode: 'Observe' } },
+      input: { pod: aPod(), readings: unreadable, policy: { ...pausePolicy, mode: 'Observe' } },
       kinds: [],
       stores: undefined,
       memoSince: now,
     },
     {
       name: 'tollgate plan (preview, no key) plans no clock write',
-      input: { pod: aPod(), readings: failed, stateKeys: 'preview' },
+      input: { pod: aPod(), readings: unreadable, stateKeys: 'preview' },
       kinds: [],
       stores: undefined,
       memoSince: now,
     },
   ];
   for (const c of cases) {
-    const p = decideResizeFor(now, { policy, ...c.input });
-    assert.deepEqual(
-      p.decisions.map((d) => d.kind),
-      c.kinds,
-      `${c.name}: ${p.skip ?? ''}`,
-    );
+    const p = decideCase(c);
     assert.equal(storedSince(p), c.stores, `${c.name}: what is stored`);
     const memo: PodMemo | undefined = p.memo;
     assert.equal(memo?.unreadableSince, c.memoSince, `${c.name}: memo ${JSON.stringify(memo)}`);
@@ -169,7 +149,7 @@ test('signals readable again raise a Normal Event; the clock starting and a paus
   }[] = [
     {
       name: 'a signal becomes unreadable: the clock starts, a Warning that the pod is held',
-      input: { pod: aPod(), readings: failed },
+      input: { pod: aPod(), readings: unreadable },
       events: ['Hold Warning/TollgateResizeHeld'],
     },
     {
@@ -179,12 +159,12 @@ test('signals readable again raise a Normal Event; the clock starting and a paus
     },
     {
       name: 'unreadable past pause.onUnreadableFor: a Warning that the workload paused',
-      input: { pod: aPod(now - 121 * minute), readings: failed },
+      input: { pod: aPod(now - 121 * minute), readings: unreadable },
       events: ['Pause Warning/TollgateResizePaused'],
     },
   ];
   for (const c of cases) {
-    const plan = decideResizeFor(now, { policy, ...c.input });
+    const plan = decideResizeFor(now, { policy: pausePolicy, ...c.input });
     const events = plan.decisions.map((d) => {
       const e = resizeEventOf(d);
       return `${d.kind} ${e ? `${e.type}/${e.reason}` : 'none'}`;
