@@ -14,6 +14,7 @@ import { createClusterView } from '../cluster/view.ts';
 import {
   explainPods,
   explainReleasedPod,
+  type BudgetView,
   type Explanation,
   type PodExplanation,
 } from '../decide/explain.ts';
@@ -218,6 +219,24 @@ function podLines(e: PodExplanation, location: string): { source: string; life: 
 }
 
 /** The text form of one explanation; stable, so it can be checked byte for byte. */
+/** A grace such as 300000 ms as the policy would write it: 5m, 90s, 1500ms. */
+function graceText(ms: number): string {
+  if (ms % 60_000 === 0) return `${ms / 60_000}m`;
+  return ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`;
+}
+
+/** Why released pods no longer take from the budget, when some do not. */
+function notChargedText(budget: BudgetView): string {
+  const { nodeNotReady, terminating } = budget.notCharged;
+  const parts = [
+    ...(nodeNotReady > 0
+      ? [`${nodeNotReady} on nodes not Ready for ${graceText(budget.unreadyNodeGraceMs)} or more`]
+      : []),
+    ...(terminating > 0 ? [`${terminating} being deleted`] : []),
+  ];
+  return parts.length > 0 ? ` (not charged: ${parts.join(', ')})` : '';
+}
+
 export function formatExplanation(e: Explanation, location: string): string {
   const pod = podLines(e, location);
   const lines = [
@@ -240,7 +259,7 @@ export function formatExplanation(e: Explanation, location: string): string {
       e.budget.resources,
     )
       .map(([name, r]) => `, ${name} ${r.used}/${r.limit}`)
-      .join('')}`,
+      .join('')}${notChargedText(e.budget)}`,
     `Pacing:     ${
       e.pacing
         ? `${e.pacing.releasesPerSecond}/s, batch ${e.pacing.batchSize}, max in flight ${e.pacing.maxInFlight}`

@@ -7,10 +7,11 @@ import type { ConditionInput } from './decision.ts';
 import type { Approval, GateCondition, GatePolicy, Policy } from '../policy/model.ts';
 import { approvalInForce, approvalTargets } from './approvals.ts';
 import { imageMatches, normaliseImage, type ImageRef } from './images.ts';
-import { chargeReason, classifyPod } from './lifecycle.ts';
+import { budgetFreedBy, chargeReason, classifyPod } from './lifecycle.ts';
 import type { NodeLike, PodLike, ClusterSnapshot } from './objects.ts';
 import { podRequests, addInto, type Amounts } from './requests.ts';
 import { tenantOfNamespace } from './gates.ts';
+import { allNodesReady, type NodeReadiness } from './unready-nodes.ts';
 
 export interface Usage {
   pods: number;
@@ -27,13 +28,21 @@ export function addUsage(target: Usage, add: Usage): Usage {
   return target;
 }
 
-/** Released-but-unfinished pods of each tenant (by namespace), with their summed requests. */
-export function tenantUsage(policy: Policy, pods: Iterable<PodLike>): Map<string, Usage> {
+/**
+ * Released-but-unfinished pods of each tenant (by namespace), with their summed requests;
+ * pods being deleted or on a node not ready past the tenant's grace are not charged.
+ */
+export function tenantUsage(
+  policy: Policy,
+  pods: Iterable<PodLike>,
+  nodes: NodeReadiness = allNodesReady,
+): Map<string, Usage> {
   const usage = new Map<string, Usage>();
   for (const name of policy.tenants.keys()) usage.set(name, emptyUsage());
   for (const pod of pods) {
     const tenant = tenantOfNamespace(policy, pod.metadata?.namespace ?? '');
     if (!tenant || !chargeReason(pod, classifyPod(pod, policy), tenant)) continue;
+    if (budgetFreedBy(pod, tenant, nodes)) continue;
     addUsage(usage.get(tenant.name) as Usage, { pods: 1, resources: podRequests(pod) });
   }
   return usage;

@@ -33,11 +33,13 @@ import { ownedGate, tenantOfNamespace } from './gates.ts';
 import { podKey, type ClusterSnapshot, type PodLike } from './objects.ts';
 import { combinePacing } from './pacing.ts';
 import { admitUnits } from './release-admit.ts';
-import { classifyPods } from './release-classify.ts';
+import { classifyPods, type Classification } from './release-classify.ts';
 import { judgePods } from './release-judge.ts';
 import { emptyPlanState } from './release-plan.ts';
 import { groupReleaseUnits } from './release-units.ts';
 import type { Verdict } from './release-verdict.ts';
+import type { FreeReason } from './lifecycle.ts';
+import { nodeReadiness } from './unready-nodes.ts';
 import type { ExpiryAction, GatePolicy, Pacing, Policy, Tenant } from '../policy/model.ts';
 
 /** What a pod waits for, a closed set. */
@@ -84,6 +86,10 @@ export interface Explanation extends PodExplanation {
 export interface BudgetView {
   readonly pods: { readonly used: number; readonly limit: number | null };
   readonly resources: Readonly<Record<string, { readonly used: number; readonly limit: number }>>;
+  /** Released pods no longer charged: on a node not Ready for the grace, or being deleted. */
+  readonly notCharged: Readonly<Record<FreeReason, number>>;
+  /** The tenant's `budget.unreadyNodeGrace`. */
+  readonly unreadyNodeGraceMs: number;
 }
 
 const iso = (ms: number | undefined): string | null =>
@@ -123,12 +129,21 @@ function effectivePacing(
   };
 }
 
-function budgetView(tenant: Tenant, used: Usage | undefined): BudgetView {
+function budgetView(
+  tenant: Tenant,
+  used: Usage | undefined,
+  freed: Readonly<Record<FreeReason, number>> | undefined,
+): BudgetView {
   const resources: Record<string, { used: number; limit: number }> = {};
   for (const [name, limit] of Object.entries(tenant.budget.resources)) {
     if (typeof limit === 'number') resources[name] = { used: used?.resources[name] ?? 0, limit };
   }
-  return { pods: { used: used?.pods ?? 0, limit: tenant.budget.pods ?? null }, resources };
+  return {
+    pods: { used: used?.pods ?? 0, limit: tenant.budget.pods ?? null },
+    resources,
+    notCharged: { nodeNotReady: freed?.nodeNotReady ?? 0, terminating: freed?.terminating ?? 0 },
+    unreadyNodeGraceMs: tenant.budget.unreadyNodeGraceMs,
+  };
 }
 
 /** Gated pods of each tenant in release order: priority, then oldest gate, then name. */
@@ -188,7 +203,12 @@ function estimateOf(
 
 /** Every gated pod tollgate governs, explained, grouped by tenant (by name) in release order. */
 export function explainPods(policy: Policy, snapshot: ClusterSnapshot, now: number): Explanation[] {
-  const classified = classifyPods(policy, [...snapshot.pods()], {});
+  const classified = classifyPods(
+    policy,
+    [...snapshot.pods()],
+    {},
+    nodeReadiness(snapshot.nodes(), now),
+  );
   const judged = judgePods(policy, snapshot, classified, now);
   const grouped = groupReleaseUnits(judged.candidates, classified);
   const admitted = admitUnits({
@@ -208,7 +228,7 @@ export function explainPods(policy: Policy, snapshot: ClusterSnapshot, now: numb
       const waiting = waitingOf(verdict);
       const pacing = effectivePacing(policy, verdict.tenant, verdict.gatePolicy);
       explanations.push(
-        explain(policy, verdict, waiting, index + 1, ordered.length, pacing, classified.usage, {
+        explain(policy, verdict, waiting, index + 1, ordered.length, pacing, classified, {
           now,
           pacedAhead,
         }),
@@ -227,7 +247,7 @@ function explain(
   position: number,
   queueLength: number,
   pacing: Pacing,
-  usage: ReadonlyMap<string, Usage>,
+  classified: Pick<Classification, 'usage' | 'summary'>,
   at: { now: number; pacedAhead: number },
 ): Explanation {
   const { pod, tenant, gatePolicy } = verdict;
@@ -246,7 +266,11 @@ function explain(
     conditions: verdict.inputs,
     position,
     queueLength,
-    budget: budgetView(tenant, usage.get(tenant.name)),
+    budget: budgetView(
+      tenant,
+      classified.usage.get(tenant.name),
+      classified.summary.freed[tenant.name],
+    ),
     pacing: gatePolicy ? pacing : null,
     gatedSince: iso(gateSetAt(pod)),
     expiry:

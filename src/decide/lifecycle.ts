@@ -7,6 +7,7 @@ import type { Policy, Tenant } from '../policy/model.ts';
 import { orphanedGate, ownedGate } from './gates.ts';
 import type { PodLike } from './objects.ts';
 import { shownReleasedCondition } from './released-condition.ts';
+import type { NodeReadiness } from './unready-nodes.ts';
 
 export const REVIEW_ANNOTATION = 'tollgate.io/review';
 /**
@@ -99,4 +100,28 @@ export function chargeReason(
   // tollgate held it (its condition is on the pod) and the gate went by hand: break-glass.
   if (shownReleasedCondition(pod) !== undefined) return 'released';
   return tenant.budget.neverGatedPods === 'Charge' ? 'neverGated' : undefined;
+}
+
+/** Why a pod that would be charged is not: it is being deleted, or its node is not ready. */
+export const freeReasons = ['nodeNotReady', 'terminating'] as const;
+export type FreeReason = (typeof freeReasons)[number];
+
+/**
+ * Why this pod, which can be scheduled or runs, no longer takes from its tenant's budget,
+ * or undefined when it still does. A pod being deleted (deletionTimestamp) frees its place
+ * at once, as the Job controller replaces a terminating pod; a pod bound to a node whose
+ * Ready condition has been False or Unknown for the tenant's `budget.unreadyNodeGrace`
+ * cannot run there and is evicted about then by the node lifecycle controller: its
+ * replacement must be releasable, so a failed node never stops its tenant.
+ */
+export function budgetFreedBy(
+  pod: PodLike,
+  tenant: Pick<Tenant, 'budget'>,
+  nodes: NodeReadiness,
+): FreeReason | undefined {
+  if (pod.metadata?.deletionTimestamp) return 'terminating';
+  const node = pod.spec?.nodeName;
+  const since = node ? nodes.notReadySince.get(node) : undefined;
+  if (since === undefined) return undefined;
+  return nodes.now - since >= tenant.budget.unreadyNodeGraceMs ? 'nodeNotReady' : undefined;
 }

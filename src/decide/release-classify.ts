@@ -3,26 +3,31 @@
  * no tollgate gate), counting writes tollgate has decided but the view does not show yet
  * (`acting`) as done (one pending decision per pod: the judge skips such pods), and total
  * what the budget and pacing phases need: each tenant's charged usage (by `chargeReason`:
- * released by tollgate, or never gated when the tenant charges those), the pods in
- * flight, and the pass summary.
+ * released by tollgate, or never gated when the tenant charges those; minus the pods
+ * `budgetFreedBy` frees: being deleted, or on a node not ready past the tenant's grace),
+ * the pods in flight, and the pass summary.
  */
 import { addUsage, emptyUsage, type Usage } from './conditions.ts';
 import { gateSetAt, inReview } from './expiry.ts';
 import { gateIndex, ownedGate, ownedGates, tenantOfNamespace } from './gates.ts';
 import {
+  budgetFreedBy,
   chargeReason,
   chargesBudget,
   chargeReasons,
   classifyPod,
+  freeReasons,
   isInFlight,
   podStates,
   releasedByTollgate,
   type ChargeReason,
+  type FreeReason,
   type PodState,
 } from './lifecycle.ts';
 import { timestampMs, type PodLike } from './objects.ts';
 import { podRequests } from './requests.ts';
 import type { Acting, PassSummary } from './release-plan.ts';
+import { allNodesReady, type NodeReadiness } from './unready-nodes.ts';
 import type { Policy } from '../policy/model.ts';
 
 export interface Classification {
@@ -71,6 +76,7 @@ export function classifyPods(
   policy: Policy,
   pods: readonly PodLike[],
   previouslyActing: Readonly<Record<string, Acting>>,
+  nodes: NodeReadiness = allNodesReady,
 ): Classification {
   const stateOf = new Map<PodLike, PodState>();
   const acting: Record<string, Acting> = {};
@@ -81,6 +87,7 @@ export function classifyPods(
   const states: Record<string, Record<PodState, number>> = {};
   const charged: Record<string, Record<ChargeReason, number>> = {};
   const uncharged: Record<string, number> = {};
+  const freed: Record<string, Record<FreeReason, number>> = {};
   const gatedCounts = new Map<string, { tenant: string; gate: string; count: number }>();
   const oldestGatedAt: Record<string, number> = {};
   for (const t of policy.tenants.values()) {
@@ -92,6 +99,10 @@ export function classifyPods(
       number
     >;
     uncharged[t.name] = 0;
+    freed[t.name] = Object.fromEntries(freeReasons.map((r) => [r, 0])) as Record<
+      FreeReason,
+      number
+    >;
   }
   for (const pod of pods) {
     let podState = classifyPod(pod, policy);
@@ -116,8 +127,10 @@ export function classifyPods(
         oldestGatedAt[tenant.name] = setAt;
     }
     const releasing = acting[uid]?.write === 'release';
-    const reason = chargeReason(pod, podState, tenant, releasing);
-    if (reason) {
+    const freedBy = chargesBudget(podState) ? budgetFreedBy(pod, tenant, nodes) : undefined;
+    const reason = freedBy ? undefined : chargeReason(pod, podState, tenant, releasing);
+    if (freedBy) (freed[tenant.name] as Record<FreeReason, number>)[freedBy] += 1;
+    else if (reason) {
       (charged[tenant.name] as Record<ChargeReason, number>)[reason] += 1;
       addUsage(usage.get(tenant.name) as Usage, { pods: 1, resources: podRequests(pod) });
     } else if (chargesBudget(podState)) uncharged[tenant.name] = (uncharged[tenant.name] ?? 0) + 1;
@@ -135,7 +148,14 @@ export function classifyPods(
     inFlight,
     globalInFlight,
     inFlightPods,
-    summary: { gated: [...gatedCounts.values()], states, charged, uncharged, oldestGatedAt },
+    summary: {
+      gated: [...gatedCounts.values()],
+      states,
+      charged,
+      uncharged,
+      freed,
+      oldestGatedAt,
+    },
   };
 }
 

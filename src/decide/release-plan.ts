@@ -5,7 +5,8 @@
  * Phases, in order, each a pure function in its own file with its own tests:
  * 1. `classifyPods` (release-classify.ts): every pod from the cluster alone (released =
  *    no tollgate gate), charging pods whose release tollgate has sent but the view has
- *    not shown yet (`state.acting`);
+ *    not shown yet (`state.acting`), not charging pods being deleted or bound to a node
+ *    not ready for longer than the tenant's grace;
  * 2. `judgePods` (release-judge.ts): per gated pod with no write pending (one pending
  *    decision per pod), approvals to cancel, conditions other than Budget, expiry; per
  *    orphaned gate (no GatePolicy names it), the tenant's `orphanedGates` action;
@@ -24,7 +25,7 @@
 import type { Decision, Target } from './decision.ts';
 import type { HoldState } from './expiry.ts';
 import type { BlockedWrite } from './release-blocked.ts';
-import type { ChargeReason, PodState } from './lifecycle.ts';
+import type { ChargeReason, FreeReason, PodState } from './lifecycle.ts';
 import type { ClusterSnapshot } from './objects.ts';
 import { normaliseServed, type Bucket, type Ramp } from './pacing.ts';
 import { admitUnits } from './release-admit.ts';
@@ -32,6 +33,7 @@ import { classifyPods } from './release-classify.ts';
 import { judgePods } from './release-judge.ts';
 import { recordVerdicts, type HoldChange } from './release-record.ts';
 import { groupReleaseUnits } from './release-units.ts';
+import { nodeReadiness } from './unready-nodes.ts';
 import type { Policy } from '../policy/model.ts';
 
 /** A write the loop hands to the dispatcher; the shape mirrors dispatch's `WriteOperation`. */
@@ -104,6 +106,11 @@ export interface PassSummary {
   readonly charged: Readonly<Record<string, Readonly<Record<ChargeReason, number>>>>;
   /** Pods of each tenant that could be charged but are not: never gated, under `neverGatedPods: Ignore`. */
   readonly uncharged: Readonly<Record<string, number>>;
+  /**
+   * Pods of each tenant that would be charged but no longer are, by why: being deleted, or
+   * bound to a node not Ready for longer than the tenant's `budget.unreadyNodeGrace`.
+   */
+  readonly freed: Readonly<Record<string, Readonly<Record<FreeReason, number>>>>;
   /** Per tenant with gated pods: when its oldest gated pod got its gate (epoch ms). */
   readonly oldestGatedAt: Readonly<Record<string, number>>;
 }
@@ -126,7 +133,12 @@ export function planReleases(
   now: number,
   options: PlanOptions = {},
 ): Plan {
-  const classified = classifyPods(policy, [...snapshot.pods()], state.acting);
+  const classified = classifyPods(
+    policy,
+    [...snapshot.pods()],
+    state.acting,
+    nodeReadiness(snapshot.nodes(), now),
+  );
   const judged = judgePods(policy, snapshot, classified, now, state.blocked ?? {});
   const grouped = groupReleaseUnits(judged.candidates, classified);
   const admitted = admitUnits({

@@ -5,7 +5,7 @@
  */
 import { Counter, Gauge, Histogram } from 'prom-client';
 import type { Policy } from '../policy/model.ts';
-import { chargeReasons, podStates } from '../decide/lifecycle.ts';
+import { chargeReasons, freeReasons, podStates } from '../decide/lifecycle.ts';
 import type { PassSummary } from '../decide/release-plan.ts';
 import { registry } from '../observe/metrics.ts';
 
@@ -78,6 +78,17 @@ export const budgetUnchargedPods = getOrCreate(
       name: 'tollgate_budget_uncharged_pods',
       help: "Pods that run or can be scheduled in a tenant's namespaces without being charged to its budget: tollgate did not release them and the tenant's budget.neverGatedPods is Ignore.",
       labelNames: ['tenant'],
+      registers: [registry],
+    }),
+);
+
+export const budgetFreedPods = getOrCreate(
+  'tollgate_budget_freed_pods',
+  () =>
+    new Gauge({
+      name: 'tollgate_budget_freed_pods',
+      help: "Pods released in a tenant's namespaces that no longer take from its budget, by reason: nodeNotReady (bound to a node whose Ready condition has been False or Unknown for longer than the tenant's budget.unreadyNodeGrace) or terminating (being deleted).",
+      labelNames: ['tenant', 'reason'],
       registers: [registry],
     }),
 );
@@ -167,12 +178,13 @@ export function precreateGateReleaseSeries(policy: Policy): void {
     for (const state of podStates) podsByState.set({ tenant, state }, 0);
     for (const reason of holdReasons) holdChangesTotal.inc({ tenant, reason }, 0);
     for (const reason of chargeReasons) budgetChargedPods.set({ tenant, reason }, 0);
+    for (const reason of freeReasons) budgetFreedPods.set({ tenant, reason }, 0);
     gateDwellSeconds.zero({ tenant });
   }
   for (const gp of policy.gatePolicies) gatedPods.set({ tenant: gp.tenant, gate: gp.gate }, 0);
 }
 
-/** Publishes a pass's view of the cluster: gated counts, lifecycle states, charged pods by reason. */
+/** Publishes a pass's view of the cluster: gated counts, lifecycle states, charged and freed pods by reason. */
 export function publishSummary(policy: Policy, summary: PassSummary): void {
   gatedPods.reset();
   for (const gp of policy.gatePolicies) gatedPods.set({ tenant: gp.tenant, gate: gp.gate }, 0);
@@ -188,4 +200,7 @@ export function publishSummary(policy: Policy, summary: PassSummary): void {
   }
   for (const [tenant, count] of Object.entries(summary.uncharged))
     budgetUnchargedPods.set({ tenant }, count);
+  for (const [tenant, reasons] of Object.entries(summary.freed)) {
+    for (const reason of freeReasons) budgetFreedPods.set({ tenant, reason }, reasons[reason]);
+  }
 }

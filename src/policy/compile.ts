@@ -377,6 +377,12 @@ function compileTenant(t: Located<TenantDocument>, report: Report): Tenant {
       ...(spec.budget?.pods !== undefined ? { pods: spec.budget.pods } : {}),
       resources,
       neverGatedPods: spec.budget?.neverGatedPods ?? 'Charge',
+      unreadyNodeGraceMs: duration(
+        report,
+        'spec.budget.unreadyNodeGrace',
+        spec.budget?.unreadyNodeGrace,
+        300_000,
+      ),
     },
     pacing: pacingOf(spec.pacing, defaultPacing),
     orphanedGates: spec.orphanedGates ?? 'Review',

@@ -52,6 +52,11 @@ export interface Tenant {
     readonly resources: ResourceAmounts;
     /** Whether pods tollgate never released (no `tollgate.io/released` mark) count once they can be scheduled (default Charge). */
     readonly neverGatedPods: 'Charge' | 'Ignore';
+    /**
+     * How long a node's Ready condition may be other than True before the released pods
+     * bound to it stop being charged (default 5m, the node lifecycle controller's eviction).
+     */
+    readonly unreadyNodeGraceMs: number;
   };
   readonly pacing: Pacing;
   /** What happens to a gate under the tenant's prefixes that no GatePolicy names (default Review). */

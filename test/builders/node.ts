@@ -3,6 +3,7 @@
  *
  *   aNode('n1').images('registry.example/app:1').obj()
  *   aNode('n2').notReady().obj()
+ *   aNode('n3').notReady(Date.UTC(2026, 0, 1), 'Unknown').obj()
  */
 import type { V1Node } from '@kubernetes/client-node';
 
@@ -32,8 +33,15 @@ export class NodeBuilder {
     return this;
   }
 
-  notReady(): this {
-    this.#node.status!.conditions = [{ type: 'Ready', status: 'False' }];
+  /** Ready False (or Unknown: the kubelet stopped reporting), since `since` when given. */
+  notReady(since?: Date | number, status: 'False' | 'Unknown' = 'False'): this {
+    this.#node.status!.conditions = [
+      {
+        type: 'Ready',
+        status,
+        ...(since !== undefined ? { lastTransitionTime: new Date(since) } : {}),
+      },
+    ];
     return this;
   }
 

@@ -106,6 +106,12 @@ export class PodBuilder {
     return this;
   }
 
+  /** spec.nodeSelector: where the scheduler may place the pod once released. */
+  nodeSelector(labels: Record<string, string>): this {
+    this.#pod.spec!.nodeSelector = { ...labels };
+    return this;
+  }
+
   boundTo(node: string): this {
     this.#pod.spec!.nodeName = node;
     this.#pod.status = {

@@ -38,7 +38,7 @@ export class TenantBuilder {
       namespaces: [name],
       gatePrefixes: [`${name}.tollgate.io/`],
       weight: 1,
-      budget: { resources: {}, neverGatedPods: 'Charge' },
+      budget: { resources: {}, neverGatedPods: 'Charge', unreadyNodeGraceMs: 300_000 },
       pacing: generous,
       orphanedGates: 'Review',
     };
@@ -61,16 +61,21 @@ export class TenantBuilder {
     for (const [key, value] of Object.entries(budget)) {
       if (key !== 'pods' && value !== undefined) resources[key] = toStoredAmount(key, value);
     }
-    const { neverGatedPods } = this.#tenant.budget;
+    const { neverGatedPods, unreadyNodeGraceMs } = this.#tenant.budget;
     this.#tenant.budget =
       budget.pods !== undefined
-        ? { pods: budget.pods, resources, neverGatedPods }
-        : { resources, neverGatedPods };
+        ? { pods: budget.pods, resources, neverGatedPods, unreadyNodeGraceMs }
+        : { resources, neverGatedPods, unreadyNodeGraceMs };
     return this;
   }
   /** Whether pods tollgate never released count toward the budget (default Charge). */
   neverGatedPods(choice: Tenant['budget']['neverGatedPods']): this {
     this.#tenant.budget = { ...this.#tenant.budget, neverGatedPods: choice };
+    return this;
+  }
+  /** How long a node may be not Ready before the pods on it stop being charged (default 5m). */
+  unreadyNodeGrace(ms: number): this {
+    this.#tenant.budget = { ...this.#tenant.budget, unreadyNodeGraceMs: ms };
     return this;
   }
   pacing(pacing: Partial<Pacing>): this {

@@ -593,7 +593,10 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       '--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics',
       '--use-service-account-credentials=true',
       `--service-account-private-key-file=${saKey}`,
-      '--controllers=*,-nodelifecycle',
+      // The node lifecycle controller is off unless a test names its own --controllers.
+      ...(options.controllerManagerArgs?.some((a) => a.startsWith('--controllers='))
+        ? []
+        : ['--controllers=*,-nodelifecycle']),
       '--v=1',
       ...(options.controllerManagerArgs ?? []),
     ],

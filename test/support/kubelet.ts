@@ -474,6 +474,16 @@ export class SimulatedKubelet {
     this.#log(`node ${node} failed`);
   }
 
+  /**
+   * A node whose kubelet died without a word: no more lease renewals or pod work on it,
+   * and nothing written. Only the node lifecycle controller (when the test's control
+   * plane runs it) can then mark the node Ready=Unknown and taint it, as in a cluster.
+   */
+  silenceNode(node: string): void {
+    this.#requireNode(node).failed = true;
+    this.#log(`node ${node} silenced`);
+  }
+
   #requireNode(node: string): SimulatedNodeSpec & { failed: boolean; index: number } {
     const spec = this.#nodes.get(node);
     if (!spec)

@@ -72,6 +72,10 @@ export interface Tenant {
        * Whether pods in the tenant's namespaces that tollgate did not release count toward the budget once they can be scheduled: pods created without a tollgate gate, pods another controller (Kueue, say) admitted, pods whose gate someone else removed. tollgate tells them apart by the annotation `tollgate.io/released`, which it writes in the same patch that removes its gate. `Charge` (the default) counts them: the budget bounds everything the tenant's namespaces run. `Ignore` counts only the pods tollgate released. A pod that still carries any scheduling gate is never charged either way. Pods released by a tollgate version that did not write the annotation count as never gated. Under `Ignore` the budget no longer bounds what the tenant's namespaces run: `tollgate validate` warns about every tenant set to it, `tollgate plan` about a proposal that sets it.
        */
       neverGatedPods?: 'Charge' | 'Ignore';
+      /**
+       * How long a node's Ready condition may be False or Unknown (since its last change) before the pods bound to it stop being charged to the budget. Such pods cannot run; the node lifecycle controller evicts them after about 5 minutes (the default toleration of the not-ready and unreachable taints) and their replacements must be releasable. A pod being deleted (deletionTimestamp set) is never charged, whatever this setting. A duration: a sequence of numbers with units ms, s, m, h, d.
+       */
+      unreadyNodeGrace?: string;
     };
     /**
      * What tollgate does with a gate under this tenant's prefixes that no GatePolicy names any more (the policy was renamed or deleted while pods carried its gate; nobody else may remove such a gate): `Review` keeps the pod gated, marks it for review (event, audit record) until an Approval decides; `Release` removes the gate; `Cancel` deletes the pod. Such pods are never charged to the budget while gated.

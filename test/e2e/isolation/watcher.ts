@@ -2,7 +2,10 @@
  * An independent judge for the fault-isolation e2e tests: its own informer on pods, as
  * the admin identity, with no tollgate code. After every event it checks
  * - the budget invariant: per tenant, pods that can be scheduled or run (no scheduling
- *   gate left, not finished, not deleting) never exceed the tenant's pod budget;
+ *   gate left, not finished, not deleting, not bound to a node whose Ready condition has
+ *   not been True for the tenant's grace) never exceed the tenant's pod budget. Nodes are
+ *   read live when a count is over the budget, so the judge's view of them is never older
+ *   than the one tollgate decided on;
  * - that pods gated only by another controller are never touched: their gates stay as
  *   created (unless the test, acting as that controller, said it admits them) and they
  *   are not deleted;
@@ -21,6 +24,8 @@ export interface WatchedTenant {
    * pods seen carrying tollgate's gate are counted.
    */
   readonly chargesNeverGated?: boolean;
+  /** The tenant's `budget.unreadyNodeGrace` in ms (default 5m, as tollgate's). */
+  readonly unreadyNodeGraceMs?: number;
 }
 
 interface Seen {
@@ -43,10 +48,14 @@ export class IsolationWatcher {
   readonly #admittedByOther = new Set<string>();
   readonly #tenants: () => Record<string, WatchedTenant>;
   readonly #informer: ReturnType<typeof makeInformer<V1Pod>>;
+  readonly #core: CoreV1Api;
+  /** Live node reads confirming a count over the budget, awaited by stop(). */
+  readonly #confirming = new Set<Promise<void>>();
   #stopped = false;
 
   constructor(kc: KubeConfig, tenants: () => Record<string, WatchedTenant>) {
     const core = kc.makeApiClient(CoreV1Api);
+    this.#core = core;
     this.#tenants = tenants;
     this.#informer = makeInformer<V1Pod>(kc, '/api/v1/pods', () => core.listPodForAllNamespaces());
     this.#informer.on('add', (pod) => this.#observe(pod));
@@ -64,6 +73,7 @@ export class IsolationWatcher {
   async stop(): Promise<void> {
     this.#stopped = true;
     await this.#informer.stop();
+    await Promise.all(this.#confirming);
   }
 
   /** Times tollgate's gate was seen leaving the pod (at most 1 for a correct controller). */
@@ -129,18 +139,47 @@ export class IsolationWatcher {
   }
 
   #checkBudget(tenantName: string, limits: WatchedTenant): void {
-    let schedulable = 0;
+    const counted: V1Pod[] = [];
     for (const s of this.#seen.values()) {
       const p = s.pod;
       if (!limits.namespaces.includes(p.metadata?.namespace ?? '')) continue;
       if (gatesOf(p).length > 0 || finished(p) || p.metadata?.deletionTimestamp) continue;
       if (limits.chargesNeverGated === false && !s.ourGateSeen) continue;
-      schedulable += 1;
+      counted.push(p);
     }
-    this.peak.set(tenantName, Math.max(this.peak.get(tenantName) ?? 0, schedulable));
-    if (limits.pods !== undefined && schedulable > limits.pods)
+    if (limits.pods === undefined || counted.length <= limits.pods) {
+      this.#peak(tenantName, counted.length);
+      return;
+    }
+    const confirming = this.#confirmOverBudget(tenantName, limits, counted).catch(
+      (error: unknown) => {
+        this.violations.push(`${tenantName}: nodes unreadable: ${(error as Error).message}`);
+      },
+    );
+    this.#confirming.add(confirming);
+    void confirming.then(() => this.#confirming.delete(confirming));
+  }
+
+  /** Counts again without the pods on nodes not Ready for the grace, read live now. */
+  async #confirmOverBudget(tenantName: string, limits: WatchedTenant, counted: V1Pod[]) {
+    const graceMs = limits.unreadyNodeGraceMs ?? 300_000;
+    const now = Date.now();
+    const lost = new Set<string>();
+    for (const node of (await this.#core.listNode()).items) {
+      const ready = node.status?.conditions?.find((c) => c.type === 'Ready');
+      const since = ready?.lastTransitionTime ? new Date(ready.lastTransitionTime).getTime() : now;
+      if (ready && ready.status !== 'True' && now - since >= graceMs)
+        lost.add(node.metadata?.name ?? '');
+    }
+    const charged = counted.filter((p) => !lost.has(p.spec?.nodeName ?? '\u0000')).length;
+    this.#peak(tenantName, charged);
+    if (limits.pods !== undefined && charged > limits.pods)
       this.violations.push(
-        `${tenantName}: ${schedulable} ungated unfinished pods > budget ${limits.pods}`,
+        `${tenantName}: ${charged} ungated unfinished pods > budget ${limits.pods}`,
       );
+  }
+
+  #peak(tenantName: string, count: number): void {
+    this.peak.set(tenantName, Math.max(this.peak.get(tenantName) ?? 0, count));
   }
 }

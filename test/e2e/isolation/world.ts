@@ -148,11 +148,31 @@ export interface World {
   stop(): Promise<void>;
 }
 
-export async function startWorld(name: string, first: PolicyState): Promise<World> {
-  const cp = await startControlPlane({ name });
+/** How a test's cluster differs from the default one. */
+export interface ClusterOptions {
+  /** Extra kube-controller-manager flags (e.g. the node lifecycle controller on). */
+  readonly controllerManagerArgs?: string[];
+  /** The simulated kubelet's lease renewal period (default 10 s). */
+  readonly leaseRenewMs?: number;
+}
+
+export async function startWorld(
+  name: string,
+  first: PolicyState,
+  cluster: ClusterOptions = {},
+): Promise<World> {
+  const cp = await startControlPlane({
+    name,
+    ...(cluster.controllerManagerArgs
+      ? { controllerManagerArgs: cluster.controllerManagerArgs }
+      : {}),
+  });
   const kc = cp.kubeConfig('admin');
   const core = kc.makeApiClient(CoreV1Api);
-  const kubelet = new SimulatedKubelet(kc, { concurrency: 8 });
+  const kubelet = new SimulatedKubelet(kc, {
+    concurrency: 8,
+    ...(cluster.leaseRenewMs ? { leaseRenewMs: cluster.leaseRenewMs } : {}),
+  });
   for (let i = 1; i <= 2; i++)
     await kubelet.addNode(`iso-node-${i}`, { cpu: '64', memory: '256Gi', pods: 300 });
   await kubelet.start();
@@ -263,9 +283,10 @@ export async function startWatchedWorld(
     budgets: () => Record<string, WatchedTenant>;
     finish: readonly string[];
     startTollgate?: boolean;
+    cluster?: ClusterOptions;
   },
 ): Promise<WatchedWorld> {
-  const world = await startWorld(name, policy);
+  const world = await startWorld(name, policy, options.cluster);
   let watcher: IsolationWatcher | undefined;
   let finisher: Finisher | undefined;
   try {

@@ -21,6 +21,7 @@ test('the example policy repository validates and compiles', async () => {
     pods: 64,
     resources: { cpu: 256_000, memory: 2 * 2 ** 40, 'nvidia.com/gpu': 32 },
     neverGatedPods: 'Charge',
+    unreadyNodeGraceMs: 300_000,
   });
   assert.equal(policy.tenants.get('data-pipeline')?.budget.neverGatedPods, 'Ignore');
   const gang = policy.gatePolicies.find((g) => g.name === 'gpu-gang');
