@@ -35,6 +35,7 @@ import {
 } from './run/audit.ts';
 import type { Policy } from './policy/model.ts';
 import type { TokenSource } from './policy/credentials.ts';
+import type { SshAccess } from './policy/git-ssh.ts';
 import { watchStartupSettings } from './policy/settings-watch.ts';
 import { superviseLoops } from './run/loops.ts';
 import { startObservability, type StartedParts } from './run/observe.ts';
@@ -45,6 +46,7 @@ import {
   openPolicySource,
   readToken,
   restartRequiredEvent,
+  sshAccess,
   tokenSource,
   waitForPolicy,
 } from './run/policy.ts';
@@ -146,6 +148,7 @@ async function openAuditTrail(
 ): Promise<{
   target: AuditTarget;
   auditToken: TokenSource | undefined;
+  auditSsh: SshAccess | undefined;
   audit: Awaited<ReturnType<typeof openAudit>>;
 }> {
   const target = auditTarget(config, first);
@@ -156,8 +159,16 @@ async function openAuditTrail(
       'the policy sets the audit location, which only the operator decides (--audit-repo, --audit-branch); ignored',
     );
   const auditToken = tokenSource(config, 'auditToken') ?? token;
-  const audit = await openAudit({ config, first, target, token: auditToken, log });
-  return { target, auditToken, audit };
+  const auditSsh = sshAccess(config, target.url, 'audit');
+  const audit = await openAudit({
+    config,
+    first,
+    target,
+    token: auditToken,
+    ...(auditSsh ? { ssh: auditSsh } : {}),
+    log,
+  });
+  return { target, auditToken, auditSsh, audit };
 }
 
 /**
@@ -207,7 +218,7 @@ async function start(
   const guards = createStaleGuards(first, view, policies, config.stale, freshness);
 
   // 4. The audit trail.
-  const { target, auditToken, audit } = await openAuditTrail(
+  const { target, auditToken, auditSsh, audit } = await openAuditTrail(
     config,
     first,
     tokenSource(config),
@@ -252,6 +263,7 @@ async function start(
     audit,
     auditTarget: target,
     token: auditToken,
+    ...(auditSsh ? { auditSsh } : {}),
     elector,
     dispatcher,
     termWrites,

@@ -14,6 +14,7 @@ import { parseTrailers } from './message.ts';
 import { parseBatch, type AuditRecord } from './record.ts';
 import { AuditRepo } from './repo.ts';
 import type { TokenSource } from '../policy/credentials.ts';
+import { isSshUrl, type SshAccess } from '../policy/git-ssh.ts';
 import { diffTrees, type Change, type Repo } from './tree.ts';
 
 export interface AuditCommit {
@@ -55,20 +56,22 @@ async function resolveFirst(gitdir: string, refs: readonly string[]): Promise<st
 
 /**
  * Opens an audit source. `location` is a folder (a clone, a bare repo, or a writer's
- * cache dir holding audit.git) or an http(s) URL; the token is used only for URLs.
+ * cache dir holding audit.git), an http(s) URL, or an SSH one with `ssh` (its deploy
+ * key); the token is used only for http(s) URLs.
  */
 export async function openAuditSource(
   location: string,
   branch: string,
-  options: { token?: TokenSource } = {},
+  options: { token?: TokenSource; ssh?: SshAccess } = {},
 ): Promise<AuditSource> {
-  if (/^https?:\/\//.test(location)) {
+  if (/^https?:\/\//.test(location) || (options.ssh && isSshUrl(location))) {
     const dir = mkdtempSync(join(tmpdir(), 'tollgate-audit-read-'));
     const repo = new AuditRepo({
       dir,
       url: location,
       branch,
       ...(options.token === undefined ? {} : { token: options.token }),
+      ...(options.ssh === undefined ? {} : { ssh: options.ssh }),
       author: { name: 'tollgate audit reader', email: 'reader@tollgate.invalid' },
       // Readers (log, show, verify) take the whole history.
       shallowDepth: 0,

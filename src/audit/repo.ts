@@ -33,6 +33,14 @@ import type { Clock } from '../lib/clock.ts';
 import { systemClock } from '../lib/clock.ts';
 import { redactUrl, silentLogger, type Logger } from '../observe/log.ts';
 import { currentToken, type TokenSource } from '../policy/credentials.ts';
+import {
+  fetchRef,
+  isSshUrl,
+  listRemoteRefs,
+  pushRef,
+  SshGitError,
+  type SshAccess,
+} from '../policy/git-ssh.ts';
 import { parseTrailers, trailerKeys } from './message.ts';
 import {
   auditHistoryRewritten,
@@ -69,6 +77,8 @@ export interface AuditRepoOptions {
   readonly token?: TokenSource;
   /** Basic-auth user name sent with the token (forges accept any; default "x-access-token"). */
   readonly username?: string;
+  /** The deploy key of an SSH URL: the system git fetches and pushes (policy/git-ssh.ts). */
+  readonly ssh?: SshAccess;
   readonly author: { readonly name: string; readonly email: string };
   readonly clock?: Clock;
   readonly logger?: Logger;
@@ -203,12 +213,22 @@ export function classifyPushError(error: unknown): PushFailureReason {
     return status === 401 || status === 403 ? 'auth' : 'http';
   }
   if (error instanceof Errors.UserCanceledError) return 'auth';
+  if (error instanceof SshGitError) return sshFailureReason[error.kind];
   if (/^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EPIPE|EAI_AGAIN|UND_ERR_\w+)$/.test(code))
     return 'network';
   if (error instanceof Error && /socket hang up|fetch failed|network/i.test(error.message))
     return 'network';
   return 'other';
 }
+
+const sshFailureReason: Record<SshGitError['kind'], PushFailureReason> = {
+  auth: 'auth',
+  'host-key': 'auth',
+  network: 'network',
+  rejected: 'rejected',
+  'not-found': 'rejected',
+  other: 'other',
+};
 
 export class AuditRepo implements Repo {
   readonly gitdir: string;
@@ -230,6 +250,7 @@ export class AuditRepo implements Repo {
   readonly branch: string;
   readonly url: string;
   readonly #token: TokenSource | undefined;
+  readonly #ssh: SshAccess | undefined;
   /** Every token offered so far, scrubbed from messages (a rotated one included). */
   readonly #seenTokens = new Set<string>();
   readonly #username: string;
@@ -252,16 +273,20 @@ export class AuditRepo implements Repo {
     let token: TokenSource | undefined = options.token;
     let username = options.username;
     let url: string;
+    this.#ssh = options.ssh;
     try {
-      const parsed = new URL(options.url);
+      if (isSshUrl(options.url) && !options.ssh)
+        throw new Error('an SSH URL needs a deploy key (--audit-ssh-key-file)');
+      // An SSH URL carries no secret (its user is the forge's fixed "git").
+      const parsed = new URL(isSshUrl(options.url) ? 'https://ssh.invalid/' : options.url);
       if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
-        throw new Error(`audit repo URL must be http(s), got ${parsed.protocol}`);
+        throw new Error(`audit repo URL must be http(s) or ssh, got ${parsed.protocol}`);
       }
       // Credentials embedded in the URL become auth, so they never land in .git/config.
       if (parsed.password) token ??= decodeURIComponent(parsed.password);
       else if (parsed.username && !token) token = decodeURIComponent(parsed.username);
       else if (parsed.username) username ??= decodeURIComponent(parsed.username);
-      url = redactUrl(options.url);
+      url = isSshUrl(options.url) ? options.url : redactUrl(options.url);
     } catch (error) {
       // No `cause`: URL errors carry the input, credentials included.
       // eslint-disable-next-line preserve-caught-error
@@ -504,13 +529,15 @@ export class AuditRepo implements Repo {
   /** Refreshes the remote-tracking ref; undefined when the remote has no audit branch yet (empty repo or new branch). */
   async fetch(): Promise<string | undefined> {
     if (this.#refused) throw this.#refused;
-    const refs = await git.listServerRefs({
-      http,
-      url: this.url,
-      prefix: this.#localRef,
-      onAuth: this.#onAuth,
-      onAuthFailure: this.#onAuthFailure,
-    });
+    const refs = this.#ssh
+      ? await listRemoteRefs(this.#ssh, this.url, [this.#localRef])
+      : await git.listServerRefs({
+          http,
+          url: this.url,
+          prefix: this.#localRef,
+          onAuth: this.#onAuth,
+          onAuthFailure: this.#onAuthFailure,
+        });
     const remote = refs.find((ref) => ref.ref === this.#localRef);
     const known = await this.trackingTip();
     if (!remote) {
@@ -525,9 +552,8 @@ export class AuditRepo implements Repo {
       // A fresh clone takes the recent history only (term start deepens it as needed).
       const fresh =
         this.#shallowDepth > 0 && known === undefined && (await this.localTip()) === undefined;
-      const result = await git
-        .fetch({ ...this.#fetchOptions(), ...(fresh ? { depth: this.#shallowDepth } : {}) })
-        .catch(async (error: unknown) => {
+      const result = await this.#fetchBranch(fresh ? { depth: this.#shallowDepth } : {}).catch(
+        async (error: unknown) => {
           // isomorphic-git moves the tracking ref before it stores the pack; undo that.
           if (known)
             await git.writeRef({
@@ -542,7 +568,8 @@ export class AuditRepo implements Repo {
               .deleteRef({ fs, gitdir: this.gitdir, ref: this.#trackingRef })
               .catch(() => undefined);
           throw error;
-        });
+        },
+      );
       // The branch may have moved since it was listed; what was fetched is the truth.
       tip = result.fetchHead ?? remote.oid;
       if (!(await this.#has(tip)))
@@ -567,6 +594,21 @@ export class AuditRepo implements Repo {
         force: true,
       });
     return tip;
+  }
+
+  /**
+   * A fetch of the audit branch alone (over http into the remote-tracking ref; over SSH
+   * by the system git, no ref moved); `fetchHead` is the commit fetched.
+   */
+  async #fetchBranch(
+    shallow: { depth?: number; relative?: boolean } = {},
+  ): Promise<{ fetchHead: string | null }> {
+    if (!this.#ssh) return git.fetch({ ...this.#fetchOptions(), ...shallow });
+    const depth = shallow.relative ? { deepen: shallow.depth } : { depth: shallow.depth };
+    const fetchHead = await fetchRef(this.#ssh, this.gitdir, this.url, this.#localRef, {
+      ...(shallow.depth === undefined ? {} : depth),
+    });
+    return { fetchHead };
   }
 
   /** A fetch of the audit branch alone into the remote-tracking ref. */
@@ -601,7 +643,7 @@ export class AuditRepo implements Repo {
    */
   async deepen(): Promise<boolean> {
     if (this.shallowCommits().length === 0) return false;
-    await git.fetch({ ...this.#fetchOptions(), depth: this.#depth, relative: true });
+    await this.#fetchBranch({ depth: this.#depth, relative: true });
     this.#depth *= 2;
     return true;
   }
@@ -778,6 +820,22 @@ export class AuditRepo implements Repo {
     return tip;
   }
 
+  /** Pushes the local branch to the remote's (over SSH by the system git). */
+  async #pushBranch(): Promise<void> {
+    if (this.#ssh) return pushRef(this.#ssh, this.gitdir, this.url, this.#localRef);
+    await git.push({
+      fs,
+      http,
+      gitdir: this.gitdir,
+      remote: remoteName,
+      ref: this.#localRef,
+      remoteRef: this.#localRef,
+      onAuth: this.#onAuth,
+      onAuthFailure: this.#onAuthFailure,
+      cache: this.cache,
+    });
+  }
+
   #delay(attempt: number): number {
     const ceiling = Math.min(this.#retry.maxDelayMs, this.#retry.baseDelayMs * 2 ** (attempt - 1));
     // Equal jitter: at least half the ceiling, so retries still back off, plus a random half.
@@ -808,17 +866,7 @@ export class AuditRepo implements Repo {
       }
       attempt += 1;
       try {
-        await git.push({
-          fs,
-          http,
-          gitdir: this.gitdir,
-          remote: remoteName,
-          ref: this.#localRef,
-          remoteRef: this.#localRef,
-          onAuth: this.#onAuth,
-          onAuthFailure: this.#onAuthFailure,
-          cache: this.cache,
-        });
+        await this.#pushBranch();
         const tip = await this.localTip();
         if (tip)
           await git.writeRef({

@@ -28,6 +28,7 @@ import { Errors } from 'isomorphic-git';
 import type { Decision } from '../decide/decision.ts';
 import type { Settings } from '../policy/model.ts';
 import type { TokenSource } from '../policy/credentials.ts';
+import type { SshAccess } from '../policy/git-ssh.ts';
 import { systemClock, type Clock } from '../lib/clock.ts';
 import { silentLogger, type Logger } from '../observe/log.ts';
 import { Batcher, RecordDeduper, type BatchLimits } from './batcher.ts';
@@ -276,6 +277,8 @@ export class GitAuditWriter implements AuditSink {
       readonly branch?: string;
       readonly token?: TokenSource;
       readonly username?: string;
+      /** The deploy key of an SSH URL (policy/git-ssh.ts). */
+      readonly ssh?: SshAccess;
       readonly cacheDir: string;
       readonly retry?: Partial<RetryOptions>;
       readonly author?: { readonly name: string; readonly email: string };
@@ -296,6 +299,7 @@ export class GitAuditWriter implements AuditSink {
       branch: options.branch ?? 'tollgate/audit',
       ...(options.token === undefined ? {} : { token: options.token }),
       ...(options.username === undefined ? {} : { username: options.username }),
+      ...(options.ssh === undefined ? {} : { ssh: options.ssh }),
       author: options.author ?? {
         name: `tollgate ${options.controller}`,
         email: `${options.controller}@${options.cluster}.tollgate.invalid`,

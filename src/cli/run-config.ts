@@ -16,6 +16,7 @@ import { leaderTimingProblems, type LeaderTimings } from '../cluster/leader-timi
 import { parseListenAddress } from '../observe/http.ts';
 import { dispatchSettings, type DispatchSettings } from '../dispatch/settings.ts';
 import { plainHttpProblem } from '../policy/credentials.ts';
+import { isSshUrl } from '../policy/git-ssh.ts';
 import { liveReadAfterSkipsProblem } from '../cluster/stale-guard.ts';
 
 export interface RunSetting {
@@ -45,7 +46,8 @@ export const runSettings = [
     key: 'policyRepo',
     flag: 'policy-repo',
     env: 'TOLLGATE_POLICY_REPO',
-    description: 'policy Git repository URL (http or https)',
+    description:
+      'policy Git repository URL: http(s), or ssh:// / git@host:path with --git-ssh-key-file',
   },
   {
     key: 'policyDir',
@@ -92,6 +94,34 @@ export const runSettings = [
     flag: 'audit-token-file',
     env: 'TOLLGATE_AUDIT_TOKEN_FILE',
     description: 'file holding the audit (write) token, a mounted Secret (default: the Git token)',
+  },
+  {
+    key: 'gitSshKeyFile',
+    flag: 'git-ssh-key-file',
+    env: 'TOLLGATE_GIT_SSH_KEY_FILE',
+    description:
+      'SSH private key (deploy key, a mounted Secret) for an ssh:// or git@host:path policy repository (and the audit one without --audit-ssh-key-file)',
+  },
+  {
+    key: 'auditSshKeyFile',
+    flag: 'audit-ssh-key-file',
+    env: 'TOLLGATE_AUDIT_SSH_KEY_FILE',
+    description:
+      'SSH private key (write deploy key, a mounted Secret) for an SSH audit repository (default: --git-ssh-key-file)',
+  },
+  {
+    key: 'gitSshKnownHosts',
+    flag: 'git-ssh-known-hosts',
+    env: 'TOLLGATE_GIT_SSH_KNOWN_HOSTS',
+    description:
+      'known_hosts file holding the SSH Git servers host keys (required for SSH remotes)',
+  },
+  {
+    key: 'gitSshInsecureIgnoreHostKey',
+    flag: 'git-ssh-insecure-ignore-host-key',
+    env: 'TOLLGATE_GIT_SSH_INSECURE_IGNORE_HOST_KEY',
+    description: 'true: do not check SSH Git servers host keys at all (never in production)',
+    defaultValue: 'false',
   },
   {
     key: 'allowInsecureHttp',
@@ -384,6 +414,14 @@ export interface RunConfig {
     readonly auditToken?: TokenLocation;
     /** Tokens may travel over plain http to non-loopback hosts (tests, trusted networks). */
     readonly allowInsecureHttp?: boolean;
+    /** The deploy key of an SSH policy repository (and the audit's, without `auditSshKeyFile`). */
+    readonly sshKeyFile?: string;
+    /** The write deploy key of an SSH audit repository, when separate. */
+    readonly auditSshKeyFile?: string;
+    /** The known_hosts file SSH servers' host keys are checked against. */
+    readonly sshKnownHostsFile?: string;
+    /** SSH host keys not checked (the explicit insecure flag). */
+    readonly sshInsecureIgnoreHostKey?: boolean;
     readonly cacheDir: string;
   };
   readonly audit: {
@@ -502,6 +540,7 @@ export function parseRunConfig(flags: RawRunSettings, context: RunConfigContext)
   const git = parseGitAccess(read, context, policy);
   const audit = parseAuditTarget(read, context);
   checkCredentialTransport(read, policy, git, audit);
+  checkSshRemotes(read, policy, git, audit);
   const identity = parseIdentity(read, context);
   const metricsAddress = parseMetricsAddress(read);
   const lease = parseLease(read, context);
@@ -588,11 +627,8 @@ function parsePolicySource(
     return undefined;
   }
   if (policyRepo !== undefined) {
-    if (!isHttpUrl(policyRepo))
-      read.problem(
-        'policyRepo',
-        `"${redact(policyRepo)}" is not an http(s) URL (isomorphic-git speaks only HTTP)`,
-      );
+    if (!isHttpUrl(policyRepo) && !isSshUrl(policyRepo))
+      read.problem('policyRepo', `"${redact(policyRepo)}" is not an http(s) or SSH URL`);
     else if (hasCredentials(policyRepo))
       read.problem(
         'policyRepo',
@@ -633,8 +669,65 @@ function parseGitAccess(
     ...(token ? { token } : {}),
     ...(auditToken ? { auditToken } : {}),
     allowInsecureHttp: insecure === 'true',
+    ...parseSshAccess(read, context),
     cacheDir,
   };
+}
+
+/** The SSH deploy keys and known_hosts file, each a readable file when given. */
+function parseSshAccess(
+  read: SettingReader,
+  context: RunConfigContext,
+): Pick<
+  RunConfig['git'],
+  'sshKeyFile' | 'auditSshKeyFile' | 'sshKnownHostsFile' | 'sshInsecureIgnoreHostKey'
+> {
+  const files = {
+    sshKeyFile: read.raw('gitSshKeyFile'),
+    auditSshKeyFile: read.raw('auditSshKeyFile'),
+    sshKnownHostsFile: read.raw('gitSshKnownHosts'),
+  };
+  const keys = {
+    sshKeyFile: 'gitSshKeyFile',
+    auditSshKeyFile: 'auditSshKeyFile',
+    sshKnownHostsFile: 'gitSshKnownHosts',
+  } as const;
+  for (const [name, path] of Object.entries(files) as [keyof typeof keys, string | undefined][])
+    if (path !== undefined && !context.isFile(path))
+      read.problem(keys[name], `"${path}" is not a readable file`);
+  const insecure = read.value('gitSshInsecureIgnoreHostKey');
+  if (insecure !== 'true' && insecure !== 'false')
+    read.problem('gitSshInsecureIgnoreHostKey', `"${insecure}" is not true or false`);
+  return {
+    ...Object.fromEntries(Object.entries(files).filter(([, path]) => path !== undefined)),
+    ...(insecure === 'true' ? { sshInsecureIgnoreHostKey: true } : {}),
+  };
+}
+
+/**
+ * An SSH policy or audit repository needs its deploy key, and a known_hosts file unless
+ * the operator turned host key checking off by the explicit insecure flag.
+ */
+function checkSshRemotes(
+  read: SettingReader,
+  policy: RunConfig['policy'] | undefined,
+  git: RunConfig['git'],
+  audit: RunConfig['audit'],
+): void {
+  const policySsh = policy?.source === 'git' && isSshUrl(policy.url);
+  const auditSsh = audit.repo === undefined ? policySsh : isSshUrl(audit.repo);
+  if (policySsh && git.sshKeyFile === undefined)
+    read.problem('policyRepo', 'an SSH URL needs a deploy key: set --git-ssh-key-file');
+  if (auditSsh && audit.repo !== undefined && (git.auditSshKeyFile ?? git.sshKeyFile) === undefined)
+    read.problem(
+      'auditRepo',
+      'an SSH URL needs a deploy key: set --audit-ssh-key-file or --git-ssh-key-file',
+    );
+  if ((policySsh || auditSsh) && !git.sshKnownHostsFile && !git.sshInsecureIgnoreHostKey)
+    read.problem(
+      'gitSshKnownHosts',
+      'SSH remotes need a known_hosts file with the servers host keys (or, never in production, --git-ssh-insecure-ignore-host-key true)',
+    );
 }
 
 function parseTokenLocation(
@@ -691,8 +784,8 @@ function checkCredentialTransport(
 function parseAuditTarget(read: SettingReader, context: RunConfigContext): RunConfig['audit'] {
   const auditRepo = read.raw('auditRepo');
   if (auditRepo !== undefined) {
-    if (!isHttpUrl(auditRepo))
-      read.problem('auditRepo', `"${redact(auditRepo)}" is not an http(s) URL`);
+    if (!isHttpUrl(auditRepo) && !isSshUrl(auditRepo))
+      read.problem('auditRepo', `"${redact(auditRepo)}" is not an http(s) or SSH URL`);
     else if (hasCredentials(auditRepo))
       read.problem(
         'auditRepo',
@@ -922,11 +1015,14 @@ function isHttpUrl(text: string): boolean {
   }
 }
 
+/** A password or token in an http(s) URL (an SSH URL's user, e.g. "git", is no secret). */
 function hasCredentials(text: string): boolean {
+  if (isSshUrl(text)) return false;
   const url = new URL(text);
   return url.username !== '' || url.password !== '';
 }
 
 function redact(text: string): string {
+  if (isSshUrl(text)) return text;
   return text.replace(/\/\/[^@/]*@/, '//[redacted]@');
 }

@@ -14,6 +14,7 @@ import git, { Errors, type AuthCallback, type HttpClient } from 'isomorphic-git'
 import http from 'isomorphic-git/http/node';
 import { redactUrl } from '../observe/log.ts';
 import { currentToken, plainHttpProblem, type TokenSource } from './credentials.ts';
+import { fetchRef, isSshUrl, listRemoteRefs, SshGitError, type SshAccess } from './git-ssh.ts';
 import type { PolicyError } from './errors.ts';
 import { isPolicyFile, type PolicyFile } from './load.ts';
 import { limits } from './parse.ts';
@@ -41,6 +42,8 @@ export interface GitLocation {
   readonly token?: TokenSource;
   /** Basic-auth user sent with the token (forges accept any; default "x-access-token"). */
   readonly username?: string;
+  /** The deploy key of an SSH URL (git-ssh.ts: the system git runs the network steps). */
+  readonly ssh?: SshAccess;
 }
 
 export interface FetchedTree {
@@ -85,6 +88,11 @@ export function isGitUrl(location: string): boolean {
   return /^https?:\/\//i.test(location);
 }
 
+/** An http(s) or SSH repository URL (`tollgate run` reads both; SSH needs a deploy key). */
+export function isRemoteGitUrl(location: string): boolean {
+  return isGitUrl(location) || isSshUrl(location);
+}
+
 /** Splits user info out of a URL: the clean URL and the password (or lone user) as token. */
 export function splitCredentials(url: string): { url: string; token?: string; username?: string } {
   try {
@@ -113,6 +121,7 @@ export class GitPolicyReader {
   readonly #cache = {};
 
   readonly #maxFetchBytes: number;
+  readonly #ssh: SshAccess | undefined;
 
   constructor(
     location: GitLocation,
@@ -121,7 +130,10 @@ export class GitPolicyReader {
   ) {
     this.#maxFetchBytes = options.maxFetchBytes ?? limits.maxFetchBytes;
     this.#allowInsecureHttp = options.allowInsecureHttp ?? false;
-    const split = splitCredentials(location.url);
+    this.#ssh = location.ssh;
+    if (isSshUrl(location.url) && !location.ssh)
+      throw new PolicyFetchError('auth', `${location.url} is an SSH URL: it needs a deploy key`);
+    const split = isSshUrl(location.url) ? { url: location.url } : splitCredentials(location.url);
     this.url = split.url;
     this.ref = location.ref ?? 'main';
     this.path = (location.path ?? '').replace(/^\/+|\/+$/g, '');
@@ -143,6 +155,17 @@ export class GitPolicyReader {
 
   #wrap(error: unknown, what: string): PolicyFetchError {
     if (error instanceof PolicyFetchError) return error;
+    if (error instanceof SshGitError) {
+      const kind =
+        error.kind === 'not-found'
+          ? 'not-found'
+          : error.kind === 'network'
+            ? 'network'
+            : error.kind === 'other' || error.kind === 'rejected'
+              ? 'other'
+              : 'auth';
+      return new PolicyFetchError(kind, error.message);
+    }
     const where = `${redactUrl(this.url)} (ref ${this.ref})`;
     if (error instanceof Errors.HttpError) {
       const status = (error.data as { statusCode?: number }).statusCode ?? 0;
@@ -197,16 +220,14 @@ export class GitPolicyReader {
 
   /** The commit the ref names on the server right now (one cheap ref advertisement). */
   async remoteCommit(): Promise<{ commit: string; tag: boolean }> {
-    this.#prepareCredentials();
     let refs;
     try {
-      refs = await git.listServerRefs({
-        http,
-        url: this.url,
-        peelTags: true,
-        onAuth: this.#onAuth,
-        onAuthFailure: this.#onAuthFailure,
-      });
+      refs = this.#ssh
+        ? await listRemoteRefs(this.#ssh, this.url, [
+            `refs/heads/${this.ref}`,
+            `refs/tags/${this.ref}`,
+          ])
+        : await this.#listOverHttp();
     } catch (error) {
       throw this.#wrap(error, 'cannot list refs of');
     }
@@ -218,6 +239,17 @@ export class GitPolicyReader {
       'not-found',
       `${redactUrl(this.url)} has no branch or tag "${this.ref}"`,
     );
+  }
+
+  #listOverHttp() {
+    this.#prepareCredentials();
+    return git.listServerRefs({
+      http,
+      url: this.url,
+      peelTags: true,
+      onAuth: this.#onAuth,
+      onAuthFailure: this.#onAuthFailure,
+    });
   }
 
   async #has(oid: string): Promise<boolean> {
@@ -232,7 +264,10 @@ export class GitPolicyReader {
     const { commit, tag: isTag } = await this.remoteCommit();
     try {
       await this.#open();
-      if (!(await this.#has(commit))) {
+      if (!(await this.#has(commit)) && this.#ssh) {
+        const ref = isTag ? `refs/tags/${this.ref}` : `refs/heads/${this.ref}`;
+        await fetchRef(this.#ssh, this.#gitdir, this.url, ref);
+      } else if (!(await this.#has(commit))) {
         await git.fetch({
           fs,
           http: cappedHttp(this.#maxFetchBytes),

@@ -38,7 +38,8 @@ import { systemClock } from '../lib/clock.ts';
 import { redactUrl, silentLogger, type Logger } from '../observe/log.ts';
 import { tokenFromFile, type TokenSource } from './credentials.ts';
 import { formatPolicyError, type PolicyError } from './errors.ts';
-import { GitPolicyReader, isGitUrl, PolicyFetchError } from './git.ts';
+import { GitPolicyReader, isRemoteGitUrl, PolicyFetchError } from './git.ts';
+import type { SshAccess } from './git-ssh.ts';
 import {
   contentHash,
   loadPolicyFromFiles,
@@ -61,7 +62,7 @@ import {
 export { PolicyFetchError } from './git.ts';
 
 export interface PolicySourceOptions {
-  /** A folder path, or an http(s) Git URL. */
+  /** A folder path, an http(s) Git URL, or an SSH one (with `ssh`). */
   readonly location: string;
   /** Branch or tag of a Git location (default "main"). */
   readonly ref?: string;
@@ -74,6 +75,8 @@ export interface PolicySourceOptions {
   /** File holding the Git token (a mounted Secret); trailing whitespace is ignored. */
   readonly tokenFile?: string;
   readonly username?: string;
+  /** The deploy key of an SSH location (the operator's, see git-ssh.ts). */
+  readonly ssh?: SshAccess;
   /** Where the bare cache clone lives (default: a folder under the OS temp dir, per URL). */
   readonly cacheDir?: string;
   /** Poll interval (default 30 s). */
@@ -196,7 +199,7 @@ export class PolicySource {
     this.#parseOn = options.parseOn ?? 'worker';
     this.#historyDepth = options.historyDepth ?? 50;
     this.#savedPolicyFile = options.savedPolicyFile;
-    if (isGitUrl(options.location)) {
+    if (isRemoteGitUrl(options.location)) {
       const token = tokenSourceOf(options);
       const cacheDir =
         options.cacheDir ??
@@ -212,6 +215,7 @@ export class PolicySource {
           ...(options.path ? { path: options.path } : {}),
           ...(token !== undefined ? { token } : {}),
           ...(options.username ? { username: options.username } : {}),
+          ...(options.ssh ? { ssh: options.ssh } : {}),
         },
         cacheDir,
         { allowInsecureHttp: options.allowInsecureHttp ?? false },

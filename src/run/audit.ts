@@ -18,6 +18,7 @@ import { auditFinalFlushAbandonedTotal, auditRecoveryPending } from '../audit/me
 import { recoverOpenIntents } from '../loops/gate-release-recovery.ts';
 import type { Logger } from '../observe/log.ts';
 import type { TokenSource } from '../policy/credentials.ts';
+import type { SshAccess } from '../policy/git-ssh.ts';
 import type { Policy } from '../policy/model.ts';
 
 /** Where the audit trail is written. */
@@ -65,6 +66,8 @@ export async function openAudit(options: {
   first: Policy;
   target: AuditTarget;
   token: TokenSource | undefined;
+  /** The deploy key of an SSH audit repository (run/policy.ts sshAccess). */
+  ssh?: SshAccess;
   log: Logger;
 }): Promise<GitAuditWriter> {
   const { config, first, token, log } = options;
@@ -73,6 +76,7 @@ export async function openAudit(options: {
     url: options.target.url,
     branch: options.target.branch,
     ...(token === undefined ? {} : { token }),
+    ...(options.ssh === undefined ? {} : { ssh: options.ssh }),
     cacheDir: join(config.git.cacheDir, 'audit'),
     cluster: first.settings.cluster,
     controller: config.identity,
@@ -218,6 +222,8 @@ export interface RecoverOutcomesOptions {
   auditUrl: string;
   branch: string;
   token: TokenSource | undefined;
+  /** The deploy key of an SSH audit repository. */
+  ssh?: SshAccess;
   cluster: string;
   audit: AuditSink;
   view: ClusterView;
@@ -292,11 +298,10 @@ async function recoverOnce(options: RecoverOutcomesOptions, attempt: number): Pr
     const reconciled = await options.audit.reconcile?.();
     const source =
       reconciled ??
-      (await openAuditSource(
-        options.auditUrl,
-        options.branch,
-        options.token === undefined ? {} : { token: options.token },
-      ));
+      (await openAuditSource(options.auditUrl, options.branch, {
+        ...(options.token === undefined ? {} : { token: options.token }),
+        ...(options.ssh === undefined ? {} : { ssh: options.ssh }),
+      }));
     try {
       const recovered = await recoverOpenIntents({
         source,

@@ -30,6 +30,7 @@ import { parseStateKeys, type StateKeyRing } from '../decide/resize-seal.ts';
 import { recoverOutcomes, type AuditTarget } from './audit.ts';
 import { recoverBlockedWrites } from '../loops/gate-release-blocked.ts';
 import type { TokenSource } from '../policy/credentials.ts';
+import type { SshAccess } from '../policy/git-ssh.ts';
 import type { PolicyFeed } from './policy.ts';
 import type { LoopGuards } from './view.ts';
 import type { PodEventSink } from './writes.ts';
@@ -44,6 +45,8 @@ export interface LoopParts {
   readonly audit: AuditSink;
   readonly auditTarget: AuditTarget;
   readonly token: TokenSource | undefined;
+  /** The deploy key of an SSH audit repository. */
+  readonly auditSsh?: SshAccess;
   readonly elector: LeaderElector;
   readonly dispatcher: Dispatcher;
   readonly termWrites: TermWrites;
@@ -171,6 +174,7 @@ async function startTermLoops(
     auditUrl: parts.auditTarget.url,
     branch: parts.auditTarget.branch,
     token: parts.token,
+    ...(parts.auditSsh ? { ssh: parts.auditSsh } : {}),
     cluster: parts.first.settings.cluster,
     audit: parts.audit,
     view,

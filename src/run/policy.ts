@@ -16,6 +16,7 @@ import type { ControllerEvents } from './writes.ts';
 import type { EventRecord } from '../cluster/events.ts';
 import type { Logger } from '../observe/log.ts';
 import { tokenFromFile, type TokenSource } from '../policy/credentials.ts';
+import { isSshUrl, type SshAccess } from '../policy/git-ssh.ts';
 import { formatPolicyError } from '../policy/errors.ts';
 import type { Policy } from '../policy/model.ts';
 import type { PolicyError } from '../policy/errors.ts';
@@ -78,6 +79,29 @@ export function tokenSource(
 }
 
 /**
+ * How an SSH remote is reached (`url` undefined or http(s): undefined): the policy
+ * repository with --git-ssh-key-file, the audit repository with --audit-ssh-key-file
+ * or else the same key; the known_hosts file and the insecure flag shared.
+ */
+export function sshAccess(
+  config: Pick<RunConfig, 'git'>,
+  url: string | undefined,
+  which: 'policy' | 'audit',
+): SshAccess | undefined {
+  if (url === undefined || !isSshUrl(url)) return undefined;
+  const { git } = config;
+  const own = which === 'audit' ? git.auditSshKeyFile : undefined;
+  const keyFile = own ?? git.sshKeyFile;
+  if (keyFile === undefined) return undefined;
+  return {
+    keyFile,
+    keyFlag: own !== undefined ? '--audit-ssh-key-file' : '--git-ssh-key-file',
+    ...(git.sshKnownHostsFile === undefined ? {} : { knownHostsFile: git.sshKnownHostsFile }),
+    ...(git.sshInsecureIgnoreHostKey ? { insecureIgnoreHostKey: true } : {}),
+  };
+}
+
+/**
  * The policy source, polled by the policy-resync sweep rather than its own timer. The
  * first poll must yield a valid policy: its errors are logged one per line and the
  * caller stops start-up when `current()` is still undefined.
@@ -90,12 +114,18 @@ export async function openPolicySource(
   // A token file is handed over as a file: the source reads it again at every fetch,
   // so a rotated Secret is used without a restart.
   const tokenFile = config.git.token?.from === 'file' ? config.git.token.path : undefined;
+  const ssh = sshAccess(
+    config,
+    config.policy.source === 'git' ? config.policy.url : undefined,
+    'policy',
+  );
   const source = new PolicySource({
     location: config.policy.source === 'git' ? config.policy.url : config.policy.dir,
     ...(config.policy.source === 'git' ? { ref: config.policy.ref } : {}),
     ...(config.policy.path ? { path: config.policy.path } : {}),
     ...(tokenFile !== undefined ? { tokenFile } : token === undefined ? {} : { token }),
     allowInsecureHttp: config.git.allowInsecureHttp === true,
+    ...(ssh ? { ssh } : {}),
     cacheDir: join(config.git.cacheDir, 'policy'),
     savedPolicyFile: join(config.git.cacheDir, 'policy-last-good.json'),
     logger: log,

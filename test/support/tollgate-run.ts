@@ -19,7 +19,7 @@ export interface TollgateRunOptions {
   readonly identity: string;
   readonly policy: { readonly url: string; readonly ref?: string };
   /** The policy repository's token: a file (--git-token-file) or a variable of `env` (--git-token-env). */
-  readonly gitToken: { readonly file: string } | { readonly env: string };
+  readonly gitToken?: { readonly file: string } | { readonly env: string };
   readonly audit: {
     readonly url: string;
     readonly tokenFile?: string;
@@ -37,6 +37,8 @@ export interface TollgateRunOptions {
   /** --policy-resync and --audit-flush (cron expressions); tollgate's defaults when absent. */
   readonly policyResync?: string;
   readonly auditFlush?: string;
+  /** More flags (SSH deploy keys, known_hosts). */
+  readonly extraArgs?: readonly string[];
 }
 
 export interface TollgateRunProcess {
@@ -56,9 +58,11 @@ export function tollgateRunArgs(options: TollgateRunOptions, port: number): stri
   return [
     ...['--kubeconfig', options.kubeconfig, '--identity', options.identity],
     ...['--policy-repo', policy.url, ...(policy.ref ? ['--policy-ref', policy.ref] : [])],
-    ...('file' in gitToken
-      ? ['--git-token-file', gitToken.file]
-      : ['--git-token-env', gitToken.env]),
+    ...(gitToken === undefined
+      ? []
+      : 'file' in gitToken
+        ? ['--git-token-file', gitToken.file]
+        : ['--git-token-env', gitToken.env]),
     ...['--audit-repo', audit.url],
     ...(audit.tokenFile ? ['--audit-token-file', audit.tokenFile] : []),
     ...(audit.signingKeyFile ? ['--audit-signing-key-file', audit.signingKeyFile] : []),
@@ -69,6 +73,7 @@ export function tollgateRunArgs(options: TollgateRunOptions, port: number): stri
     ...(options.policyResync ? ['--policy-resync', options.policyResync] : []),
     ...(options.auditFlush ? ['--audit-flush', options.auditFlush] : []),
     ...['--log-level', options.logLevel ?? 'info'],
+    ...(options.extraArgs ?? []),
   ];
 }
 

@@ -65,16 +65,21 @@ export type RunProcess = TollgateRunProcess;
 export function startTollgateRun(options: {
   kubeconfig: string;
   work: string;
-  policy: { url: string; tokenFile: string };
-  audit: { url: string; tokenFile: string };
+  policy: { url: string; tokenFile?: string };
+  audit: { url: string; tokenFile?: string };
   leaseName: string;
+  /** More flags (SSH deploy keys, known_hosts). */
+  args?: readonly string[];
 }): Promise<RunProcess> {
   return startRun({
     kubeconfig: options.kubeconfig,
     identity: options.leaseName,
     policy: { url: options.policy.url },
-    gitToken: { file: options.policy.tokenFile },
+    ...(options.policy.tokenFile === undefined
+      ? {}
+      : { gitToken: { file: options.policy.tokenFile } }),
     audit: options.audit,
+    ...(options.args ? { extraArgs: options.args } : {}),
     cacheDir: join(options.work, 'cache'),
     leaseName: options.leaseName,
     log: join(options.work, 'run.log'),

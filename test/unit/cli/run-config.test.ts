@@ -175,9 +175,9 @@ describe('tollgate run configuration', () => {
       problem: /give one policy source, not both/,
     },
     {
-      name: 'a policy repository that is not http',
-      flags: { ...minimal, policyRepo: 'git@host:x.git' },
-      problem: /--policy-repo .* is not an http\(s\) URL/,
+      name: 'a policy repository that is neither http nor SSH',
+      flags: { ...minimal, policyRepo: 'ftp://host/x.git' },
+      problem: /--policy-repo .* is not an http\(s\) or SSH URL/,
     },
     {
       name: 'a token inside the repository URL',
