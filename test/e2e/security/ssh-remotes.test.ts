@@ -5,7 +5,8 @@
  * - `tollgate run` on the real control plane reads its policy over ssh:// with a read
  *   key and pushes its audit commits with a separate write key (ssh:// URLs: the
  *   loopback server listens on a free port, which the scp-like form cannot name);
- * - a key the server does not accept is refused with an error naming its flag;
+ * - a key the server does not accept is refused with an error naming its flag, and the
+ *   same key file rotated in place (a Secret update) is used at the next fetch;
  * - a server whose host key is not the one in known_hosts is refused before any key is
  *   offered;
  * - a key file that is missing is named with its flag;
@@ -15,7 +16,7 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
@@ -158,15 +159,22 @@ test('tollgate run reads its policy over SSH with a read key and pushes audit co
   }
 });
 
-test('a deploy key the server does not accept is refused, the error naming the key flag', async () => {
+test('a deploy key the server does not accept is refused, the error naming the key flag; the rotated key file is used at the next fetch', async () => {
   const policy = policyRepo('wrong-key-policy');
   const refusedBefore = server.refusedAuth;
-  const outcome = await sourceWith(policy.url, access(strangerKey)).poll();
+  // The mounted key file holds a key the server does not accept, then is rotated in place.
+  const mounted = join(mkdtempSync(join(work, 'mounted-')), 'deploy-key');
+  copyFileSync(strangerKey.privateFile, mounted);
+  chmodSync(mounted, 0o600);
+  const source = sourceWith(policy.url, { ...access(strangerKey), keyFile: mounted });
+  const outcome = await source.poll();
   assert.equal(outcome.kind, 'fetch-failed');
   if (outcome.kind !== 'fetch-failed') return;
   assert.equal(outcome.error.kind, 'auth');
-  assert.match(outcome.error.message, /refused the SSH key .*stranger-key \(--git-ssh-key-file\)/);
+  assert.match(outcome.error.message, /refused the SSH key .*deploy-key \(--git-ssh-key-file\)/);
   assert.ok(server.refusedAuth > refusedBefore, 'the server saw and refused the key');
+  copyFileSync(readKey.privateFile, mounted);
+  assert.deepEqual(await source.poll(), { kind: 'applied', commit: policy.commit });
 
   // The same key as the audit's write key: a strict intent is not pushed, nothing lands.
   const pushesBefore = server.receivePacks;
