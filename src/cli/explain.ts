@@ -23,6 +23,7 @@ import { formatPolicyError } from '../policy/errors.ts';
 import { loadPolicyFromDirectory } from '../policy/load.ts';
 import type { Policy } from '../policy/model.ts';
 import { redactUrl } from '../observe/log.ts';
+import { formatDuration } from '../lib/clock.ts';
 import { managedNamespaces, referencedObjects } from '../run/view.ts';
 import { clusterConfig, reachCluster, withCluster, type ClusterFlags } from './cluster-options.ts';
 import { formatOutput, withOutput } from './output.ts';
@@ -219,18 +220,14 @@ function podLines(e: PodExplanation, location: string): { source: string; life: 
 }
 
 /** The text form of one explanation; stable, so it can be checked byte for byte. */
-/** A grace such as 300000 ms as the policy would write it: 5m, 90s, 1500ms. */
-function graceText(ms: number): string {
-  if (ms % 60_000 === 0) return `${ms / 60_000}m`;
-  return ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`;
-}
-
 /** Why released pods no longer take from the budget, when some do not. */
 function notChargedText(budget: BudgetView): string {
   const { nodeNotReady, terminating } = budget.notCharged;
   const parts = [
     ...(nodeNotReady > 0
-      ? [`${nodeNotReady} on nodes not Ready for ${graceText(budget.unreadyNodeGraceMs)} or more`]
+      ? [
+          `${nodeNotReady} on nodes not Ready for ${formatDuration(budget.unreadyNodeGraceMs)} or more`,
+        ]
       : []),
     ...(terminating > 0 ? [`${terminating} being deleted`] : []),
   ];

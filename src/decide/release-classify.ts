@@ -28,7 +28,8 @@ import { timestampMs, type PodLike } from './objects.ts';
 import { podRequests } from './requests.ts';
 import type { Acting, PassSummary } from './release-plan.ts';
 import { allNodesReady, type NodeReadiness } from './unready-nodes.ts';
-import type { Policy } from '../policy/model.ts';
+import type { Policy, Tenant } from '../policy/model.ts';
+import { formatDuration } from '../lib/clock.ts';
 
 export interface Classification {
   readonly pods: readonly PodLike[];
@@ -41,7 +42,21 @@ export interface Classification {
   readonly inFlight: ReadonlyMap<string, number>;
   readonly globalInFlight: number;
   readonly inFlightPods: readonly PodLike[];
+  /** Released pods no longer charged because their node is not Ready (an Event each, once). */
+  readonly freedByNode: readonly FreedByNode[];
   readonly summary: PassSummary;
+}
+
+export interface FreedByNode {
+  readonly pod: PodLike;
+  readonly tenant: string;
+  readonly message: string;
+}
+
+function freedByNodeMessage(pod: PodLike, tenant: Tenant, nodes: NodeReadiness): string {
+  const node = pod.spec?.nodeName ?? '';
+  const since = new Date(nodes.notReadySince.get(node) ?? nodes.now).toISOString();
+  return `no longer charged to tenant ${tenant.name}'s budget: node ${node} not Ready since ${since}, for longer than the tenant's budget.unreadyNodeGrace (${formatDuration(tenant.budget.unreadyNodeGraceMs)})`;
 }
 
 /** Is the write decided for this pod still not shown by the view? */
@@ -84,6 +99,7 @@ export function classifyPods(
   const inFlight = new Map<string, number>();
   let globalInFlight = 0;
   const inFlightPods: PodLike[] = [];
+  const freedByNode: FreedByNode[] = [];
   const states: Record<string, Record<PodState, number>> = {};
   const charged: Record<string, Record<ChargeReason, number>> = {};
   const uncharged: Record<string, number> = {};
@@ -130,6 +146,12 @@ export function classifyPods(
     const freedBy = chargesBudget(podState) ? budgetFreedBy(pod, tenant, nodes) : undefined;
     const reason = freedBy ? undefined : chargeReason(pod, podState, tenant, releasing);
     if (freedBy) (freed[tenant.name] as Record<FreeReason, number>)[freedBy] += 1;
+    if (freedBy === 'nodeNotReady')
+      freedByNode.push({
+        pod,
+        tenant: tenant.name,
+        message: freedByNodeMessage(pod, tenant, nodes),
+      });
     else if (reason) {
       (charged[tenant.name] as Record<ChargeReason, number>)[reason] += 1;
       addUsage(usage.get(tenant.name) as Usage, { pods: 1, resources: podRequests(pod) });
@@ -148,6 +170,7 @@ export function classifyPods(
     inFlight,
     globalInFlight,
     inFlightPods,
+    freedByNode,
     summary: {
       gated: [...gatedCounts.values()],
       states,

@@ -29,7 +29,7 @@ import type { ChargeReason, FreeReason, PodState } from './lifecycle.ts';
 import type { ClusterSnapshot } from './objects.ts';
 import { normaliseServed, type Bucket, type Ramp } from './pacing.ts';
 import { admitUnits } from './release-admit.ts';
-import { classifyPods } from './release-classify.ts';
+import { classifyPods, type FreedByNode } from './release-classify.ts';
 import { judgePods } from './release-judge.ts';
 import { recordVerdicts, type HoldChange } from './release-record.ts';
 import { groupReleaseUnits } from './release-units.ts';
@@ -119,6 +119,8 @@ export interface Plan {
   readonly decisions: readonly Decision[];
   /** Held pods whose exact hold reason changed (Events, metrics); the audit records fewer. */
   readonly holdChanges: readonly HoldChange[];
+  /** Released pods not charged because their node has not been Ready for the grace. */
+  readonly freedByNode: readonly FreedByNode[];
   readonly writes: readonly PlannedWrite[];
   readonly nextState: PlanState;
   /** When the next pass is due even if nothing changes (refill, expiry, re-check); undefined = only on change. */
@@ -155,6 +157,7 @@ export function planReleases(
   return {
     decisions: recorded.decisions,
     holdChanges: recorded.holdChanges,
+    freedByNode: classified.freedByNode,
     writes: recorded.writes,
     nextState: {
       buckets: { ...state.buckets, ...admitted.buckets },

@@ -23,6 +23,12 @@ export class ManualClock implements Clock {
   }
 }
 
+/** A duration as a policy file would write it, in its largest whole unit: 5m, 90s, 1500ms. */
+export function formatDuration(ms: number): string {
+  if (ms > 0 && ms % 60_000 === 0) return `${ms / 60_000}m`;
+  return ms > 0 && ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`;
+}
+
 /** Durations in policy files: "500ms", "30s", "5m", "2h", "1h30m", "7d". */
 export function parseDuration(text: string): number {
   const units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };

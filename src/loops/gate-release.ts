@@ -230,6 +230,8 @@ class GateReleaseRunner {
   readonly #conflicted = new Map<ObjectKey, { resourceVersion: string; at: number }>();
   readonly #pending = new Set<Promise<void>>();
   #lastCommit: string | undefined;
+  /** Uids of released pods not charged because their node is not Ready (Event on entry). */
+  #freedByNode = new Set<string>();
 
   constructor(deps: GateReleaseDeps) {
     this.#deps = deps;
@@ -417,10 +419,12 @@ class GateReleaseRunner {
   }
 
   /**
-   * Expiries (counted, a Warning Event) and every change of hold reason (counted, a
-   * Normal Event, the pod's tollgate.io/Released condition).
+   * Expiries (counted, a Warning Event), every change of hold reason (counted, a
+   * Normal Event, the pod's tollgate.io/Released condition), and each released pod that
+   * stops being charged because its node is not Ready (a Normal Event, once).
    */
   #emitPassEvents(policy: Policy, plan: Plan): void {
+    this.#emitFreedByNode(plan);
     for (const change of plan.holdChanges) {
       holdChangesTotal.inc({ tenant: change.tenant, reason: holdReasonLabel(change.reasonKey) });
       const pod = this.#deps.view.pod(change.target.namespace, change.target.name);
@@ -754,6 +758,20 @@ class GateReleaseRunner {
     } else if (write.op.type === 'delete') {
       this.#emit(pod, 'Warning', 'GateCancelled', 'Delete', decision.reason);
     }
+  }
+
+  /** A `BudgetFreed` Event on each pod newly not charged because its node is not Ready. */
+  #emitFreedByNode(plan: Plan): void {
+    const current = new Set<string>();
+    for (const freed of plan.freedByNode) {
+      const uid = freed.pod.metadata?.uid ?? '';
+      current.add(uid);
+      if (this.#freedByNode.has(uid)) continue;
+      const { namespace = '', name = '' } = freed.pod.metadata ?? {};
+      const pod = this.#deps.view.pod(namespace, name);
+      this.#emit(pod, 'Normal', 'BudgetFreed', 'Uncharge', freed.message);
+    }
+    this.#freedByNode = current;
   }
 
   #emit(

@@ -8,7 +8,8 @@
  * The real node lifecycle controller (on in this file's control plane, with a short
  * monitor grace) marks the node Ready=Unknown; once the tenant's `unreadyNodeGrace` (2s
  * here) has passed since then, those pods no longer take from the budget and the next 2
- * are released, with tollgate_budget_freed_pods{reason="nodeNotReady"} 3. Tenant `ok`,
+ * are released, with tollgate_budget_freed_pods{reason="nodeNotReady"} 3 and one
+ * BudgetFreed Event on each of the 3 pods. Tenant `ok`,
  * on iso-node-1, releases its 6 pods within its budget meanwhile. Every wait is on the
  * condition that proves the step, with generous timeouts; an independent watcher holds
  * both tenants to their budgets, reading nodes live when a count is over.
@@ -17,7 +18,7 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { V1Pod } from '@kubernetes/client-node';
+import { EventsV1Api, type V1Pod } from '@kubernetes/client-node';
 import { aPod } from '../../builders/pod.ts';
 import { eventually } from '../../support/eventually.ts';
 import { registry } from '../../../src/observe/metrics.ts';
@@ -150,6 +151,22 @@ describe('a node that fails while pods tollgate released run on it', () => {
       await metric('tollgate_budget_freed_pods', { tenant: 'nr', reason: 'nodeNotReady' }),
       first.length,
     );
+    // Each pod no longer charged says so, once: a BudgetFreed Event naming its node.
+    const freedEvents = await eventually(
+      'a BudgetFreed Event on each pod of the failed node',
+      async () => {
+        const events = (
+          await world.kc.makeApiClient(EventsV1Api).listNamespacedEvent({ namespace: ns.nr })
+        ).items.filter((e) => e.reason === 'BudgetFreed');
+        return first.every((n) => events.some((e) => e.regarding?.name === n)) ? events : false;
+      },
+      { timeoutMs: 60_000, intervalMs: 500 },
+    );
+    for (const n of first) {
+      const mine = freedEvents.filter((e) => e.regarding?.name === n);
+      assert.equal(mine.length, 1, n);
+      assert.match(mine[0]?.note ?? '', new RegExp(`node ${doomed} not Ready since`));
+    }
     // Released after the grace, counted from the condition's change (one clock: this machine's).
     const since = new Date(unknown.lastTransitionTime as unknown as string).getTime();
     assert.ok(Date.now() - since >= graceMs);

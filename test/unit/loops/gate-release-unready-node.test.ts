@@ -1,0 +1,101 @@
+/**
+ * The gate-release loop says, once per pod, when a pod tollgate released stops being
+ * charged because its node has not been Ready for the tenant's grace: a Normal Event
+ * `BudgetFreed` on that pod naming the node, since when and the grace. In-memory view,
+ * dispatcher and audit; a manual clock; the proof on real parts is
+ * test/e2e/isolation/unready-node.test.ts.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { V1Pod } from '@kubernetes/client-node';
+import { startGateReleaseLoop } from '../../../src/loops/gate-release.ts';
+import type { ClusterView } from '../../../src/cluster/types.ts';
+import type { Dispatcher } from '../../../src/dispatch/types.ts';
+import type { AuditSink } from '../../../src/audit/types.ts';
+import { RELEASED_ANNOTATION } from '../../../src/decide/lifecycle.ts';
+import { ManualClock } from '../../../src/lib/clock.ts';
+import { aNode } from '../../builders/node.ts';
+import { aPod } from '../../builders/pod.ts';
+import { aGatePolicy, aPolicy, aTenant } from '../../builders/policy.ts';
+
+const gate = 'team-a.tollgate.io/ready';
+const policy = aPolicy()
+  .tenant(aTenant('team-a').budget({ pods: 2 }).unreadyNodeGrace(120_000))
+  .gatePolicy(aGatePolicy('ready', 'team-a').conditions({ type: 'Budget' }))
+  .obj();
+const clock = new ManualClock();
+const downSince = clock.now() - 180_000;
+const released = (name: string, node: string) =>
+  aPod(name, 'team-a')
+    .uid(`uid-${name}`)
+    .annotate(RELEASED_ANNOTATION, gate)
+    .boundTo(node)
+    .running()
+    .obj();
+const pods: V1Pod[] = [
+  released('lost-1', 'dead'),
+  released('lost-2', 'dead'),
+  released('fine', 'n1'),
+  aPod('next', 'team-a').gated(gate).obj(),
+];
+const nodes = [aNode('n1').obj(), aNode('dead').notReady(downSince, 'Unknown').obj()];
+
+const view: ClusterView = {
+  synced: true,
+  whenSynced: async () => undefined,
+  pods: () => pods,
+  pod: (ns: string, name: string) =>
+    pods.find((p) => p.metadata?.namespace === ns && p.metadata?.name === name),
+  nodes: () => nodes,
+  object: () => undefined,
+  lastResourceVersion: () => undefined,
+  onChange: () => () => undefined,
+} as unknown as ClusterView;
+const dispatcher: Dispatcher = {
+  enqueue: () => ({
+    accepted: true,
+    coalesced: false,
+    done: Promise.resolve({ result: 'succeeded', resourceVersion: '9' }),
+  }),
+  whenNotFull: async () => undefined,
+  cancel: () => undefined,
+  depth: 0,
+  close: async () => undefined,
+};
+const audit: AuditSink = {
+  recordIntents: async () => undefined,
+  record: () => undefined,
+  flush: async () => undefined,
+  backlog: 0,
+  close: async () => undefined,
+};
+
+test('a BudgetFreed Event once per pod no longer charged because its node is not Ready', async () => {
+  const events: string[] = [];
+  const loop = startGateReleaseLoop({
+    view,
+    policy: () => policy,
+    dispatcher,
+    audit,
+    clock,
+    autoStart: false,
+    events: (pod, e) => {
+      events.push(`${pod.metadata?.name} ${e.type} ${e.reason}: ${e.message}`);
+    },
+  });
+  await (
+    await loop.pass()
+  ).settled;
+  await (
+    await loop.pass()
+  ).settled;
+  await loop.stop();
+  const since = new Date(downSince).toISOString();
+  assert.deepEqual(
+    events.filter((e) => e.includes('BudgetFreed')).sort(),
+    ['lost-1', 'lost-2'].map(
+      (n) =>
+        `${n} Normal BudgetFreed: no longer charged to tenant team-a's budget: node dead not Ready since ${since}, for longer than the tenant's budget.unreadyNodeGrace (2m)`,
+    ),
+  );
+});
