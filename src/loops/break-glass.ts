@@ -8,7 +8,6 @@
  * again. The record comes first: a term that ends between the two records it once more
  * next time (at least once, never lost).
  */
-import { Counter } from 'prom-client';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { AuditSink } from '../audit/types.ts';
 import type { ClusterView } from '../cluster/types.ts';
@@ -23,19 +22,16 @@ import type { Decision } from '../decide/decision.ts';
 import type { Dispatcher } from '../dispatch/types.ts';
 import type { Clock } from '../lib/clock.ts';
 import type { Logger } from '../observe/log.ts';
-import { registry } from '../observe/metrics.ts';
+import { registeredCounter } from '../observe/metrics.ts';
 import type { Policy } from '../policy/model.ts';
 import type { GateReleaseEventSink } from './gate-release.ts';
+import { conditionWriteRequest } from './released-condition.ts';
 
-export const breakGlassReleasesTotal =
-  (registry.getSingleMetric('tollgate_break_glass_releases_total') as
-    Counter<'tenant'> | undefined) ??
-  new Counter({
-    name: 'tollgate_break_glass_releases_total',
-    help: 'Governed gates found removed outside tollgate (break-glass) at a term start, recorded in the audit trail',
-    labelNames: ['tenant'],
-    registers: [registry],
-  });
+export const breakGlassReleasesTotal = registeredCounter({
+  name: 'tollgate_break_glass_releases_total',
+  help: 'Governed gates found removed outside tollgate (break-glass) at a term start, recorded in the audit trail',
+  labelNames: ['tenant'],
+});
 
 export interface BreakGlassDeps {
   readonly view: Pick<ClusterView, 'pods'>;
@@ -55,9 +51,6 @@ export interface BreakGlassDeps {
   readonly readPod?: (namespace: string, name: string) => Promise<V1Pod | undefined>;
   readonly maxLiveReads?: number;
 }
-
-/** Below every GatePolicy priority, like the other condition writes. */
-const conditionPriority = -1_000_001;
 
 /** Records the break-glass releases the view shows now; returns their decisions. */
 export async function recordBreakGlass(deps: BreakGlassDeps): Promise<Decision[]> {
@@ -119,16 +112,13 @@ async function confirmLive(
 
 function setCondition(deps: BreakGlassDeps, decision: Decision, now: number): void {
   const { target } = decision;
-  const enqueued = deps.dispatcher.enqueue({
-    key: `${target.namespace}/${target.name}#tollgate.io/Released`,
-    target,
-    op: { type: 'podCondition', condition: breakGlassCondition(decision, now) },
-    priority: conditionPriority,
-    band: 'background',
-    tenant: decision.tenant ?? target.namespace,
-    deadline: now + (deps.deadlineMs ?? 60_000),
-    decisionId: decision.id,
-  });
+  const enqueued = deps.dispatcher.enqueue(
+    conditionWriteRequest(target, breakGlassCondition(decision, now), {
+      tenant: decision.tenant ?? target.namespace,
+      deadline: now + (deps.deadlineMs ?? 60_000),
+      decisionId: decision.id,
+    }),
+  );
   if (!enqueued.accepted) {
     deps.log.warn(
       { pod: `${target.namespace}/${target.name}`, reason: enqueued.reason },

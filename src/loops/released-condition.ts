@@ -13,17 +13,22 @@
  * writes again, and a restarted controller compares with what the pod shows.
  */
 import type { V1Pod } from '@kubernetes/client-node';
-import { Counter } from 'prom-client';
 import {
   heldCondition,
   releasedCondition,
   releasedConditionWrite,
   type WantedCondition,
 } from '../decide/released-condition.ts';
-import type { Dispatcher, PodConditionWrite, WriteResult } from '../dispatch/types.ts';
+import type {
+  Dispatcher,
+  PodConditionWrite,
+  WriteRequest,
+  WriteResult,
+  WriteTarget,
+} from '../dispatch/types.ts';
 import type { Clock } from '../lib/clock.ts';
 import { silentLogger, type Logger } from '../observe/log.ts';
-import { registry } from '../observe/metrics.ts';
+import { registeredCounter } from '../observe/metrics.ts';
 
 /** What the gate-release loop tells about a pod's condition. */
 export interface ReleasedConditionSink {
@@ -39,19 +44,35 @@ export interface ReleasedConditions extends ReleasedConditionSink {
 }
 
 const conditionResults = ['succeeded', 'failed', 'dropped'] as const;
-export const releasedConditionWritesTotal =
-  (registry.getSingleMetric('tollgate_released_condition_writes_total') as
-    Counter<'result'> | undefined) ??
-  new Counter({
-    name: 'tollgate_released_condition_writes_total',
-    help: 'Writes of the tollgate.io/Released pod condition, by result (dropped: backlog full)',
-    labelNames: ['result'],
-    registers: [registry],
-  });
+export const releasedConditionWritesTotal = registeredCounter({
+  name: 'tollgate_released_condition_writes_total',
+  help: 'Writes of the tollgate.io/Released pod condition, by result (dropped: backlog full)',
+  labelNames: ['result'],
+});
 for (const result of conditionResults) releasedConditionWritesTotal.inc({ result }, 0);
 
 /** Below every GatePolicy priority; the band (background) already orders it after real work. */
 const conditionPriority = -1_000_001;
+
+/**
+ * The dispatcher request that writes `condition` on the pod `target`: keyed by pod and
+ * condition type (a newer one replaces one still queued), in the background band below
+ * every GatePolicy priority, so that a condition never delays a release.
+ */
+export function conditionWriteRequest(
+  target: WriteTarget,
+  condition: PodConditionWrite,
+  request: Pick<WriteRequest, 'tenant' | 'deadline' | 'decisionId'>,
+): WriteRequest {
+  return {
+    key: `${target.namespace}/${target.name}#${condition.type}`,
+    target,
+    op: { type: 'podCondition', condition },
+    priority: conditionPriority,
+    band: 'background',
+    ...request,
+  };
+}
 
 interface Due {
   readonly pod: V1Pod;
@@ -110,21 +131,19 @@ export function createReleasedConditions(options: {
       const [uid, due] = backlog.entries().next().value as [string, Due];
       backlog.delete(uid);
       const metadata = due.pod.metadata ?? {};
-      const enqueued = dispatcher.enqueue({
-        key: `${metadata.namespace}/${metadata.name}#${due.write.type}`,
-        target: {
-          namespace: metadata.namespace ?? '',
-          name: metadata.name ?? '',
-          uid,
-          resourceVersion: metadata.resourceVersion ?? '',
-        },
-        op: { type: 'podCondition', condition: due.write },
-        priority: conditionPriority,
-        band: 'background',
-        tenant: metadata.namespace ?? '',
-        deadline: clock.now() + deadlineMs,
-        decisionId: `released-condition:${uid}:${due.write.reason}`,
-      });
+      const target = {
+        namespace: metadata.namespace ?? '',
+        name: metadata.name ?? '',
+        uid,
+        resourceVersion: metadata.resourceVersion ?? '',
+      };
+      const enqueued = dispatcher.enqueue(
+        conditionWriteRequest(target, due.write, {
+          tenant: target.namespace,
+          deadline: clock.now() + deadlineMs,
+          decisionId: `released-condition:${uid}:${due.write.reason}`,
+        }),
+      );
       if (!enqueued.accepted && enqueued.reason === 'full') {
         // Back in line (unless a newer one came meanwhile); tried again once there is room.
         if (!backlog.has(uid)) backlog.set(uid, due);

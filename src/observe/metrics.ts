@@ -3,10 +3,29 @@
  * and registers them here, with label values pre-created at zero where the set is
  * closed, so dashboards and alerts see a series before the first event.
  */
-import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import {
+  Counter,
+  Gauge,
+  Registry,
+  collectDefaultMetrics,
+  type CounterConfiguration,
+} from 'prom-client';
 import { buildInfo } from './build-info.ts';
 
 export const registry = new Registry();
+
+/**
+ * The counter `config.name` in the registry, created there the first time (a module
+ * loaded twice, as the tests load some, finds the one already registered).
+ */
+export function registeredCounter<L extends string>(
+  config: Omit<CounterConfiguration<L>, 'registers'>,
+): Counter<L> {
+  return (
+    (registry.getSingleMetric(config.name) as Counter<L> | undefined) ??
+    new Counter({ ...config, registers: [registry] })
+  );
+}
 
 let defaultsCollected = false;
 /**
