@@ -3,6 +3,7 @@
 #   git        its http-backend serves the policy repository
 #   prometheus real metrics for the resize loop
 #   openssl    control-plane keys
+#   ssh        the client tollgate runs (through git) for ssh:// policy and audit remotes
 # Used by .ci/run and `npm run demo`. As root it runs apt-get; with passwordless sudo it
 # runs sudo apt-get; otherwise it exits 1 and prints the exact command to run.
 #
@@ -17,7 +18,8 @@ if [ "${1:-}" = "--label" ]; then
   shift 2
 fi
 if [ $# -eq 0 ]; then
-  set -- git=git /usr/lib/git-core/git-http-backend=git prometheus=prometheus openssl=openssl
+  set -- git=git /usr/lib/git-core/git-http-backend=git prometheus=prometheus openssl=openssl \
+    ssh=openssh-client
 fi
 
 need=()
