@@ -1,7 +1,7 @@
 /**
  * `tollgate run` (src/cli/main.ts) as its own process against the real control plane, the
  * way the e2e files start it: one argument list built from named options (short lease
- * timings: 3 s / 2 s / 500 ms), stdout and stderr appended to one log file.
+ * timings: runLeaseTimings), stdout and stderr appended to one log file.
  *
  *   const run = await startTollgateRun({ kubeconfig, identity: 'a', ... });
  */
@@ -17,7 +17,8 @@ export interface TollgateRunOptions {
   readonly kubeconfig: string;
   /** --identity: the Lease holder's name and the audit trail's replica. */
   readonly identity: string;
-  readonly policy: { readonly url: string; readonly ref?: string };
+  /** The policy: a Git repository (and its ref, when not the default) or a folder. */
+  readonly policy: { readonly url: string; readonly ref?: string } | { readonly dir: string };
   /** The policy repository's token: a file (--git-token-file) or a variable of `env` (--git-token-env). */
   readonly gitToken?: { readonly file: string } | { readonly env: string };
   readonly audit: {
@@ -37,6 +38,8 @@ export interface TollgateRunOptions {
   /** --policy-resync and --audit-flush (cron expressions); tollgate's defaults when absent. */
   readonly policyResync?: string;
   readonly auditFlush?: string;
+  /** --expiry-sweep (a cron expression); tollgate's default when absent. */
+  readonly expirySweep?: string;
   /** More flags (SSH deploy keys, known_hosts). */
   readonly extraArgs?: readonly string[];
 }
@@ -52,12 +55,20 @@ export interface TollgateRunProcess {
   readonly exited: Promise<number | null>;
 }
 
+/** The lease timings every run started here uses, in ms (duration, renew deadline, retry period). */
+export const runLeaseTimings = { lease: 3_000, renew: 2_000, retry: 500 } as const;
+
+const policyArgs = (policy: TollgateRunOptions['policy']): string[] =>
+  'dir' in policy
+    ? ['--policy-dir', policy.dir]
+    : ['--policy-repo', policy.url, ...(policy.ref ? ['--policy-ref', policy.ref] : [])];
+
 /** The `tollgate run` arguments for `options`, served on `port`. */
 export function tollgateRunArgs(options: TollgateRunOptions, port: number): string[] {
   const { policy, gitToken, audit } = options;
   return [
     ...['--kubeconfig', options.kubeconfig, '--identity', options.identity],
-    ...['--policy-repo', policy.url, ...(policy.ref ? ['--policy-ref', policy.ref] : [])],
+    ...policyArgs(policy),
     ...(gitToken === undefined
       ? []
       : 'file' in gitToken
@@ -69,9 +80,12 @@ export function tollgateRunArgs(options: TollgateRunOptions, port: number): stri
     ...['--git-cache-dir', options.cacheDir],
     ...['--metrics-address', `127.0.0.1:${port}`],
     ...['--lease-namespace', 'tollgate-system', '--lease-name', options.leaseName],
-    ...['--lease-duration', '3s', '--renew-deadline', '2s', '--retry-period', '500ms'],
+    ...['--lease-duration', `${runLeaseTimings.lease}ms`],
+    ...['--renew-deadline', `${runLeaseTimings.renew}ms`],
+    ...['--retry-period', `${runLeaseTimings.retry}ms`],
     ...(options.policyResync ? ['--policy-resync', options.policyResync] : []),
     ...(options.auditFlush ? ['--audit-flush', options.auditFlush] : []),
+    ...(options.expirySweep ? ['--expiry-sweep', options.expirySweep] : []),
     ...['--log-level', options.logLevel ?? 'info'],
     ...(options.extraArgs ?? []),
   ];

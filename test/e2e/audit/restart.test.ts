@@ -31,6 +31,7 @@ import { SimulatedKubelet } from '../../support/kubelet.ts';
 import { startGitServer, pushTree, type GitServer } from '../../support/git-server.ts';
 import { creatable, eventually } from '../../support/eventually.ts';
 import { aPod } from '../../builders/pod.ts';
+import { oneGatePolicy } from '../../builders/policy-files.ts';
 import { spawnTollgateRun, type TollgateRunProcess } from '../../support/tollgate-run.ts';
 import { sshSigner } from '../../../src/audit/sign.ts';
 
@@ -137,38 +138,19 @@ describe('restart during audit pushes', () => {
   it('SIGKILL before and after a push reaches the server, restart on the same cache: verify exits 0', async () => {
     const policyUrl = git.createRepo('policy');
     const auditUrl = git.createRepo('audit').replace(git.url, proxy.url);
-    await pushTree(git, policyUrl, {
-      'tollgate.yaml': [
-        'apiVersion: tollgate.io/v1alpha1',
-        'kind: Settings',
-        'metadata: { name: settings }',
-        'spec:',
-        '  cluster: restart',
-        '  audit: { mode: strict, batch: { maxDecisions: 500, maxDelay: 100ms } }',
-        '  pacing: { maxInFlight: 100, releasesPerSecond: 8, batchSize: 4 }',
-        '',
-      ].join('\n'),
-      'tenants/restart.yaml': [
-        'apiVersion: tollgate.io/v1alpha1',
-        'kind: Tenant',
-        'metadata: { name: restart }',
-        'spec:',
-        `  namespaces: [${namespace}]`,
-        '  gatePrefixes: [restart.tollgate.io/]',
-        '  pacing: { maxInFlight: 100, releasesPerSecond: 8, batchSize: 4 }',
-        '',
-      ].join('\n'),
-      'gates/ready.yaml': [
-        'apiVersion: tollgate.io/v1alpha1',
-        'kind: GatePolicy',
-        'metadata: { name: ready }',
-        'spec:',
-        '  tenant: restart',
-        `  gate: ${gate}`,
-        '  conditions: [{ type: Budget }]',
-        '',
-      ].join('\n'),
-    });
+    await pushTree(
+      git,
+      policyUrl,
+      oneGatePolicy({
+        cluster: 'restart',
+        tenant: 'restart',
+        namespace,
+        gate,
+        audit: { mode: 'strict', maxDecisions: 500, maxDelay: '100ms' },
+        pacing: { maxInFlight: 100, releasesPerSecond: 8, batchSize: 4 },
+        conditions: '[{ type: Budget }]',
+      }),
+    );
     for (let index = 0; index < PODS; index += 1)
       await core.createNamespacedPod({
         namespace,

@@ -15,7 +15,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -27,6 +27,8 @@ import { SimulatedKubelet } from '../../support/kubelet.ts';
 import { startGitServer, pushTree, type GitServer } from '../../support/git-server.ts';
 import { creatable, eventually } from '../../support/eventually.ts';
 import { aPod } from '../../builders/pod.ts';
+import { oneGatePolicy } from '../../builders/policy-files.ts';
+import { runLeaseTimings, spawnTollgateRun } from '../../support/tollgate-run.ts';
 import { BudgetWatcher } from '../gate-release/harness.ts';
 import { deployDir, freePort, kustomizeBuild, withMonitoring } from './tools.ts';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
@@ -36,7 +38,7 @@ const cli = join(repoRoot, 'src/cli/main.ts');
 const namespace = 'run-e2e';
 const gate = 'run.tollgate.io/ready';
 const PODS = Number(process.env.TOLLGATE_E2E_RUN_PODS ?? 400);
-const timings = { lease: 3_000, renew: 2_000, retry: 500 };
+const timings = runLeaseTimings;
 const leaseName = 'tollgate-run-e2e';
 const policyFromGit = process.env.TOLLGATE_E2E_RUN_POLICY !== 'dir';
 
@@ -123,87 +125,35 @@ describe('tollgate run: two replicas on the real control plane', () => {
   const replicas: Replica[] = [];
   const work = mkdtempSync(join(tmpdir(), 'tollgate-run-e2e-'));
 
-  const policyFiles = (): Record<string, string> => ({
-    'tollgate.yaml': [
-      'apiVersion: tollgate.io/v1alpha1',
-      'kind: Settings',
-      'metadata: { name: settings }',
-      'spec:',
-      '  cluster: run-e2e',
-      '  audit: { mode: strict, batch: { maxDecisions: 500, maxDelay: 200ms } }',
-      '  pacing: { maxInFlight: 40, releasesPerSecond: 40, batchSize: 40 }',
-      '',
-    ].join('\n'),
-    'tenants/run.yaml': [
-      'apiVersion: tollgate.io/v1alpha1',
-      'kind: Tenant',
-      'metadata: { name: run }',
-      'spec:',
-      `  namespaces: [${namespace}]`,
-      '  gatePrefixes: [run.tollgate.io/]',
-      '  pacing: { maxInFlight: 40, releasesPerSecond: 40, batchSize: 40 }',
-      '',
-    ].join('\n'),
-    'gates/ready.yaml': [
-      'apiVersion: tollgate.io/v1alpha1',
-      'kind: GatePolicy',
-      'metadata: { name: ready }',
-      'spec:',
-      '  tenant: run',
-      `  gate: ${gate}`,
-      '  conditions: [{ type: Budget }]',
-      '',
-    ].join('\n'),
-  });
+  const policyFiles = (): Record<string, string> =>
+    oneGatePolicy({
+      cluster: 'run-e2e',
+      tenant: 'run',
+      namespace,
+      gate,
+      audit: { mode: 'strict', maxDecisions: 500, maxDelay: '200ms' },
+      pacing: { maxInFlight: 40, releasesPerSecond: 40, batchSize: 40 },
+      conditions: '[{ type: Budget }]',
+    });
 
   /** The policy as a Git repository (default), or as a folder with TOLLGATE_E2E_RUN_POLICY=dir. */
   const policyDir = join(work, 'policy');
-  const policyArgs = (): string[] =>
-    policyFromGit
-      ? ['--policy-repo', policyUrl, '--policy-ref', 'main']
-      : ['--policy-dir', policyDir];
+  const policy = () => (policyFromGit ? { url: policyUrl, ref: 'main' } : { dir: policyDir });
 
   async function startReplica(identity: string): Promise<Replica> {
-    const port = await freePort();
-    const log = join(work, `${identity}.log`);
-    const out = openSync(log, 'a');
-    const child = spawn(
-      process.execPath,
-      [
-        cli,
-        'run',
-        '--kubeconfig',
-        cp.tollgateKubeconfig,
-        ...policyArgs(),
-        '--git-token-env',
-        'E2E_GIT_TOKEN',
-        '--git-cache-dir',
-        join(work, identity),
-        '--audit-repo',
-        auditUrl,
-        '--identity',
-        identity,
-        '--metrics-address',
-        `127.0.0.1:${port}`,
-        '--lease-namespace',
-        'tollgate-system',
-        '--lease-name',
-        leaseName,
-        '--lease-duration',
-        `${timings.lease}ms`,
-        '--renew-deadline',
-        `${timings.renew}ms`,
-        '--retry-period',
-        `${timings.retry}ms`,
-        '--expiry-sweep',
-        '*/2 * * * * *',
-        '--log-level',
-        'info',
-      ],
-      { env: cleanEnv({ E2E_GIT_TOKEN: git.token }), stdio: ['ignore', out, out] },
-    );
-    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-    const replica = { identity, child, url: `http://127.0.0.1:${port}`, log, exited };
+    const { child, url, log, exited } = await spawnTollgateRun({
+      kubeconfig: cp.tollgateKubeconfig,
+      identity,
+      policy: policy(),
+      gitToken: { env: 'E2E_GIT_TOKEN' },
+      audit: { url: auditUrl },
+      cacheDir: join(work, identity),
+      leaseName,
+      log: join(work, `${identity}.log`),
+      env: cleanEnv({ E2E_GIT_TOKEN: git.token }),
+      expirySweep: '*/2 * * * * *',
+    });
+    const replica = { identity, child, url, log, exited };
     replicas.push(replica);
     const dead = exited.then((code) => {
       throw new Error(

@@ -7,6 +7,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { startGitServer, type GitServer } from '../../support/git-server.ts';
+import { oneGatePolicy } from '../../builders/policy-files.ts';
 import {
   startTollgateRun as startRun,
   type TollgateRunProcess,
@@ -97,38 +98,14 @@ export function runPolicy(options: {
   priority?: number;
   auditMode?: 'strict' | 'async';
 }): Record<string, string> {
-  const prefix = options.gate.slice(0, options.gate.indexOf('/') + 1);
-  return {
-    'tollgate.yaml': [
-      'apiVersion: tollgate.io/v1alpha1',
-      'kind: Settings',
-      'metadata: { name: settings }',
-      'spec:',
-      `  cluster: ${options.namespace}`,
-      `  audit: { mode: ${options.auditMode ?? 'strict'}, batch: { maxDecisions: 50, maxDelay: 100ms } }`,
-      '  pacing: { maxInFlight: 100, releasesPerSecond: 50, batchSize: 50 }',
-      '',
-    ].join('\n'),
-    'tenants/run.yaml': [
-      'apiVersion: tollgate.io/v1alpha1',
-      'kind: Tenant',
-      'metadata: { name: run }',
-      'spec:',
-      `  namespaces: [${options.namespace}]`,
-      `  gatePrefixes: [${prefix}]`,
-      '  pacing: { maxInFlight: 100, releasesPerSecond: 50, batchSize: 50 }',
-      '',
-    ].join('\n'),
-    'gates/ready.yaml': [
-      'apiVersion: tollgate.io/v1alpha1',
-      'kind: GatePolicy',
-      'metadata: { name: ready }',
-      'spec:',
-      '  tenant: run',
-      `  gate: ${options.gate}`,
-      `  priority: ${options.priority ?? 0}`,
-      '  conditions: []',
-      '',
-    ].join('\n'),
-  };
+  return oneGatePolicy({
+    cluster: options.namespace,
+    tenant: 'run',
+    namespace: options.namespace,
+    gate: options.gate,
+    audit: { mode: options.auditMode ?? 'strict', maxDecisions: 50, maxDelay: '100ms' },
+    pacing: { maxInFlight: 100, releasesPerSecond: 50, batchSize: 50 },
+    priority: options.priority ?? 0,
+    conditions: '[]',
+  });
 }
