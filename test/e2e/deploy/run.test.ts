@@ -90,7 +90,7 @@ describe('tollgate run: configuration', () => {
     assert.equal(result.code, 2);
     const expected = [
       /--kubeconfig \/ TOLLGATE_KUBECONFIG: not set, and this is not a pod/,
-      /--policy-repo \/ TOLLGATE_POLICY_REPO: "ftp:\/\/git\.example\/p\.git" is not an http\(s\) URL/,
+      /--policy-repo \/ TOLLGATE_POLICY_REPO: "ftp:\/\/git\.example\/p\.git" is not an http\(s\) or SSH URL/,
       /--retry-period \/ TOLLGATE_RETRY_PERIOD: "often" is not a duration/,
       /--log-level \/ TOLLGATE_LOG_LEVEL: "loud" is not one of/,
     ];
