@@ -311,6 +311,7 @@ export async function prepareGateReleaseStack(
     capacity: 16,
   });
   let loop: GateReleaseLoop | undefined;
+  let stopPassOnPolicy = (): void => undefined;
   const deps: GateReleaseDeps = {
     view,
     dispatcher,
@@ -366,10 +367,19 @@ export async function prepareGateReleaseStack(
     breakGlass,
     startLoop() {
       if (loop) throw new Error('gate-release stack: the loop is already started');
-      loop = startGateReleaseLoop(deps);
-      return loop;
+      const started = startGateReleaseLoop(deps);
+      loop = started;
+      // As `tollgate run` does (run/loops.ts, superviseLoops): a new policy is acted on at
+      // once, not at the next pod change or re-check of a held pod.
+      stopPassOnPolicy = policies.onPolicy(() => {
+        void started
+          .pass()
+          .catch((error: unknown) => log.warn({ err: error }, 'pass on a new policy failed'));
+      });
+      return started;
     },
     async stop() {
+      stopPassOnPolicy();
       await loop?.stop();
       await dispatcher.close({ cancelQueued: false });
       await conditionDispatcher.close({ cancelQueued: true });

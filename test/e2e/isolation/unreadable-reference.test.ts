@@ -68,11 +68,18 @@ const good: GatePolicySpec[] = [
   },
   { name: 'b-ready', tenant: 'b', gate: gates.b },
 ];
+/**
+ * A's held pods are re-checked only after 10 minutes: what releases them after the revert
+ * is the pass a new policy starts (as in `tollgate run`), never a re-check timer racing
+ * the test's timeout (the ISO_B_PODS=500 variant once waited 47 s for one at load 10).
+ */
+const slowRecheck = { initial: '10m', max: '10m' };
 const broken: GatePolicySpec[] = [
   {
     name: 'a-ready',
     tenant: 'a',
     gate: gates.ready,
+    recheck: slowRecheck,
     conditions: [
       {
         type: 'ObjectCondition',
@@ -85,6 +92,7 @@ const broken: GatePolicySpec[] = [
     name: 'a-secret',
     tenant: 'a',
     gate: gates.secret,
+    recheck: slowRecheck,
     conditions: [
       {
         type: 'ObjectCondition',
@@ -197,15 +205,29 @@ describe("one tenant's unreadable reference", () => {
     assert.match(holds.widget, /does not serve/);
     assert.match(holds.secret, /may not list/);
 
+    // The cluster goes quiet (every B pod finished), so no pod change starts a pass.
+    await eventually(
+      'every pod tollgate released has finished',
+      async () => finisher.finished >= B_PODS + 1,
+      { timeoutMs: 120_000, describe: () => `${finisher.finished} finished` },
+    );
     // Revert A's policy and provide the ConfigMap: A's pods release, no restart.
     await world.core.createNamespacedConfigMap({
       namespace: nsA,
       body: { metadata: { name: 'go' }, data: { ready: 'true' } },
     });
     await world.pushPolicy(
-      { tenants, gatePolicies: [...good, { ...broken[1]!, conditions: [configMapReady] }] },
+      {
+        tenants,
+        gatePolicies: [
+          { ...good[0]!, recheck: slowRecheck },
+          ...good.slice(1),
+          { ...broken[1]!, conditions: [configMapReady] },
+        ],
+      },
       'a: revert to readable references',
     );
+    // The revert keeps the slow re-check: only the pass on the new policy can release them.
     await eventually(
       "tenant A's pods released after the revert",
       async () => aPods.every((n) => watcher.releases(nsA, n) === 1),
