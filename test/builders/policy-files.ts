@@ -12,10 +12,11 @@ export interface OneGatePolicy {
   readonly namespace: string;
   /** The gate; the tenant's prefix is its part up to and with the first '/'. */
   readonly gate: string;
-  readonly audit: {
-    readonly mode: 'strict' | 'async';
-    readonly maxDecisions: number;
-    readonly maxDelay: string;
+  /** Settings' audit: strict, batches of 500 decisions or 100ms unless told otherwise. */
+  readonly audit?: {
+    readonly mode?: 'strict' | 'async';
+    readonly maxDecisions?: number;
+    readonly maxDelay?: string;
   };
   /** For Settings and the tenant alike. */
   readonly pacing: {
@@ -25,14 +26,14 @@ export interface OneGatePolicy {
   };
   /** The GatePolicy's priority line, when given. */
   readonly priority?: number;
-  /** The GatePolicy's conditions, as YAML (`[]`, `[{ type: Budget }]`). */
-  readonly conditions: string;
+  /** The GatePolicy's conditions, as YAML: `[{ type: Budget }]` unless told otherwise (`[]`). */
+  readonly conditions?: string;
 }
 
 /** tollgate.yaml, tenants/<tenant>.yaml and gates/ready.yaml. */
 export function oneGatePolicy(o: OneGatePolicy): Record<string, string> {
   const pacing = `pacing: { maxInFlight: ${o.pacing.maxInFlight}, releasesPerSecond: ${o.pacing.releasesPerSecond}, batchSize: ${o.pacing.batchSize} }`;
-  const { audit } = o;
+  const audit = { mode: 'strict', maxDecisions: 500, maxDelay: '100ms', ...o.audit };
   return {
     'tollgate.yaml': lines([
       'apiVersion: tollgate.io/v1alpha1',
@@ -60,7 +61,7 @@ export function oneGatePolicy(o: OneGatePolicy): Record<string, string> {
       `  tenant: ${o.tenant}`,
       `  gate: ${o.gate}`,
       ...(o.priority === undefined ? [] : [`  priority: ${o.priority}`]),
-      `  conditions: ${o.conditions}`,
+      `  conditions: ${o.conditions ?? '[{ type: Budget }]'}`,
     ]),
   };
 }

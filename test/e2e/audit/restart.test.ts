@@ -146,9 +146,7 @@ describe('restart during audit pushes', () => {
         tenant: 'restart',
         namespace,
         gate,
-        audit: { mode: 'strict', maxDecisions: 500, maxDelay: '100ms' },
         pacing: { maxInFlight: 100, releasesPerSecond: 8, batchSize: 4 },
-        conditions: '[{ type: Budget }]',
       }),
     );
     for (let index = 0; index < PODS; index += 1)

@@ -131,9 +131,8 @@ describe('tollgate run: two replicas on the real control plane', () => {
       tenant: 'run',
       namespace,
       gate,
-      audit: { mode: 'strict', maxDecisions: 500, maxDelay: '200ms' },
+      audit: { maxDelay: '200ms' },
       pacing: { maxInFlight: 40, releasesPerSecond: 40, batchSize: 40 },
-      conditions: '[{ type: Budget }]',
     });
 
   /** The policy as a Git repository (default), or as a folder with TOLLGATE_E2E_RUN_POLICY=dir. */
