@@ -262,7 +262,21 @@ describe('SIGTERM while the audit Git server hangs', () => {
     const tipWhileHanging = auditTip();
 
     child.kill('SIGTERM');
-    assert.equal(await exited, 0, tail());
+    // Not a timing assertion: a generous bound (the shutdown timeout is 4 s) so that a
+    // process that never exits fails here with its log instead of hanging the suite.
+    const exitBound = 90_000;
+    const exit = await Promise.race([
+      exited,
+      new Promise<'still running'>((resolve) =>
+        setTimeout(() => resolve('still running'), exitBound).unref(),
+      ),
+    ]);
+    assert.notEqual(
+      exit,
+      'still running',
+      `no exit ${exitBound / 1000} s after SIGTERM:\n${tail()}`,
+    );
+    assert.equal(exit, 0, tail());
     const order = messages(log);
     const at = (message: string): number => {
       const index = order.indexOf(message);
