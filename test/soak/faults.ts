@@ -106,8 +106,11 @@ export class Chaos {
     const replica = await this.#target(fault);
     const began = Date.now();
     this.note(`${signal} ${replica.identity} (incarnation ${replica.incarnation})`);
-    replica.signal(signal);
-    await Promise.race([replica.exited(), sleep(25_000)]);
+    if (signal === 'SIGTERM') await replica.terminate();
+    else {
+      replica.signal(signal);
+      await replica.exited();
+    }
     this.note(`${replica.identity} exited (${replica.exits.at(-1)})`);
     await sleep(Math.max(0, began + fault.holdMs - Date.now()));
     await replica.start();

@@ -11,6 +11,7 @@
  * and a pass/fail line; writes JSON to bench/results/soak-<seed>-<minutes>m.json; exits 1
  * on any failed check.
  */
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -121,6 +122,8 @@ async function startWorld(timeline: Timeline): Promise<World> {
   await watcher.start();
   const work = mkdtempSync(join(tmpdir(), 'tollgate-soak-'));
   const viaProxy = (url: string): string => url.replace(git.url, gitProxy.url);
+  // One key for both replicas, as one Secret serves the Deployment's pods.
+  const resizeStateKey = randomBytes(32).toString('base64url');
   const replicas = ['replica-a', 'replica-b'].map(
     (identity) =>
       new Replica(
@@ -130,6 +133,7 @@ async function startWorld(timeline: Timeline): Promise<World> {
           policyUrl: viaProxy(policyUrl),
           auditUrl: viaProxy(auditUrl),
           gitToken: git.token,
+          resizeStateKey,
           work,
         },
         (what) => timeline.note(what),
@@ -254,6 +258,19 @@ async function explain(world: World, pod: string): Promise<string> {
   return `--- tollgate explain ${pod}:\n${result.stdout.trim()}`;
 }
 
+/** Every SIGTERM (leader faults and the end) ended its process within the grace period. */
+function graceKept(replicas: readonly Replica[]): Check {
+  const overruns = replicas.filter((r) => r.graceExceeded > 0);
+  return {
+    name: `every SIGTERM ends its replica within the Deployment's grace period (${replicas[0]!.terminationGraceMs / 1000} s)`,
+    pass: overruns.length === 0,
+    detail:
+      overruns.length === 0
+        ? 'all did'
+        : overruns.map((r) => `${r.identity}: ${r.graceExceeded} SIGKILLed after it`).join(', '),
+  };
+}
+
 async function auditVerify(world: World): Promise<Check> {
   const result = await run(
     process.execPath,
@@ -356,6 +373,7 @@ async function main(): Promise<void> {
     pass: violations.length === 0,
     detail: `${violations.length} violations`,
   });
+  checks.push(graceKept(world.replicas));
   checks.push(await auditVerify(world));
   const audit = await auditReleases(world);
   checks.push(releasesInAudit([...world.watcher.releases.values()], audit.records));
@@ -380,6 +398,7 @@ async function main(): Promise<void> {
     ),
     replicaExits: Object.fromEntries(world.replicas.map((r) => [r.identity, r.exits])),
     replicaCrashes: Object.fromEntries(world.replicas.map((r) => [r.identity, r.crashes])),
+    graceExceeded: Object.fromEntries(world.replicas.map((r) => [r.identity, r.graceExceeded])),
     gitRefused: world.gitProxy.refused,
     prometheusRefused: world.promProxy.refused,
     apiThrottled: world.apiProxy.rejected,

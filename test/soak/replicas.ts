@@ -1,19 +1,22 @@
 /**
- * `tollgate run` replicas as real processes with the shipped lease timings (15 s / 10 s /
- * 2 s: no lease flags), as the unprivileged `tollgate` identity, restarted after a kill
+ * `tollgate run` replicas as real processes started as deploy/ ships them (entrypoint, args,
+ * ConfigMap, variables, Secrets as files, grace period: test/soak/shipped-run.ts), as the
+ * unprivileged `tollgate` identity, restarted after a kill
  * the way a Deployment restarts a pod. Each replica's heap, RSS and open fds are read
  * from its own /metrics (prom-client's process and Node.js series) and /proc.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
-import { openSync, readdirSync, closeSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CoordinationV1Api, type KubeConfig } from '@kubernetes/client-node';
-import { freePort, repoRoot } from '../e2e/deploy/tools.ts';
+import { freePort } from '../e2e/deploy/tools.ts';
 import { metricValue } from '../e2e/gate-release/harness.ts';
 import { eventually } from '../support/eventually.ts';
+import { replicaLaunch, shippedRun, type ReplicaLaunch } from './shipped-run.ts';
 
-export const leaseName = 'tollgate-soak';
+const shipped = shippedRun();
+export const leaseName = shipped.configMap.TOLLGATE_LEASE_NAME ?? 'tollgate';
 export const leaseNamespace = 'tollgate-system';
 
 export interface ReplicaConfig {
@@ -21,6 +24,8 @@ export interface ReplicaConfig {
   readonly policyUrl: string;
   readonly auditUrl: string;
   readonly gitToken: string;
+  /** The resize state key every replica shares (the Secret tollgate-resize-state-key). */
+  readonly resizeStateKey: string;
   readonly work: string;
 }
 
@@ -52,6 +57,8 @@ export class Replica {
   exits: (number | string | null)[] = [];
   /** Exits nobody asked for (the replica gave up by itself), each followed by a restart. */
   crashes = 0;
+  /** SIGTERMs the process outlived its grace period for (then SIGKILLed). */
+  graceExceeded = 0;
   readonly #config: ReplicaConfig;
   readonly #note: (what: string) => void;
   #exited: Promise<void> = Promise.resolve();
@@ -71,8 +78,14 @@ export class Replica {
     );
   }
 
+  /** The folder standing for the Deployment's Git cache volume (TOLLGATE_GIT_CACHE_DIR). */
   get cacheDir(): string {
-    return join(this.#config.work, this.identity);
+    return this.#launch(0).env.TOLLGATE_GIT_CACHE_DIR!;
+  }
+
+  /** The Deployment's grace period: how long a SIGTERM may take before the SIGKILL. */
+  get terminationGraceMs(): number {
+    return shipped.terminationGraceSeconds * 1000;
   }
 
   /**
@@ -84,29 +97,17 @@ export class Replica {
     this.#starting = true;
     const port = await freePort().finally(() => (this.#starting = false));
     this.incarnation += 1;
+    const launch = this.#launch(port);
+    for (const folder of launch.folders) mkdirSync(folder, { recursive: true });
+    for (const file of launch.files)
+      if (!existsSync(file.path)) writeFileSync(file.path, file.content, { mode: file.mode });
     const out = openSync(this.logFile, 'a');
-    const c = this.#config;
-    const child = spawn(
-      process.execPath,
-      [
-        join(repoRoot, 'src/cli/main.ts'),
-        'run',
-        ...['--kubeconfig', c.kubeconfig, '--policy-repo', c.policyUrl, '--policy-ref', 'main'],
-        ...['--git-token-env', 'SOAK_GIT_TOKEN', '--git-cache-dir', this.cacheDir],
-        ...['--audit-repo', c.auditUrl, '--identity', this.identity],
-        ...['--metrics-address', `127.0.0.1:${port}`],
-        ...['--lease-namespace', leaseNamespace, '--lease-name', leaseName, '--log-level', 'info'],
-      ],
-      // Only what a replica needs: nothing TOLLGATE_* or KUBECONFIG from the outer shell.
-      {
-        env: {
-          PATH: process.env.PATH ?? '/usr/bin:/bin',
-          HOME: process.env.HOME ?? '/tmp',
-          SOAK_GIT_TOKEN: c.gitToken,
-        },
-        stdio: ['ignore', out, out],
-      },
-    );
+    // Only what deploy/ ships and the host's PATH: nothing TOLLGATE_* or KUBECONFIG from
+    // the outer shell.
+    const child = spawn(launch.command, launch.args, {
+      env: launch.env,
+      stdio: ['ignore', out, out],
+    });
     closeSync(out);
     this.child = child;
     live.add(child);
@@ -134,6 +135,26 @@ export class Replica {
     }, delay);
   }
 
+  /** deploy/ as shipped (test/soak/shipped-run.ts), on this host, metrics on `port`. */
+  #launch(port: number): ReplicaLaunch {
+    const c = this.#config;
+    return replicaLaunch(shipped, {
+      identity: this.identity,
+      folder: join(c.work, this.identity),
+      kubeconfig: c.kubeconfig,
+      hostEnv: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+      overlay: {
+        TOLLGATE_POLICY_REPO: c.policyUrl,
+        TOLLGATE_AUDIT_REPO: c.auditUrl,
+        TOLLGATE_METRICS_ADDRESS: `127.0.0.1:${port}`,
+      },
+      secrets: {
+        'tollgate-git': { token: c.gitToken },
+        'tollgate-resize-state-key': { keys: c.resizeStateKey },
+      },
+    });
+  }
+
   get logFile(): string {
     return join(this.#config.work, `${this.identity}-${this.incarnation}.log`);
   }
@@ -158,14 +179,28 @@ export class Replica {
     return this.#exited;
   }
 
-  async stop(): Promise<void> {
-    this.#stopped = true;
+  /**
+   * SIGTERM, then SIGKILL once the Deployment's grace period has passed, as the kubelet
+   * stops a pod; an overrun is counted (`graceExceeded`).
+   */
+  async terminate(): Promise<void> {
     if (!this.running) return;
-    this.child!.kill('SIGCONT');
-    this.child!.kill('SIGTERM');
-    const timer = setTimeout(() => this.child?.kill('SIGKILL'), 25_000);
+    const child = this.child!;
+    this.#exitExpected = true;
+    child.kill('SIGCONT');
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => {
+      this.graceExceeded += 1;
+      this.#note(`${this.identity} outlived its ${this.terminationGraceMs} ms grace: SIGKILL`);
+      child.kill('SIGKILL');
+    }, this.terminationGraceMs);
     await this.#exited;
     clearTimeout(timer);
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    await this.terminate();
   }
 
   /** Its /metrics text, or undefined while it cannot answer (killed, paused). */
