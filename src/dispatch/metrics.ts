@@ -24,7 +24,13 @@ export const writeResults = [
   'cancelled',
 ] as const satisfies readonly WriteResult['result'][];
 /** Why a write was sent again. */
-export const retryReasons = ['throttled', 'server_error', 'timeout', 'network'] as const;
+export const retryReasons = [
+  'throttled',
+  'server_error',
+  'timeout',
+  'network',
+  'forbidden',
+] as const;
 export type RetryReason = (typeof retryReasons)[number];
 
 function getOrCreate<T>(name: string, make: () => T): T {
@@ -79,7 +85,7 @@ export const retriesTotal = getOrCreate(
   () =>
     new Counter({
       name: 'tollgate_dispatch_retries_total',
-      help: 'Writes scheduled to be sent again, by operation and reason (throttled = 429 or 503 with Retry-After, no attempt limit; server_error = other 5xx, timeout, network).',
+      help: 'Writes scheduled to be sent again, by operation and reason (throttled = 429 or 503 with Retry-After, no attempt limit; server_error = other 5xx, timeout, network; forbidden = 403, as an API server refuses until its RBAC caches have synced after a restart, 5 attempts at most).',
       labelNames: ['op', 'reason'],
       registers: [registry],
     }),

@@ -38,6 +38,9 @@
  *   5xx, timeouts and network errors up to maxAttempts and maxElapsedMs, throttling (429,
  *   or a 503 with Retry-After) without limit until the write's deadline, when it ends
  *   `expired` (decided again), never `failed`;
+ *   a 403 is retried up to `retry.maxForbiddenAttempts` (5: an API server just restarted
+ *   refuses until its RBAC caches have synced, and a refused write was not applied), then
+ *   fails with its code;
  *   409 and a failed JSON-patch test resolve `conflict` (the loop decides again from fresh
  *   state; a blind retry would overwrite someone else's change); other 4xx are final.
  * - Read-back: when an attempt's answer was lost (timeout, connection reset) and a
@@ -218,6 +221,13 @@ export function classifyWriteError(error: unknown): ErrorClass {
       retryAfterMs,
     };
   }
+  if (statusCode === 403) {
+    // A kube-apiserver serves requests before its RBAC informers have synced: right after
+    // a restart it refuses what the caller is granted (kubernetes/kubernetes#121635). A
+    // 403 means the request was not applied, so it is safe to send again; a permission
+    // really missing fails after retry.maxForbiddenAttempts, with its code.
+    return { kind: 'retry', reason: 'forbidden', code: statusCode, message };
+  }
   if (statusCode !== undefined) return { kind: 'final', code: statusCode, message };
   if (fields.name === 'TimeoutError') return { kind: 'retry', reason: 'timeout', message };
   const cause = fields.cause as ErrorFields | undefined;
@@ -286,7 +296,8 @@ function abortMessage(signal: AbortSignal): string {
 
 /** What an attempt's answer tells the fallback monitor: the API answering (even 4xx) is healthy. */
 function attemptAnswer(kind: ErrorClass): AttemptAnswer {
-  if (kind.kind !== 'retry') return 'ok';
+  // A 403 is an answer, not a sign of an overloaded API server.
+  if (kind.kind !== 'retry' || kind.reason === 'forbidden') return 'ok';
   return kind.reason === 'timeout' ? 'timeout' : 'failed';
 }
 
@@ -929,11 +940,14 @@ export class PriorityDispatcher implements Dispatcher {
    * backoff) until it lands or its deadline passes; then it ends `expired` and its loop
    * decides again. A release never fails because the API server was busy.
    */
-  #retriesSpent(item: Item, retryAt: number): boolean {
+  #retriesSpent(item: Item, retryAt: number, reason: RetryReason): boolean {
     const retry = this.settings.retry;
+    const maxAttempts =
+      reason === 'forbidden'
+        ? Math.min(retry.maxForbiddenAttempts, retry.maxAttempts)
+        : retry.maxAttempts;
     return (
-      item.attempts >= retry.maxAttempts ||
-      retryAt - (item.firstSentAt ?? retryAt) > retry.maxElapsedMs
+      item.attempts >= maxAttempts || retryAt - (item.firstSentAt ?? retryAt) > retry.maxElapsedMs
     );
   }
 
@@ -946,7 +960,10 @@ export class PriorityDispatcher implements Dispatcher {
     // returning together, while each key's rate stays bounded.
     const jittered = cap / 2 + (cap / 2) * this.#random();
     const delay = Math.round(Math.max(jittered, kind.retryAfterMs ?? 0));
-    if (this.#closed || (kind.reason !== 'throttled' && this.#retriesSpent(item, now + delay))) {
+    if (
+      this.#closed ||
+      (kind.reason !== 'throttled' && this.#retriesSpent(item, now + delay, kind.reason))
+    ) {
       const why = this.#closed ? 'dispatcher closed' : `gave up after ${item.attempts} attempts`;
       this.#finish(item, { result: 'failed', code: kind.code, message: `${why}: ${kind.message}` });
       return;

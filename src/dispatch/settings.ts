@@ -14,6 +14,13 @@ export interface RetrySettings {
   readonly maxAttempts: number;
   /** No retry is scheduled later than this after the first send (throttling excepted: its limit is the write's deadline). */
   readonly maxElapsedMs: number;
+  /**
+   * Sends of one write answered 403, the first included (at most `maxAttempts`): enough
+   * to outlast an API server just restarted whose RBAC caches have not synced (the soak
+   * saw 403s for up to 0.1 s; 5 attempts at the default backoff span 1.5-3 s), short
+   * enough that a permission really missing fails within seconds.
+   */
+  readonly maxForbiddenAttempts: number;
 }
 
 /**
@@ -72,6 +79,7 @@ export const defaultRetrySettings: RetrySettings = {
   maxMs: 10_000,
   maxAttempts: 6,
   maxElapsedMs: 60_000,
+  maxForbiddenAttempts: 5,
 };
 
 /**
@@ -172,6 +180,12 @@ export function dispatchSettings(input: DispatchSettingsInput = {}): DispatchSet
   check(errors, 'retry.maxMs', settings.retry.maxMs, 'positive');
   check(errors, 'retry.maxAttempts', settings.retry.maxAttempts, 'positiveInteger');
   check(errors, 'retry.maxElapsedMs', settings.retry.maxElapsedMs, 'positive');
+  check(
+    errors,
+    'retry.maxForbiddenAttempts',
+    settings.retry.maxForbiddenAttempts,
+    'positiveInteger',
+  );
   if (settings.retry.maxMs < settings.retry.baseMs)
     errors.push(
       `retry.maxMs: must be at least retry.baseMs (${settings.retry.baseMs}), got ${settings.retry.maxMs}`,

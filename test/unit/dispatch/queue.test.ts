@@ -54,7 +54,12 @@ const classification: {
     }),
     kind: 'final',
   },
-  { name: 'a 403 is final', error: httpError(403), kind: 'final' },
+  {
+    name: 'a 403 is retried as forbidden (an API server just restarted refuses until its RBAC caches have synced)',
+    error: httpError(403),
+    kind: 'retry',
+    reason: 'forbidden',
+  },
   { name: 'a 404 is final', error: httpError(404), kind: 'final' },
   { name: 'a 400 is final', error: httpError(400), kind: 'final' },
   {
@@ -346,6 +351,51 @@ test('server errors are retried until maxAttempts and then fail with the last er
   assert.equal(sends.length, 4);
   const gaps = sends.slice(1).map((send, i) => send.at - (sends[i] as { at: number }).at);
   assert.deepEqual(gaps, [50, 100, 200], 'exponential backoff (random 0 = half the cap)');
+});
+
+test('a 403 right after an API server restart is retried with backoff, and the write succeeds once the authorizer allows it', async () => {
+  const { timers, dispatcher, sends } = setup(async (_req, _signal, attempt) => {
+    if (attempt < 3) throw httpError(403);
+    return { resourceVersion: '9' };
+  });
+  const retriesBefore = await metric('tollgate_dispatch_retries_total', {
+    op: 'removeGate',
+    reason: 'forbidden',
+  });
+  const done = accepted(dispatcher.enqueue(write('ns/a', timers.clock.now())));
+  await advance(timers, 10_000);
+  assert.deepEqual(await done, { result: 'succeeded', resourceVersion: '9' });
+  const gaps = sends.slice(1).map((send, i) => send.at - (sends[i] as { at: number }).at);
+  assert.deepEqual(gaps, [50, 100], 'exponential backoff (random 0 = half the cap)');
+  assert.equal(
+    (await metric('tollgate_dispatch_retries_total', { op: 'removeGate', reason: 'forbidden' })) -
+      retriesBefore,
+    2,
+  );
+});
+
+test('a 403 that persists (a permission really missing) fails after retry.maxForbiddenAttempts, fewer than maxAttempts, with its code', async () => {
+  const { timers, dispatcher, sends } = setup(
+    async () => {
+      throw httpError(403);
+    },
+    {
+      retry: {
+        baseMs: 100,
+        maxMs: 1000,
+        maxAttempts: 4,
+        maxElapsedMs: 10_000,
+        maxForbiddenAttempts: 3,
+      },
+    },
+  );
+  const done = accepted(dispatcher.enqueue(write('ns/a', timers.clock.now())));
+  await advance(timers, 10_000);
+  const result = await done;
+  assert.equal(result.result, 'failed');
+  assert.equal(result.result === 'failed' && result.code, 403);
+  assert.match(result.result === 'failed' ? result.message : '', /gave up after 3 attempts: 403/);
+  assert.equal(sends.length, 3);
 });
 
 test('a conflict is returned to the loop and never sent again', async () => {

@@ -44,6 +44,7 @@ test('the write knobs reach the dispatcher settings, from flags and from variabl
     maxMs: 5_000,
     maxAttempts: 3,
     maxElapsedMs: 30_000,
+    maxForbiddenAttempts: 5,
   });
   assert.equal(settings.fallback.maxQueueAgeMs, 90_000);
   assert.equal(settings.fallback.maxFailureRatio, 0.8);
