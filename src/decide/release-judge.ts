@@ -22,6 +22,7 @@ import { orphanedGate, ownedGate, type OrphanedGate, type OwnedGate } from './ga
 import type { ClusterSnapshot, PodLike } from './objects.ts';
 import { podRequests } from './requests.ts';
 import { blockedNow, type BlockedWrite } from './release-blocked.ts';
+import { gangCompleteRemembered, type GangReleases } from './release-gang-memory.ts';
 import { gangMembersPresent, type Classification } from './release-classify.ts';
 import { holdVerdict, type Candidate, type Verdict } from './release-verdict.ts';
 import type { GatePolicy, Policy, Tenant } from '../policy/model.ts';
@@ -39,6 +40,8 @@ interface JudgeContext {
   readonly snapshot: ClusterSnapshot;
   readonly classified: Classification;
   readonly now: number;
+  /** Members whose release was decided with their whole gang (release-gang-memory.ts). */
+  readonly gangReleases: GangReleases;
   /** Built once, on the first ImagePresent condition of the pass. */
   imageIndex?: NodeImageIndex;
 }
@@ -57,8 +60,9 @@ export function judgePods(
   classified: Classification,
   now: number,
   blocked: Readonly<Record<string, BlockedWrite>> = {},
+  gangReleases: GangReleases = {},
 ): Judgement {
-  const context: JudgeContext = { policy, snapshot, classified, now };
+  const context: JudgeContext = { policy, snapshot, classified, now, gangReleases };
   const candidates: Candidate[] = [];
   const verdicts: Verdict[] = [];
   const wakeups: number[] = [];
@@ -303,10 +307,13 @@ function evaluateConditions(
         break;
       case 'GangComplete':
         inputs.push(
-          evaluateGangComplete(
-            pod,
-            condition,
-            gangMembersPresent(pod, condition.groupLabel, context.classified),
+          gangCompleteRemembered(
+            evaluateGangComplete(
+              pod,
+              condition,
+              gangMembersPresent(pod, condition.groupLabel, context.classified),
+            ),
+            context.gangReleases[pod.metadata?.uid ?? ''],
           ),
         );
         break;

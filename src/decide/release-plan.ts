@@ -29,6 +29,7 @@ import type { ChargeReason, FreeReason, PodState } from './lifecycle.ts';
 import type { ClusterSnapshot } from './objects.ts';
 import { normaliseServed, type Bucket, type Ramp } from './pacing.ts';
 import { admitUnits } from './release-admit.ts';
+import { gangReleasesOf, nextGangReleases, type GangReleases } from './release-gang-memory.ts';
 import { classifyPods, type FreedByNode } from './release-classify.ts';
 import { judgePods } from './release-judge.ts';
 import { recordVerdicts, type HoldChange } from './release-record.ts';
@@ -82,6 +83,8 @@ export interface PlanState {
   readonly acting: Readonly<Record<string, Acting>>;
   /** uid -> writes that failed finally (403/404/422): backing off, or Blocked (release-blocked.ts). */
   readonly blocked?: Readonly<Record<string, BlockedWrite>>;
+  /** uid -> when its release with its whole gang was decided, while it keeps its gate (release-gang-memory.ts). */
+  readonly gangReleases?: GangReleases;
 }
 
 export const emptyPlanState: PlanState = {
@@ -141,7 +144,14 @@ export function planReleases(
     state.acting,
     nodeReadiness(snapshot.nodes(), now),
   );
-  const judged = judgePods(policy, snapshot, classified, now, state.blocked ?? {});
+  const judged = judgePods(
+    policy,
+    snapshot,
+    classified,
+    now,
+    state.blocked ?? {},
+    state.gangReleases ?? {},
+  );
   const grouped = groupReleaseUnits(judged.candidates, classified);
   const admitted = admitUnits({
     policy,
@@ -153,6 +163,12 @@ export function planReleases(
   });
   const verdicts = [...judged.verdicts, ...grouped.verdicts, ...admitted.verdicts];
   const recorded = recordVerdicts(policy, verdicts, state.holds, now);
+  const gangReleases = nextGangReleases(
+    policy,
+    classified.pods,
+    state.gangReleases ?? {},
+    gangReleasesOf(recorded.decisions),
+  );
   const weights = new Map([...policy.tenants.values()].map((t) => [t.name, t.weight]));
   return {
     decisions: recorded.decisions,
@@ -166,6 +182,7 @@ export function planReleases(
       holds: recorded.holds,
       acting: { ...classified.acting, ...recorded.acting },
       ...(state.blocked ? { blocked: state.blocked } : {}),
+      ...(Object.keys(gangReleases).length > 0 ? { gangReleases } : {}),
     },
     requeueAfterMs: earliestWakeup(
       [...judged.wakeups, ...admitted.wakeups, ...recorded.wakeups],

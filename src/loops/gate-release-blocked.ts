@@ -11,6 +11,7 @@
 import { walkAuditHistory, type AuditSource } from '../audit/reader.ts';
 import type { AuditRecord } from '../audit/record.ts';
 import { blockedFromRecords, type BlockedWrite } from '../decide/release-blocked.ts';
+import { gangReleasesOf, type GangReleases } from '../decide/release-gang-memory.ts';
 import type { Logger } from '../observe/log.ts';
 
 export async function recoverBlockedWrites(
@@ -19,6 +20,22 @@ export async function recoverBlockedWrites(
   log: Logger,
   limit = 1_000,
 ): Promise<Record<string, BlockedWrite>> {
+  return (await recoverFromTrail(source, cluster, log, limit)).blocked;
+}
+
+/**
+ * What a new term carries over from the audit trail, in one read: the Blocked writes, and
+ * the gang members whose release was decided with their whole gang (a straggler whose
+ * siblings were released by the previous leader and are gone since is released, not held
+ * for GangComplete forever; decide/release-gang-memory.ts). The loop's first pass keeps
+ * only the members still gated.
+ */
+export async function recoverFromTrail(
+  source: AuditSource,
+  cluster: string,
+  log: Logger,
+  limit = 1_000,
+): Promise<{ blocked: Record<string, BlockedWrite>; gangReleases: GangReleases }> {
   const records: AuditRecord[] = [];
   try {
     const walk = walkAuditHistory(source, { pathPrefix: `audit/${cluster}/`, limit });
@@ -33,5 +50,5 @@ export async function recoverBlockedWrites(
   const count = Object.keys(blocked).length;
   if (count > 0)
     log.info({ blocked: count }, 'gate-release: Blocked writes carried over from the audit trail');
-  return blocked;
+  return { blocked, gangReleases: gangReleasesOf(records) };
 }

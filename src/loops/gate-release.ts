@@ -42,6 +42,7 @@ import { systemClock, type Clock } from '../lib/clock.ts';
 import { silentLogger, type Logger } from '../observe/log.ts';
 import type { DecisionKindName, Policy } from '../policy/model.ts';
 import { afterFinalFailure, type BlockedWrite } from '../decide/release-blocked.ts';
+import type { GangReleases } from '../decide/release-gang-memory.ts';
 import { retargetOnLive } from '../decide/stale-live.ts';
 import type { ReleasedConditionSink } from './released-condition.ts';
 import {
@@ -129,6 +130,8 @@ export interface GateReleaseDeps {
   readonly autoStart?: boolean;
   /** Blocked writes carried over from the audit trail (gate-release-blocked.ts): the starting state. */
   readonly blocked?: Readonly<Record<string, BlockedWrite>>;
+  /** Gang releases decided in earlier terms (gate-release-blocked.ts): the starting memory. */
+  readonly gangReleases?: GangReleases;
   /** Marks each pass's start and end, so /healthz fails when a pass is wedged. */
   readonly watchdog?: { begin(loop: string): () => void };
   /**
@@ -236,6 +239,7 @@ class GateReleaseRunner {
   constructor(deps: GateReleaseDeps) {
     this.#deps = deps;
     if (deps.blocked) this.#state = { ...this.#state, blocked: deps.blocked };
+    if (deps.gangReleases) this.#state = { ...this.#state, gangReleases: deps.gangReleases };
     this.#clock = deps.clock ?? systemClock;
     this.#log = deps.log ?? silentLogger;
     this.#debounceMs = deps.debounceMs ?? 100;

@@ -28,7 +28,7 @@ import type { Policy } from '../policy/model.ts';
 import { createPrometheusClient } from '../signals/prometheus.ts';
 import { parseStateKeys, type StateKeyRing } from '../decide/resize-seal.ts';
 import { recoverOutcomes, type AuditTarget } from './audit.ts';
-import { recoverBlockedWrites } from '../loops/gate-release-blocked.ts';
+import { recoverFromTrail } from '../loops/gate-release-blocked.ts';
 import type { TokenSource } from '../policy/credentials.ts';
 import type { SshAccess } from '../policy/git-ssh.ts';
 import type { PolicyFeed } from './policy.ts';
@@ -167,7 +167,7 @@ async function startTermLoops(
     'leading: recovering audit outcomes, then starting loops',
   );
   const catchUp = beginTermCatchUp(parts, log);
-  let blocked: Awaited<ReturnType<typeof recoverBlockedWrites>> = {};
+  let fromTrail: Awaited<ReturnType<typeof recoverFromTrail>> = { blocked: {}, gangReleases: {} };
   // Retried within the term while it fails (the audit remote down); see recoverOutcomes.
   await recoverOutcomes({
     signal: AbortSignal.any([leaderTerm.signal, stopping.signal]),
@@ -180,9 +180,10 @@ async function startTermLoops(
     view,
     policy: policies.current() ?? parts.first,
     log,
-    // A new term does not send again the writes the trail shows Blocked.
+    // A new term does not send again the writes the trail shows Blocked, and completes
+    // the gangs an earlier term released in part.
     alsoRead: async (source) => {
-      blocked = await recoverBlockedWrites(source, parts.first.settings.cluster, log);
+      fromTrail = await recoverFromTrail(source, parts.first.settings.cluster, log);
     },
   });
   // Gates removed outside tollgate while it did not lead: recorded before any new decision.
@@ -199,7 +200,8 @@ async function startTermLoops(
     deadlineMs: parts.config.writes.writeDeadlineMs,
   }).catch((error: unknown) => log.warn({ err: error }, 'recording break-glass releases failed'));
   running.gate = startGateReleaseLoop({
-    blocked,
+    blocked: fromTrail.blocked,
+    gangReleases: fromTrail.gangReleases,
     view,
     dispatcher: termDispatcher,
     audit: parts.audit,

@@ -297,6 +297,50 @@ test('gangs are released whole or not at all', async (t) => {
   ];
   for (const c of partial)
     await t.test(c.name, () => assert.deepEqual(released(plan(gangPolicy(10), c.pods)), c.want));
+  // The same, but the released members were also deleted before the straggler was
+  // decided again: the cluster no longer shows them; the plan's state remembers that the
+  // straggler's release was decided with its whole gang.
+  await t.test(
+    'the last member of a gang released in part is released though its released members are gone, when its release was decided with its whole gang',
+    () => {
+      const first = plan(gangPolicy(10), members(3));
+      assert.deepEqual(released(first), ['m0', 'm1', 'm2']);
+      // m0 and m1 landed, ran and were deleted; m2's write conflicted (settled, not acting).
+      const afterConflict = { ...first.nextState, acting: {} };
+      const again = plan(gangPolicy(10), [members(3)[2]!], afterConflict, now + 60_000);
+      assert.deepEqual(released(again), ['m2']);
+      const gang = again.decisions[0]?.inputs.find((i) => i.condition === 'GangComplete');
+      assert.deepEqual(
+        [gang?.met, (gang?.value as { releasedWithGangAt?: string }).releasedWithGangAt],
+        [true, new Date(now).toISOString()],
+        'the input says why the gang counts as complete',
+      );
+    },
+  );
+  await t.test(
+    'a gang member alone whose release was never decided still waits for its gang',
+    () => {
+      const first = plan(gangPolicy(10), members(2));
+      assert.deepEqual(released(first), []);
+      assert.deepEqual(
+        released(plan(gangPolicy(10), [members(2)[1]!], first.nextState, now + 60_000)),
+        [],
+      );
+    },
+  );
+  await t.test('a remembered gang release is forgotten once the member is no longer gated', () => {
+    const first = plan(gangPolicy(10), members(3));
+    const running = [0, 1, 2].map((i) =>
+      aPod(`m${i}`, 'team-a')
+        .label('gang', 'g1')
+        .annotate('gang-size', '3')
+        .annotate(RELEASED_ANNOTATION, gateA)
+        .boundTo('n1')
+        .running(),
+    );
+    const later = plan(gangPolicy(10), running, { ...first.nextState, acting: {} }, now + 5000);
+    assert.deepEqual(later.nextState.gangReleases ?? {}, {});
+  });
   await t.test('a gang larger than max in flight says it can never be released', () => {
     const policy = aPolicy()
       .tenant(aTenant('team-a').pacing({ maxInFlight: 2 }))
