@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, openSync, readFileSync } from 'node:fs';
 import { createServer as createHttpServer, request, type Server } from 'node:http';
-import { createServer, type AddressInfo, type Socket } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
@@ -22,27 +22,13 @@ import { SimulatedKubelet } from '../../support/kubelet.ts';
 import { startGitServer, pushTree, type GitServer } from '../../support/git-server.ts';
 import { creatable, eventually } from '../../support/eventually.ts';
 import { aPod } from '../../builders/pod.ts';
+import { freePort } from '../deploy/tools.ts';
+import { cleanEnv } from './support.ts';
 
 const root = new URL('../../../', import.meta.url).pathname;
 const cli = join(root, 'src/cli/main.ts');
 const namespace = 'audit-shutdown';
 const gate = 'shutdown.tollgate.io/ready';
-
-function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [key, value] of Object.entries(process.env))
-    if (!key.startsWith('TOLLGATE_') && !key.startsWith('KUBERNETES_') && key !== 'KUBECONFIG')
-      env[key] = value;
-  return { ...env, ...extra };
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 /** A proxy in front of the git server; while `hang` is set, a push is taken and never answered. */
 async function hangingProxy(target: string): Promise<{

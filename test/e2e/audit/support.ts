@@ -74,3 +74,12 @@ export function openTestWriter(
     ...options,
   });
 }
+
+/** The environment of a `tollgate run` child: this process's, without TOLLGATE_*, KUBERNETES_* or KUBECONFIG. */
+export function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [key, value] of Object.entries(process.env))
+    if (!key.startsWith('TOLLGATE_') && !key.startsWith('KUBERNETES_') && key !== 'KUBECONFIG')
+      env[key] = value;
+  return { ...env, ...extra };
+}
