@@ -31,6 +31,7 @@ import { SimulatedKubelet } from '../../support/kubelet.ts';
 import { startGitServer, pushTree, type GitServer } from '../../support/git-server.ts';
 import { creatable, eventually } from '../../support/eventually.ts';
 import { aPod } from '../../builders/pod.ts';
+import { cleanEnv } from '../../../bench/tollgate-process.ts';
 import { oneGatePolicy } from '../../builders/policy-files.ts';
 import { spawnTollgateRun, type TollgateRunProcess } from '../../support/tollgate-run.ts';
 import { sshSigner } from '../../../src/audit/sign.ts';
@@ -40,14 +41,6 @@ const cli = join(root, 'src/cli/main.ts');
 const namespace = 'audit-restart';
 const gate = 'restart.tollgate.io/ready';
 const PODS = 60;
-
-function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [key, value] of Object.entries(process.env))
-    if (!key.startsWith('TOLLGATE_') && !key.startsWith('KUBERNETES_') && key !== 'KUBECONFIG')
-      env[key] = value;
-  return { ...env, ...extra };
-}
 
 /** When a push (POST git-receive-pack) arrives: kill the process before or after the server has it. */
 type KillPlan = { readonly when: 'before-server' | 'after-server'; readonly kill: () => void };

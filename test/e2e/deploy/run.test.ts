@@ -27,6 +27,7 @@ import { SimulatedKubelet } from '../../support/kubelet.ts';
 import { startGitServer, pushTree, type GitServer } from '../../support/git-server.ts';
 import { creatable, eventually } from '../../support/eventually.ts';
 import { aPod } from '../../builders/pod.ts';
+import { cleanEnv } from '../../../bench/tollgate-process.ts';
 import { oneGatePolicy } from '../../builders/policy-files.ts';
 import { runLeaseTimings, spawnTollgateRun } from '../../support/tollgate-run.ts';
 import { BudgetWatcher } from '../gate-release/harness.ts';
@@ -41,17 +42,6 @@ const PODS = Number(process.env.TOLLGATE_E2E_RUN_PODS ?? 400);
 const timings = runLeaseTimings;
 const leaseName = 'tollgate-run-e2e';
 const policyFromGit = process.env.TOLLGATE_E2E_RUN_POLICY !== 'dir';
-
-/** Environment without any TOLLGATE_* or in-cluster variables from the outer shell. */
-function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [key, value] of Object.entries(process.env)) {
-    if (key.startsWith('TOLLGATE_') || key.startsWith('KUBERNETES_') || key === 'KUBECONFIG')
-      continue;
-    env[key] = value;
-  }
-  return { ...env, ...extra };
-}
 
 function runCli(
   args: string[],
