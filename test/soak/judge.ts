@@ -60,14 +60,17 @@ export function memoryGrowth(samples: readonly MemorySample[], options: GrowthOp
 const percent = (ratio: number): string =>
   Number.isNaN(ratio) ? 'n/a' : `${(ratio * 100).toFixed(1)}%`;
 
-export function growthCheck(growth: readonly Growth[], options: GrowthOptions): Check {
-  const judged = growth.filter((g) => g.samples >= options.minSamples);
-  const over = judged.filter((g) => g.rss > options.limit || g.heap > options.limit);
-  const detail = growth
+const growthDetail = (growth: readonly Growth[]): string =>
+  growth
     .map(
       (g) => `${g.process}: ${g.samples} samples, rss ${percent(g.rss)}, heap ${percent(g.heap)}`,
     )
     .join('; ');
+
+export function growthCheck(growth: readonly Growth[], options: GrowthOptions): Check {
+  const judged = growth.filter((g) => g.samples >= options.minSamples);
+  const over = judged.filter((g) => g.rss > options.limit || g.heap > options.limit);
+  const detail = growthDetail(growth);
   return {
     name: `memory growth after warm-up within ${options.limit * 100}%`,
     pass: over.length === 0,
@@ -75,6 +78,16 @@ export function growthCheck(growth: readonly Growth[], options: GrowthOptions): 
       judged.length === 0
         ? `not judged: no process lived ${options.minSamples} samples past warm-up (${detail})`
         : detail,
+  };
+}
+
+/** The growth line of a run too short to judge it: always passes, says why. */
+export function memoryNotJudged(growth: readonly Growth[], minutesToJudge: number): Check {
+  const detail = growthDetail(growth);
+  return {
+    name: 'memory growth after warm-up (reported)',
+    pass: true,
+    detail: `not judged: runs shorter than ${minutesToJudge} minutes only report it (${detail})`,
   };
 }
 

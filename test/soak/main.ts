@@ -40,6 +40,7 @@ import {
   gangsWhole,
   growthCheck,
   memoryGrowth,
+  memoryNotJudged,
   releasesInAudit,
   type Check,
   type AuditRelease,
@@ -49,6 +50,12 @@ const run = promisify(execFile);
 const failingNode = 'soak-node-3';
 const sampleEveryMs = 15_000;
 const growthOptions = { warmupMs: 2 * 60_000, minSamples: 12, limit: 0.1 };
+/**
+ * Shorter runs report memory growth without judging it: a few minutes past warm-up
+ * measure a controller filling its caches and audit history, not a leak, and a run
+ * stretched by its faults on a loaded machine would judge some processes and not others.
+ */
+const minutesToJudgeMemory = 10;
 
 interface Options {
   minutes: number;
@@ -378,7 +385,11 @@ async function main(): Promise<void> {
   const audit = await auditReleases(world);
   checks.push(releasesInAudit([...world.watcher.releases.values()], audit.records));
   checks.push(gangsWhole(world.watcher.gangs));
-  checks.push(growthCheck(memoryGrowth(samples, growthOptions), growthOptions));
+  checks.push(
+    opts.minutes >= minutesToJudgeMemory
+      ? growthCheck(memoryGrowth(samples, growthOptions), growthOptions)
+      : memoryNotJudged(memoryGrowth(samples, growthOptions), minutesToJudgeMemory),
+  );
   checks.push(boundedCheck('open fds per replica', samples, (s) => s.openFds, 256));
   checks.push(
     boundedCheck('audit clone bytes per replica', samples, (s) => s.cloneBytes, 64 * 2 ** 20),

@@ -5,6 +5,7 @@ import {
   gangsWhole,
   growthCheck,
   memoryGrowth,
+  memoryNotJudged,
   releasesInAudit,
 } from '../../soak/judge.ts';
 import type { MemorySample } from '../../soak/replicas.ts';
@@ -72,6 +73,20 @@ describe('the soak end checks', () => {
     const check = growthCheck(memoryGrowth(series('replica-b', 0, [50, 60, 70]), options), options);
     assert.equal(check.pass, true);
     assert.match(check.detail, /^not judged/);
+  });
+
+  it('memory: a short run reports the growth it saw, says it does not judge it, and why', () => {
+    const growth = memoryGrowth(
+      series('replica-a', 0, [90, 95, 100, 100, 100, 100, 116, 116, 116, 116]),
+      options,
+    );
+    const check = memoryNotJudged(growth, 10);
+    assert.equal(check.pass, true);
+    assert.match(check.name, /reported/);
+    assert.match(
+      check.detail,
+      /^not judged: runs shorter than 10 minutes only report it \(replica-a#0: 8 samples, rss 16\.0%, heap 16\.0%\)$/,
+    );
   });
 
   it('fds and clone size: the largest sample is held to the bound; no sample at all fails', () => {
