@@ -5,9 +5,11 @@
  * 16 MiB per semi-space while objects pile up: loading the Kubernetes client's thousands
  * of modules and listing thousands of pods both do. The grown pages then stay resident
  * for the life of the process, about 45 MiB at 10,000 pods (docs/BENCHMARKS.md, Memory).
- * A long-running controller holds its pods in the old generation anyway, so `run` keeps
- * the young generation at its initial size: more, smaller scavenges, planning a few per
- * cent slower, and the memory back.
+ * A long-running controller holds its pods in the old generation anyway, so `run` stops
+ * the growth factor: the young generation mostly stays at its initial size (2 MiB of
+ * capacity; V8's time-based sizing still grows it on a busy machine, up to 24 MiB seen,
+ * against 64 MiB without): more, smaller scavenges, planning a few per cent slower, and
+ * the memory back.
  *
  * The flag is set at run time (`v8.setFlagsFromString`), because the image starts
  * `node bin/tollgate.js run` and a deployment's NODE_OPTIONS carry only the heap cap.
