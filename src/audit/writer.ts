@@ -423,6 +423,17 @@ export class GitAuditWriter implements AuditSink {
     this.#chain = run.catch(() => undefined);
     await run;
     await this.#requestCycle(true);
+    // On the chain: no commit may land between the read of the open intents and the
+    // seed it becomes (a recovery retry runs while the loops record), or an outcome
+    // committed meanwhile would be lost from the open intents and the next checkpoint
+    // would list its intent as open.
+    const seeded = this.#chain.then(() => this.#seedFromClone());
+    this.#chain = seeded.catch(() => undefined);
+    return seeded;
+  }
+
+  /** Reconcile's last step, run on the chain: nothing unpushed, then the open intents at the local tip. */
+  async #seedFromClone(): Promise<AuditSource | undefined> {
     const left = await this.#store.unpushed();
     if (left.length > 0) {
       const decisions = left.reduce((sum, commit) => sum + commit.decisions, 0);

@@ -128,3 +128,77 @@ test('audit verify checks every checkpoint against the history: a true trail pas
     /omits 1 open intent\(s\) \(gate-release:Release:p0\)/,
   );
 });
+
+/**
+ * Term start seeds the writer's open intents from a read of its clone. A recovery retry
+ * runs it while the loops already record: an outcome committed during that read must not
+ * be lost when the read's result replaces the open intents (soak seed 1: a checkpoint
+ * listed 10 intents closed two commits before it, and the next leader's recovery, reading
+ * from that checkpoint, gave each a second outcome). The read is held, through the real
+ * repository, right after it took its tip; the outcome is recorded meanwhile.
+ */
+test('an outcome committed while term start reads the open intents stays closed in the next checkpoint', async () => {
+  const { dir, clock, repo } = await localClone();
+  // The clone is its own remote: nothing to fetch, every commit counts as pushed.
+  repo.sync = async () => undefined;
+  repo.push = async () => 0;
+  // reconcile asks for unpushed commits twice: before its flush, and right before it
+  // reads the open intents; the next tip taken after the second is the read's.
+  let unpushedCalls = 0;
+  let armed = false;
+  repo.unpushed = async () => {
+    unpushedCalls += 1;
+    if (unpushedCalls === 2) armed = true;
+    return [];
+  };
+  let reached!: () => void;
+  let release!: () => void;
+  const readReached = new Promise<void>((resolve) => (reached = resolve));
+  const readReleased = new Promise<void>((resolve) => (release = resolve));
+  const localTip = repo.localTip.bind(repo);
+  repo.localTip = async () => {
+    const tip = await localTip();
+    if (armed) {
+      armed = false;
+      reached();
+      await readReleased;
+    }
+    return tip;
+  };
+  const writer = new GitAuditWriter({
+    store: repo,
+    cluster: 'prod',
+    controller: 'c0',
+    batch: { maxDecisions: 100, maxDelayMs: 1_000 },
+    checkpointEvery: 1,
+    clock,
+  });
+  writer.seedOpenIntents([]);
+  const intent = aDecision('Release', 'p1').id('gate-release:Release:p1').obj();
+  await writer.recordIntents([intent]);
+
+  const reconciling = writer.reconcile();
+  await readReached;
+  clock.advance(10_000);
+  writer.record([outcomeOf(intent)]);
+  const flushed = writer.flush();
+  // Without serialising, the flush commits the outcome now; with it, it waits for the read.
+  await Promise.race([flushed, new Promise((resolve) => setTimeout(resolve, 2_000))]);
+  release();
+  await reconciling;
+  await flushed;
+  clock.advance(10_000);
+  writer.record([aDecision('Hold', 'p2').id('gate-release:Hold:p2').obj()]);
+  await writer.flush();
+
+  const history = await readAuditHistory(await openAuditSource(dir, 'tollgate/audit'));
+  const report = verifyTrail(history, { graceMs: Number.MAX_SAFE_INTEGER, now: clock.now() });
+  assert.deepEqual(
+    report.problems.map((p) => `${p.check}: ${p.message}`),
+    [],
+  );
+  assert.deepEqual(
+    (await openIntents(await openAuditSource(dir, 'tollgate/audit'), 'prod')).map((i) => i.id),
+    [],
+  );
+});
