@@ -18,8 +18,8 @@ export interface OneGatePolicy {
     readonly maxDecisions?: number;
     readonly maxDelay?: string;
   };
-  /** For Settings and the tenant alike. */
-  readonly pacing: {
+  /** For Settings and the tenant alike; without it, neither has a pacing line. */
+  readonly pacing?: {
     readonly maxInFlight: number;
     readonly releasesPerSecond: number;
     readonly batchSize: number;
@@ -32,7 +32,11 @@ export interface OneGatePolicy {
 
 /** tollgate.yaml, tenants/<tenant>.yaml and gates/ready.yaml. */
 export function oneGatePolicy(o: OneGatePolicy): Record<string, string> {
-  const pacing = `pacing: { maxInFlight: ${o.pacing.maxInFlight}, releasesPerSecond: ${o.pacing.releasesPerSecond}, batchSize: ${o.pacing.batchSize} }`;
+  const pacing = o.pacing
+    ? [
+        `  pacing: { maxInFlight: ${o.pacing.maxInFlight}, releasesPerSecond: ${o.pacing.releasesPerSecond}, batchSize: ${o.pacing.batchSize} }`,
+      ]
+    : [];
   const audit = { mode: 'strict', maxDecisions: 500, maxDelay: '100ms', ...o.audit };
   return {
     'tollgate.yaml': lines([
@@ -42,7 +46,7 @@ export function oneGatePolicy(o: OneGatePolicy): Record<string, string> {
       'spec:',
       `  cluster: ${o.cluster}`,
       `  audit: { mode: ${audit.mode}, batch: { maxDecisions: ${audit.maxDecisions}, maxDelay: ${audit.maxDelay} } }`,
-      `  ${pacing}`,
+      ...pacing,
     ]),
     [`tenants/${o.tenant}.yaml`]: lines([
       'apiVersion: tollgate.io/v1alpha1',
@@ -51,7 +55,7 @@ export function oneGatePolicy(o: OneGatePolicy): Record<string, string> {
       'spec:',
       `  namespaces: [${o.namespace}]`,
       `  gatePrefixes: [${o.gate.slice(0, o.gate.indexOf('/') + 1)}]`,
-      `  ${pacing}`,
+      ...pacing,
     ]),
     'gates/ready.yaml': lines([
       'apiVersion: tollgate.io/v1alpha1',

@@ -8,6 +8,7 @@
  * locally, before the lease is released, and the process exits 0. Proven by the order of
  * the log lines and the exit code, not by elapsed time.
  */
+import { oneGatePolicy } from '../../builders/policy-files.ts';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
@@ -117,36 +118,17 @@ describe('SIGTERM while the audit Git server hangs', () => {
   it('abandons the final audit flush after its bound, keeps the commits locally, releases the lease after it and exits 0', async () => {
     const policyUrl = git.createRepo('policy');
     const auditUrl = git.createRepo('audit').replace(git.url, proxy.url);
-    await pushTree(git, policyUrl, {
-      'tollgate.yaml': [
-        'apiVersion: tollgate.io/v1alpha1',
-        'kind: Settings',
-        'metadata: { name: settings }',
-        'spec:',
-        '  cluster: shutdown',
-        '  audit: { mode: async, batch: { maxDecisions: 500, maxDelay: 100ms } }',
-        '',
-      ].join('\n'),
-      'tenants/shutdown.yaml': [
-        'apiVersion: tollgate.io/v1alpha1',
-        'kind: Tenant',
-        'metadata: { name: shutdown }',
-        'spec:',
-        `  namespaces: [${namespace}]`,
-        '  gatePrefixes: [shutdown.tollgate.io/]',
-        '',
-      ].join('\n'),
-      'gates/ready.yaml': [
-        'apiVersion: tollgate.io/v1alpha1',
-        'kind: GatePolicy',
-        'metadata: { name: ready }',
-        'spec:',
-        '  tenant: shutdown',
-        `  gate: ${gate}`,
-        '  conditions: [{ type: Budget }]',
-        '',
-      ].join('\n'),
-    });
+    await pushTree(
+      git,
+      policyUrl,
+      oneGatePolicy({
+        cluster: 'shutdown',
+        tenant: 'shutdown',
+        namespace,
+        gate,
+        audit: { mode: 'async', maxDecisions: 500, maxDelay: '100ms' },
+      }),
+    );
     const log = join(work, 'tollgate.log');
     const port = await freePort();
     const child = spawn(
