@@ -4,7 +4,10 @@
  * tenant's budget (ramped after an increase), then max in flight, batch size and the
  * token buckets, each at three scopes: global, tenant, policy. A scope that blocks one
  * unit blocks every later unit of that scope this pass (they are held with the same
- * reason), except Budget: a smaller unit behind may still fit.
+ * reason), except Budget: a smaller unit behind may still fit. A unit behind a blocked
+ * scope that would not fit its tenant's budget after the units queued ahead of it is held
+ * by Budget, the limit that lasts: its reason does not flip with whichever limit stopped
+ * this pass first (`queuedHolds`).
  *
  * Safety never depends on the carried state: usage and in-flight counts come from the
  * classification of this pass's snapshot.
@@ -65,6 +68,8 @@ interface Ledger {
   globalBlock?: string;
   readonly tenantBlock: Map<string, string>;
   readonly policyBlock: Map<string, string>;
+  /** Per tenant: requests of the units held behind a blocked scope, in serving order. */
+  readonly queuedAhead: Map<string, Usage>;
 }
 
 export function admitUnits(options: {
@@ -99,6 +104,7 @@ export function admitUnits(options: {
     served: rejoinServed(state.served, backlogged),
     tenantBlock: new Map(),
     policyBlock: new Map(),
+    queuedAhead: new Map(),
   };
   const context = { policy, classified, state, now, ledger, wakeups };
   for (let unit = nextUnit(queues, ledger.served); unit; unit = nextUnit(queues, ledger.served)) {
@@ -216,11 +222,11 @@ function admitUnit(unit: ReleaseUnit, limits: BudgetLimits, context: AdmitContex
   const policyKey = `${tenant.name}/${gatePolicy.name}`;
   const blocked =
     ledger.globalBlock ?? ledger.tenantBlock.get(tenant.name) ?? ledger.policyBlock.get(policyKey);
-  if (blocked !== undefined) return pacingHolds(unit, blocked);
+  const wantsBudget = gatePolicy.conditions.some((c) => c.type === 'Budget');
+  if (blocked !== undefined) return queuedHolds(unit, blocked, wantsBudget, limits, ledger);
 
   // Budget first: it is a condition of the pod, and a smaller unit behind may still fit.
   const budget = evaluateBudget(ledger.usage.get(tenant.name) as Usage, unit.requests, limits);
-  const wantsBudget = gatePolicy.conditions.some((c) => c.type === 'Budget');
   if (wantsBudget && !budget.met) {
     const why =
       cost > 1 ? `budget does not fit the whole gang (${cost} pods)` : 'waiting for Budget';
@@ -254,7 +260,7 @@ function admitUnit(unit: ReleaseUnit, limits: BudgetLimits, context: AdmitContex
     if (scope === 'global') ledger.globalBlock = why;
     else if (scope === 'tenant') ledger.tenantBlock.set(tenant.name, why);
     else ledger.policyBlock.set(policyKey, why);
-    return pacingHolds(unit, why);
+    return queuedHolds(unit, why, wantsBudget, limits, ledger);
   }
   countAdmitted(unit, policyKey, inFlight, ledger);
   return unit.members.map((m) => ({
@@ -388,6 +394,42 @@ function countAdmitted(
   ledger.releasedByTenant.set(tenant, (ledger.releasedByTenant.get(tenant) ?? 0) + cost);
   ledger.releasedByPolicy.set(policyKey, (ledger.releasedByPolicy.get(policyKey) ?? 0) + cost);
   ledger.served[tenant] = (ledger.served[tenant] ?? 0) + cost;
+}
+
+/**
+ * A unit behind a blocked scope: held by Budget when the units queued ahead of it in its
+ * tenant (held by a blocked scope too, released before it) already fill the budget, else
+ * by the scope, and then counted as queued ahead of the units behind it.
+ */
+function queuedHolds(
+  unit: ReleaseUnit,
+  why: string,
+  wantsBudget: boolean,
+  limits: BudgetLimits,
+  ledger: Ledger,
+): Verdict[] {
+  if (!wantsBudget) return pacingHolds(unit, why);
+  const { tenant, gatePolicy } = unit;
+  const ahead = ledger.queuedAhead.get(tenant.name) ?? emptyUsage();
+  ledger.queuedAhead.set(tenant.name, ahead);
+  const used = ledger.usage.get(tenant.name) as Usage;
+  const budget = evaluateBudget(
+    addUsage(addUsage(emptyUsage(), used), ahead),
+    unit.requests,
+    limits,
+  );
+  if (!budget.met) {
+    const input: ConditionInput = {
+      ...budget,
+      value: { ...(budget.value as object), queuedAhead: ahead.pods },
+    };
+    const reason = 'waiting for Budget: the pods queued ahead of it fill it';
+    return unit.members.map((m) =>
+      holdVerdict(m.pod, tenant, gatePolicy, [...m.inputs, input], 'Budget', reason),
+    );
+  }
+  addUsage(ahead, unit.requests);
+  return pacingHolds(unit, why);
 }
 
 /** Every member held by pacing, with the reason as a Pacing input. */

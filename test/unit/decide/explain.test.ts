@@ -1,5 +1,5 @@
 // `tollgate explain` and `tollgate queue` on one fixed scenario, checked byte for byte:
-// tenant team-a (budget 3 pods, 1 release/s, batch 1) with one running pod, three pods
+// tenant team-a (budget 4 pods, 1 release/s, batch 1) with one running pod, three pods
 // of the `fast` policy that only pacing separates, and one `waits` pod held by a
 // condition whose expiry releases it.
 import { describe, it } from 'node:test';
@@ -26,7 +26,7 @@ const waits = aGatePolicy('waits', 'team-a')
   })
   .expiry(3_600_000, 'Release');
 const policy = aPolicy()
-  .tenant(aTenant('team-a').budget({ pods: 3 }).pacing({ releasesPerSecond: 1, batchSize: 1 }))
+  .tenant(aTenant('team-a').budget({ pods: 4 }).pacing({ releasesPerSecond: 1, batchSize: 1 }))
   .gatePolicy(fast, waits)
   .obj();
 const gatedBy = (name: string, gate: string, createdMinutesAgo: number) =>
@@ -97,7 +97,7 @@ describe('explain: why a pod waits and when it would go', () => {
         "Order:      2 of 4 in tenant team-a's release order",
         'Conditions:',
         '  not met Pacing: tenant batch of 1 done',
-        'Budget:     pods 1/3',
+        'Budget:     pods 1/4',
         'Pacing:     1/s, batch 1, max in flight 1000',
         'Expiry:     none',
         'Estimate:   2026-11-29T08:00:01.000Z (pace: 0 pod(s) ahead held only by pacing, plus this one, at 1/s)',
@@ -124,7 +124,7 @@ describe('explain: why a pod waits and when it would go', () => {
         "Order:      4 of 4 in tenant team-a's release order",
         'Conditions:',
         '  not met ObjectCondition: {"object":"ConfigMap/team-a/inputs","found":false}',
-        'Budget:     pods 1/3',
+        'Budget:     pods 1/4',
         'Pacing:     1/s, batch 1, max in flight 1000',
         'Expiry:     2026-11-29T08:20:00.000Z, then Release',
         'Estimate:   2026-11-29T08:20:00.000Z (at the latest at its expiry (action Release); earlier once ObjectCondition hold(s))',
