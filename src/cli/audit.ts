@@ -28,8 +28,9 @@ import {
 import { clusterConfig, unreachable, type ClusterFlags } from './cluster-options.ts';
 import { formatOutput, isStructured, withOutput } from './output.ts';
 import { redactUrl } from '../observe/log.ts';
+import { sshAccessFor, withSshOptions, type SshFlags } from './ssh-options.ts';
 
-interface SourceOptions {
+interface SourceOptions extends SshFlags {
   readonly repo?: string;
   readonly branch: string;
   readonly gitTokenEnv: string;
@@ -59,6 +60,9 @@ export function parseSince(text: string, now: number): number {
 async function open(options: SourceOptions): Promise<AuditSource> {
   const location = options.repo ?? process.env.TOLLGATE_AUDIT_REPO;
   if (!location) throw new UsageError('give --repo URL|DIR (or set TOLLGATE_AUDIT_REPO)');
+  const ssh = sshAccessFor(location, options);
+  if ('problem' in ssh) throw new UsageError(ssh.problem);
+  if (ssh.access) return openAuditSource(location, options.branch, { ssh: ssh.access });
   let token: string | undefined;
   if (options.gitTokenFile) {
     try {
@@ -79,7 +83,7 @@ function withSourceOptions(command: Command): Command {
   command
     .option(
       '--repo <url|dir>',
-      'audit repository URL or a local clone folder (default $TOLLGATE_AUDIT_REPO)',
+      'audit repository URL (http(s), or SSH with --git-ssh-key-file) or a local clone folder (default $TOLLGATE_AUDIT_REPO)',
     )
     .option('--branch <name>', 'audit branch', 'tollgate/audit')
     .option(
@@ -88,7 +92,7 @@ function withSourceOptions(command: Command): Command {
       'TOLLGATE_GIT_TOKEN',
     )
     .option('--git-token-file <path>', 'file holding the Git token');
-  return withOutput(command);
+  return withOutput(withSshOptions(command));
 }
 
 const time = (ms: number): string => new Date(ms).toISOString();

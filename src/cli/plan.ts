@@ -55,11 +55,13 @@ import { podLevelProbeCandidate, type ApiResizeSupport } from '../decide/resize-
 import { createPrometheusClient, type PrometheusClient } from '../signals/prometheus.ts';
 import { snapshotOf, type ObjectRefLike, type PodLike } from '../decide/objects.ts';
 import { formatPolicyError } from '../policy/errors.ts';
-import { isGitUrl } from '../policy/git.ts';
+import { isRemoteGitUrl } from '../policy/git.ts';
+import type { SshAccess } from '../policy/git-ssh.ts';
+import { sshAccessFor, withSshOptions, type SshFlags } from './ssh-options.ts';
 import type { Policy } from '../policy/model.ts';
 import { PolicyFetchError, PolicySource } from '../policy/source.ts';
 
-export interface PlanOptions {
+export interface PlanOptions extends SshFlags {
   readonly policy?: string;
   readonly ref?: string;
   readonly base?: string;
@@ -93,6 +95,22 @@ export interface PlanIo {
 
 class UsageError extends Error {}
 
+/** The credential a remote policy or audit repository is read with. */
+interface RemoteAccess {
+  readonly token?: string;
+  readonly ssh?: SshAccess;
+}
+
+/** The audit trail's credential: the token, or the deploy key for an SSH URL. */
+function auditAccess(options: PlanOptions, args: PlanArguments): RemoteAccess {
+  const ssh = sshAccessFor(options.audit as string, options);
+  if ('problem' in ssh) throw new UsageError(`--audit: ${ssh.problem}`);
+  return {
+    ...(args.remote.token ? { token: args.remote.token } : {}),
+    ...(ssh.access ? { ssh: ssh.access } : {}),
+  };
+}
+
 type Loaded =
   { kind: 'ok'; policy: Policy } | { kind: 'invalid'; location: string; errors: string[] };
 
@@ -100,13 +118,13 @@ async function loadPolicy(
   location: string,
   ref: string | undefined,
   path: string | undefined,
-  token: string | undefined,
+  access: RemoteAccess,
   now: number,
 ): Promise<Loaded> {
-  const remote = isGitUrl(location);
+  const remote = isRemoteGitUrl(location);
   if (!remote) {
     if (/^[a-z][a-z0-9+.-]*:\/\//i.test(location))
-      throw new UsageError(`only http(s) Git URLs are supported, got ${location}`);
+      throw new UsageError(`only http(s) and SSH Git URLs are supported, got ${location}`);
     if (!existsSync(location) || !statSync(location).isDirectory())
       throw new UsageError(`policy folder ${location} does not exist`);
   }
@@ -116,7 +134,8 @@ async function loadPolicy(
       location,
       ...(remote && ref ? { ref } : {}),
       ...(path ? { path } : {}),
-      ...(remote && token ? { token } : {}),
+      ...(remote && access.token ? { token: access.token } : {}),
+      ...(remote && access.ssh ? { ssh: access.ssh } : {}),
       ...(cacheDir ? { cacheDir } : {}),
       // A folder's approvals count as merged at --now (see policy/approval-times.ts).
       clock: { now: () => now },
@@ -213,7 +232,7 @@ export async function runPlan(options: PlanOptions, io: PlanIo): Promise<number>
       options.policy as string,
       options.ref,
       options.path,
-      args.token,
+      args.remote,
       args.now,
     );
     if (proposed.kind === 'invalid') return reportInvalidProposal(proposed, output, io);
@@ -297,7 +316,7 @@ async function withObservedHistory(
   if (!Number.isFinite(days) || days <= 0)
     throw new UsageError(`--audit-days must be a positive number, got "${options.auditDays}"`);
   const source = await openAuditSource(options.audit, options.auditBranch ?? 'tollgate/audit', {
-    ...(args.token ? { token: args.token } : {}),
+    ...auditAccess(options, args),
   }).catch((error: unknown) => {
     throw new UsageError(error instanceof Error ? error.message : String(error));
   });
@@ -334,7 +353,8 @@ interface PlanArguments {
   readonly maxChars: number | undefined;
   readonly now: number;
   readonly baseIsDir: boolean;
-  readonly token: string | undefined;
+  /** How the proposed repository (and the base, a ref of it) is reached. */
+  readonly remote: RemoteAccess;
   readonly prometheusUrl: string | undefined;
 }
 
@@ -351,7 +371,7 @@ function planArguments(options: PlanOptions, io: PlanIo): PlanArguments {
     throw new UsageError('--max-chars cuts text or markdown; json and yaml are never cut');
   const now = options.now === undefined ? io.now() : Date.parse(options.now);
   if (Number.isNaN(now)) throw new UsageError(`--now must be an ISO time, got "${options.now}"`);
-  const remote = isGitUrl(options.policy);
+  const remote = isRemoteGitUrl(options.policy);
   if (!remote && options.ref !== undefined)
     throw new UsageError('--ref applies to a Git URL, not a folder');
   // The base: a folder if one exists at that path, else a ref of the proposed repository.
@@ -359,6 +379,8 @@ function planArguments(options: PlanOptions, io: PlanIo): PlanArguments {
   if (!remote && !baseIsDir)
     throw new UsageError('a policy folder needs --base DIR (the policy currently in force)');
   const token = remote ? io.env[options.gitTokenEnv]?.trim() || undefined : undefined;
+  const ssh = sshAccessFor(options.policy, options);
+  if ('problem' in ssh) throw new UsageError(ssh.problem);
   if (options.prometheus !== undefined && options.prometheusUrl !== undefined)
     throw new UsageError('give --prometheus-url or --prometheus, not both');
   const prometheusUrl =
@@ -367,7 +389,13 @@ function planArguments(options: PlanOptions, io: PlanIo): PlanArguments {
     (io.env.TOLLGATE_PROMETHEUS_URL?.trim() || undefined);
   if (prometheusUrl !== undefined && !/^https?:\/\/[^/]/i.test(prometheusUrl))
     throw new UsageError(`--prometheus-url must be an http(s) URL, got "${prometheusUrl}"`);
-  return { maxChars, now, baseIsDir, token, prometheusUrl };
+  return {
+    maxChars,
+    now,
+    baseIsDir,
+    remote: { ...(token ? { token } : {}), ...(ssh.access ? { ssh: ssh.access } : {}) },
+    prometheusUrl,
+  };
 }
 
 /** An invalid proposal is the plan's answer (exit 1), each error naming file and field. */
@@ -394,12 +422,12 @@ async function loadBase(
   args: PlanArguments,
 ): Promise<Extract<Loaded, { kind: 'ok' }>> {
   const base = args.baseIsDir
-    ? await loadPolicy(options.base as string, undefined, options.path, undefined, args.now)
+    ? await loadPolicy(options.base as string, undefined, options.path, {}, args.now)
     : await loadPolicy(
         options.policy as string,
         options.base ?? 'main',
         options.path,
-        args.token,
+        args.remote,
         args.now,
       );
   if (base.kind === 'invalid') {
@@ -506,7 +534,10 @@ export function registerPlan(program: Command): void {
     .description(
       'show what a proposed policy would change on the live cluster (exit 0 no change, 1 invalid, 2 usage/I/O, 3 changes)',
     )
-    .option('--policy <location>', 'proposed policy: folder or http(s) Git URL')
+    .option(
+      '--policy <location>',
+      'proposed policy: folder, http(s) Git URL, or SSH one (with --git-ssh-key-file)',
+    )
     .option('--ref <ref>', 'branch, tag or commit of the proposed policy in a Git URL')
     .option(
       '--base <ref|dir>',
@@ -526,7 +557,7 @@ export function registerPlan(program: Command): void {
     .option('--prometheus <url>', 'same as --prometheus-url')
     .option(
       '--audit <location>',
-      'audit trail (folder or http(s) Git URL) to show what observe-only ResizePolicies would have done',
+      'audit trail (folder, http(s) or SSH Git URL) to show what observe-only ResizePolicies would have done',
     )
     .option('--audit-branch <name>', 'branch of the audit trail', 'tollgate/audit')
     .option('--audit-days <n>', 'how many days of observe-only history to show', '14')
@@ -535,12 +566,14 @@ export function registerPlan(program: Command): void {
       'environment variable holding the Git token',
       'TOLLGATE_GIT_TOKEN',
     );
-  withOutput(withCluster(command), ['markdown']).action(async (options: PlanOptions) => {
-    process.exitCode = await runPlan(options, {
-      stdout: (text) => process.stdout.write(text),
-      stderr: (text) => process.stderr.write(text),
-      env: process.env,
-      now: () => Date.now(),
-    });
-  });
+  withOutput(withSshOptions(withCluster(command)), ['markdown']).action(
+    async (options: PlanOptions) => {
+      process.exitCode = await runPlan(options, {
+        stdout: (text) => process.stdout.write(text),
+        stderr: (text) => process.stderr.write(text),
+        env: process.env,
+        now: () => Date.now(),
+      });
+    },
+  );
 }

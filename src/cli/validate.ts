@@ -17,15 +17,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { formatPolicyError, type PolicyError } from '../policy/errors.ts';
-import { isGitUrl } from '../policy/git.ts';
+import { isRemoteGitUrl } from '../policy/git.ts';
 import type { Approval, Policy } from '../policy/model.ts';
 import { systemClock, type Clock } from '../lib/clock.ts';
 import { PolicyFetchError, PolicySource, type PollOutcome } from '../policy/source.ts';
 import { referenceWarnings, shippedClusterRoleRules } from './reference-warnings.ts';
 import { neverGatedWarnings } from './budget-warnings.ts';
 import { formatOutput, isStructured, withOutput } from './output.ts';
+import { sshAccessFor, withSshOptions, type SshFlags } from './ssh-options.ts';
 
-export interface ValidateOptions {
+export interface ValidateOptions extends SshFlags {
   readonly ref?: string;
   readonly path?: string;
   readonly output: string;
@@ -175,12 +176,14 @@ export async function runValidate(
   if (now === undefined) {
     return fail(`--now "${options.now}" is not an RFC 3339 time (e.g. 2030-01-01T00:00:00Z)`);
   }
-  const remote = isGitUrl(location);
+  const remote = isRemoteGitUrl(location);
   if (!remote && options.ref !== undefined) return fail('--ref applies to a Git URL, not a folder');
+  const ssh = sshAccessFor(location, options);
+  if ('problem' in ssh) return fail(ssh.problem);
   if (options.rbac !== undefined && !existsSync(options.rbac))
     return fail(`--rbac ${options.rbac}: no such file`);
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(location) && !remote) {
-    return fail(`only http(s) Git URLs are supported, got ${location.split(':')[0]}://`);
+    return fail(`only http(s) and SSH Git URLs are supported, got ${location.split(':')[0]}://`);
   }
   const cacheDir = remote ? mkdtempSync(join(tmpdir(), 'tollgate-validate-')) : undefined;
   let outcome: PollOutcome;
@@ -196,6 +199,7 @@ export async function runValidate(
       ...(options.path ? { path: options.path } : {}),
       ...(tokenFromEnv ? { token: tokenFromEnv.trim() } : {}),
       ...(remote && options.gitTokenFile ? { tokenFile: options.gitTokenFile } : {}),
+      ...(ssh.access ? { ssh: ssh.access } : {}),
       ...(cacheDir ? { cacheDir } : {}),
       parseOn: 'caller',
     });
@@ -264,7 +268,11 @@ export function registerValidate(program: Command): void {
     .description(
       'validate a policy folder or Git repository (exit 0 valid, 1 invalid, 2 usage or I/O error)',
     )
-    .argument('[location]', 'policy folder or http(s) Git URL', '.')
+    .argument(
+      '[location]',
+      'policy folder, http(s) Git URL, or SSH one (with --git-ssh-key-file)',
+      '.',
+    )
     .option('--ref <ref>', 'branch or tag of a Git URL (default main)')
     .option('--path <path>', 'sub-folder that holds the policy')
     .option(
@@ -281,7 +289,7 @@ export function registerValidate(program: Command): void {
       '--now <time>',
       'judge approvals at this RFC 3339 time instead of now (warns about those expired by then)',
     );
-  withOutput(command).action(async (location: string, options: ValidateOptions) => {
+  withOutput(withSshOptions(command)).action(async (location: string, options: ValidateOptions) => {
     process.exitCode = await runValidate(location, options, {
       stdout: (text) => process.stdout.write(text),
       stderr: (text) => process.stderr.write(text),
