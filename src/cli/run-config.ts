@@ -17,6 +17,7 @@ import { parseListenAddress } from '../observe/http.ts';
 import { dispatchSettings, type DispatchSettings } from '../dispatch/settings.ts';
 import { plainHttpProblem } from '../policy/credentials.ts';
 import { isSshUrl } from '../policy/git-ssh.ts';
+import { kubeconfigSource, type LoadableSource } from '../cluster/kubeconfig.ts';
 import { liveReadAfterSkipsProblem } from '../cluster/stale-guard.ts';
 
 export interface RunSetting {
@@ -34,7 +35,8 @@ export const runSettings = [
     key: 'kubeconfig',
     flag: 'kubeconfig',
     env: 'TOLLGATE_KUBECONFIG',
-    description: 'path to a kubeconfig; absent = in-cluster service account',
+    description:
+      'kubeconfig file (default: the files $KUBECONFIG lists, else ~/.kube/config, else the pod service account)',
   },
   {
     key: 'kubeContext',
@@ -401,9 +403,8 @@ export type TokenLocation =
   | { readonly from: 'file'; readonly path: string };
 
 export interface RunConfig {
-  readonly cluster:
-    | { readonly mode: 'kubeconfig'; readonly path: string; readonly context?: string }
-    | { readonly mode: 'in-cluster' };
+  /** Where the kubeconfig comes from (kubectl's order) and the context to use in it. */
+  readonly cluster: { readonly source: LoadableSource; readonly context?: string };
   readonly policy:
     | { readonly source: 'git'; readonly url: string; readonly ref: string; readonly path: string }
     | { readonly source: 'dir'; readonly dir: string; readonly path: string };
@@ -475,7 +476,6 @@ export type RunConfigResult =
   | { readonly ok: false; readonly problems: readonly string[] };
 
 const logLevels = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
-const inClusterTokenFile = '/var/run/secrets/kubernetes.io/serviceaccount/token';
 /** RFC 1123 subdomain, what a Lease name and a namespace must be (namespaces: a label). */
 const dnsLabel = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const dnsSubdomain =
@@ -576,34 +576,39 @@ export function parseRunConfig(flags: RawRunSettings, context: RunConfigContext)
 }
 
 /**
- * The cluster: a kubeconfig file (--kubeconfig, else $KUBECONFIG, which must then name
- * one file) with its context (--kube-context or --context), else the pod's service
- * account. Never ~/.kube/config silently: a controller started by hand names its cluster.
+ * The cluster, found as kubectl finds it (src/cluster/kubeconfig.ts): --kubeconfig, else
+ * the files $KUBECONFIG lists, else ~/.kube/config, else the pod's service account; the
+ * context from --kube-context (or --context), looked up when the files are loaded.
  */
 function parseClusterAccess(read: SettingReader, context: RunConfigContext): RunConfig['cluster'] {
-  const kubeconfig = read.raw('kubeconfig') ?? kubeconfigFromEnv(read, context);
-  if (kubeconfig !== undefined) {
-    if (!context.isFile(kubeconfig))
-      read.problem('kubeconfig', `"${kubeconfig}" is not a readable file`);
-    return { mode: 'kubeconfig', path: kubeconfig, context: read.raw('kubeContext') };
+  const kubeconfig = read.raw('kubeconfig');
+  const kubeContext = read.raw('kubeContext');
+  const inCluster: RunConfig['cluster'] = { source: { kind: 'in-cluster' } };
+  if (kubeconfig !== undefined && !context.isFile(kubeconfig)) {
+    read.problem('kubeconfig', `"${kubeconfig}" is not a readable file`);
+    return inCluster;
   }
-  if (!context.env.KUBERNETES_SERVICE_HOST || !context.isFile(inClusterTokenFile)) {
-    read.problem(
-      'kubeconfig',
-      'not set, and this is not a pod (KUBERNETES_SERVICE_HOST or the service account token is missing): give a kubeconfig path (or set KUBECONFIG)',
-    );
-  } else if (read.raw('kubeContext') !== undefined) {
-    read.problem('kubeContext', 'only applies with --kubeconfig');
+  const source = kubeconfigSource({ kubeconfig }, context.env, context.isFile);
+  switch (source.kind) {
+    case 'files':
+      return { source, context: kubeContext };
+    case 'in-cluster':
+      if (kubeContext !== undefined)
+        read.problem(
+          'kubeContext',
+          'only applies with --kubeconfig, $KUBECONFIG or ~/.kube/config',
+        );
+      return inCluster;
+    case 'missing':
+      read.problem('kubeconfig', `not set, and ${source.reason}`);
+      return inCluster;
+    case 'absent':
+      read.problem(
+        'kubeconfig',
+        'not set, and this is not a pod (KUBERNETES_SERVICE_HOST or the service account token is missing), with no $KUBECONFIG and no ~/.kube/config: give a kubeconfig path (or set KUBECONFIG)',
+      );
+      return inCluster;
   }
-  return { mode: 'in-cluster' };
-}
-
-/** $KUBECONFIG as kubectl reads it; `tollgate run` takes one file, not a list to merge. */
-function kubeconfigFromEnv(read: SettingReader, context: RunConfigContext): string | undefined {
-  const files = (context.env.KUBECONFIG ?? '').split(':').filter((f) => f.trim() !== '');
-  if (files.length > 1)
-    read.problem('kubeconfig', `not set, and KUBECONFIG lists ${files.length} files: give one`);
-  return files[0];
 }
 
 /** Exactly one of a repository and a folder; undefined when neither or both. */

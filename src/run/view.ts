@@ -5,7 +5,8 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { RunConfig } from '../cli/run-config.ts';
 import type { CacheLagMeter } from '../cluster/cache-lag.ts';
-import { loadKubeConfig } from '../cluster/client.ts';
+import { reuseConnections } from '../cluster/client.ts';
+import { loadKubeconfig } from '../cluster/kubeconfig.ts';
 import { StaleGuard, type FreshnessHealth } from '../cluster/stale-guard.ts';
 import type { ObjectReference } from '../cluster/types.ts';
 import { createClusterView, type LiveClusterView } from '../cluster/view.ts';
@@ -13,22 +14,9 @@ import type { Logger } from '../observe/log.ts';
 import type { Policy } from '../policy/model.ts';
 import type { PolicyFeed } from './policy.ts';
 
-/** The kubeconfig file (and context) given, else the pod's service account. */
+/** The kubeconfig found as kubectl finds it (and the context given), else the pod's service account. */
 export function connectCluster(config: Pick<RunConfig, 'cluster'>): KubeConfig {
-  const kubeConfig = loadKubeConfig(
-    config.cluster.mode === 'kubeconfig'
-      ? { kind: 'file', path: config.cluster.path }
-      : { kind: 'in-cluster' },
-  );
-  if (config.cluster.mode === 'kubeconfig' && config.cluster.context) {
-    if (!kubeConfig.getContextObject(config.cluster.context)) {
-      throw new Error(
-        `kubeconfig ${config.cluster.path}: no context named "${config.cluster.context}"`,
-      );
-    }
-    kubeConfig.setCurrentContext(config.cluster.context);
-  }
-  return kubeConfig;
+  return reuseConnections(loadKubeconfig(config.cluster.source, config.cluster.context));
 }
 
 /**

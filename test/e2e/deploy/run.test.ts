@@ -75,7 +75,11 @@ describe('tollgate run: configuration', () => {
         '--log-level',
         'loud',
       ],
-      cleanEnv({ TOLLGATE_RETRY_PERIOD: 'often' }),
+      // A home without ~/.kube/config, which `run` would otherwise use as kubectl does.
+      cleanEnv({
+        TOLLGATE_RETRY_PERIOD: 'often',
+        HOME: mkdtempSync(join(tmpdir(), 'tollgate-run-home-')),
+      }),
     );
     assert.equal(result.code, 2);
     const expected = [

@@ -18,7 +18,7 @@ import { Command } from 'commander';
 import { parse } from 'yaml';
 import { registerCommands } from '../../../src/cli/commands.ts';
 import { runExplain, type ExplainIo } from '../../../src/cli/explain.ts';
-import { kubeconfigSource } from '../../../src/cli/cluster-options.ts';
+import { kubeconfigSource } from '../../../src/cluster/kubeconfig.ts';
 import { formatOutput } from '../../../src/cli/output.ts';
 import { runPlan, type PlanIo } from '../../../src/cli/plan.ts';
 import { runQueue } from '../../../src/cli/queue.ts';

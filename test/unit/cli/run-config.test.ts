@@ -33,7 +33,14 @@ describe('tollgate run configuration', () => {
     const result = parseRunConfig(minimal, context());
     assert.ok(result.ok);
     assert.deepEqual(result.config, {
-      cluster: { mode: 'kubeconfig', path: '/home/me/.kube/config', context: undefined },
+      cluster: {
+        source: {
+          kind: 'files',
+          files: ['/home/me/.kube/config'],
+          origin: 'kubeconfig /home/me/.kube/config',
+        },
+        context: undefined,
+      },
       policy: {
         source: 'git',
         url: 'https://git.example/platform/policy.git',
@@ -139,8 +146,11 @@ describe('tollgate run configuration', () => {
     );
     assert.ok(result.ok);
     assert.deepEqual(result.config.cluster, {
-      mode: 'kubeconfig',
-      path: '/home/me/.kube/config',
+      source: {
+        kind: 'files',
+        files: ['/home/me/.kube/config'],
+        origin: 'KUBECONFIG=/home/me/.kube/config',
+      },
       context: 'staging',
     });
   });
@@ -151,7 +161,7 @@ describe('tollgate run configuration', () => {
       context({ KUBERNETES_SERVICE_HOST: '10.0.0.1' }),
     );
     assert.ok(result.ok);
-    assert.deepEqual(result.config.cluster, { mode: 'in-cluster' });
+    assert.deepEqual(result.config.cluster, { source: { kind: 'in-cluster' } });
   });
 
   const refused: {
@@ -268,10 +278,10 @@ describe('tollgate run configuration', () => {
       problem: /--log-level .* "loud" is not one of trace/,
     },
     {
-      name: 'a $KUBECONFIG that lists several files (run takes one)',
+      name: 'a $KUBECONFIG that lists no file that exists',
       flags: { policyDir: '/policy' },
-      env: { KUBECONFIG: '/home/me/.kube/config:/other' },
-      problem: /--kubeconfig .*: not set, and KUBECONFIG lists 2 files: give one/,
+      env: { KUBECONFIG: '/nope:/other' },
+      problem: /--kubeconfig .*: not set, and KUBECONFIG=\/nope:\/other: no such file/,
     },
     {
       name: 'a context without a kubeconfig',
