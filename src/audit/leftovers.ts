@@ -6,25 +6,40 @@
  * pushed they are planned here against what the remote recorded since their base:
  *
  * - an intent the remote already holds is dropped (it would be recorded twice);
- * - an outcome whose intent the remote already closed is dropped: the remote's outcome
- *   stays the intent's one outcome. When the two disagree about what happened (one says
- *   the write was applied, the other not, or the remote's is `unknown`), the leftover's
- *   is the API's own answer to the write and recovery's only an inference from the
- *   cluster later, so the leftover's result is kept as a correction record (phase
- *   `record`, id `<intent id>:correction`) naming both: nothing true is lost and the
- *   intent still has exactly one outcome;
+ * - an outcome whose intent the remote already closed is not replayed as an outcome: the
+ *   remote's outcome stays the intent's one outcome. The leftover's is the API's own
+ *   answer to the write and recovery's only an inference from the cluster later, so it
+ *   is kept as a record naming both (confirmation.ts): a correction (phase `record`, id
+ *   `<intent id>:correction`) when the two disagree about what happened (one says the
+ *   write was applied, the other not, or the remote's is `unknown`), a confirmation
+ *   (`<intent id>:confirmation`) when they agree. Nothing true is lost and the intent
+ *   still has exactly one outcome. The same record (the leftover's own line already on
+ *   the remote) is just dropped;
  * - a checkpoint is dropped when the remote moved on (the intents it lists as open may
  *   since have been closed there); the writer writes a new one later;
  * - everything else is replayed unchanged, in order.
  *
  * `planLeftovers` is pure; `readLeftovers` and `remoteRecords` read them from the clone,
- * and the writer commits the plan (GitAuditWriter, at term start and before any push).
+ * and the writer commits the plan (GitAuditWriter: at term start, before any push, and
+ * whenever a push finds the remote moved under commits not yet pushed).
  */
-import type { Decision, Outcome } from '../decide/decision.ts';
+import type { Decision } from '../decide/decision.ts';
 import { isCheckpointFile } from './checkpoint.ts';
+import {
+  confirmationOf,
+  contradicts,
+  describeOutcome as describe,
+  lateReason,
+} from './confirmation.ts';
 import { parseTrailers, trailerKeys } from './message.ts';
 import { walkAuditHistory } from './reader.ts';
-import { batchKinds, parseBatch, type AuditRecord, type BatchKind } from './record.ts';
+import {
+  batchKinds,
+  parseBatch,
+  serializeRecord,
+  type AuditRecord,
+  type BatchKind,
+} from './record.ts';
 import type { AuditRepo, LocalCommit } from './repo.ts';
 
 export interface LeftoverCommit {
@@ -56,28 +71,25 @@ export interface LeftoverPlan {
   readonly dropped: readonly DroppedRecord[];
   /** Correction records (phase `record`) for outcomes recovery got wrong. */
   readonly corrections: readonly Decision[];
+  /** Confirmation records (phase `record`) for outcomes that agree with the remote's. */
+  readonly confirmations: readonly Decision[];
   /** False when the leftovers can be pushed as they are. */
   readonly changed: boolean;
 }
 
-/** Whether an outcome says the write was applied; undefined when it does not know. */
-function applied(outcome: Outcome): boolean | undefined {
-  if (outcome.result === 'unknown') return undefined;
-  return outcome.result === 'succeeded';
-}
-
-function describe(outcome: Outcome): string {
-  return 'message' in outcome ? `${outcome.result} (${outcome.message})` : outcome.result;
-}
-
-/** A correction when the two outcomes disagree about whether the write was applied. */
+/**
+ * A correction when the two outcomes disagree about whether the write was applied.
+ * `rebased`: the late outcome was not left by an earlier term but met the other one
+ * while its push was under way (either may then be recovery's), so the reason says
+ * only which came first.
+ */
 export function correctionOf(
   leftover: AuditRecord,
   remote: AuditRecord,
   at: number,
+  rebased = false,
 ): Decision | undefined {
-  const known = applied(leftover.outcome);
-  if (known === undefined || known === applied(remote.outcome)) return undefined;
+  if (!contradicts(leftover.outcome, remote.outcome)) return undefined;
   return {
     ...withoutLocation(leftover),
     id: `${leftover.id}:correction`,
@@ -93,7 +105,14 @@ export function correctionOf(
         },
       },
     ],
-    reason: `correction: the outcome recorded for ${leftover.id} is ${describe(remote.outcome)}, from recovery's reading of the cluster; the write's outcome was ${describe(leftover.outcome)} (the API's answer to the write, committed by the writer that sent it but pushed only after that recovery)`,
+    reason: rebased
+      ? lateReason(
+          'correction',
+          leftover,
+          remote,
+          'says otherwise about whether the write was applied',
+        )
+      : `correction: the outcome recorded for ${leftover.id} is ${describe(remote.outcome)}, from recovery's reading of the cluster; the write's outcome was ${describe(leftover.outcome)} (the API's answer to the write, committed by the writer that sent it but pushed only after that recovery)`,
     outcome: { result: 'recorded' },
   };
 }
@@ -101,11 +120,18 @@ export function correctionOf(
 export function planLeftovers(
   leftovers: readonly LeftoverCommit[],
   remote: RemoteRecords,
-  options: { readonly now: number; readonly remoteMoved: boolean },
+  options: {
+    readonly now: number;
+    readonly remoteMoved: boolean;
+    /** Commits of a push under way that found the remote moved (see correctionOf). */
+    readonly rebased?: boolean;
+  },
 ): LeftoverPlan {
+  const rebased = options.rebased ?? false;
   const commits: { path: string; batch: BatchKind; records: Decision[] }[] = [];
   const dropped: DroppedRecord[] = [];
   const corrections: Decision[] = [];
+  const confirmations: Decision[] = [];
   for (const commit of leftovers) {
     if (commit.batch === 'checkpoint') {
       // Kept only when nothing is rewritten (then the leftovers are pushed as they are).
@@ -122,8 +148,10 @@ export function planLeftovers(
       const closed = record.phase === 'outcome' ? remote.outcomes.get(record.id) : undefined;
       if (closed) {
         dropped.push({ id: record.id, phase: record.phase, why: 'outcome already on the remote' });
-        const correction = correctionOf(record, closed, options.now);
+        const correction = correctionOf(record, closed, options.now, rebased);
         if (correction) corrections.push(correction);
+        else if (!sameRecord(record, closed))
+          confirmations.push(confirmationOf(withoutLocation(record), closed, options.now));
         continue;
       }
       kept.push(withoutLocation(record));
@@ -134,8 +162,14 @@ export function planLeftovers(
     commits,
     dropped,
     corrections,
+    confirmations,
     changed: dropped.length > 0,
   };
+}
+
+/** The leftover's own line already on the remote (its push landed after all). */
+function sameRecord(leftover: AuditRecord, remote: AuditRecord): boolean {
+  return serializeRecord(leftover) === serializeRecord(remote);
 }
 
 function withoutLocation(record: AuditRecord): Decision {

@@ -64,7 +64,7 @@ export const auditDroppedTotal = new Counter({
 
 export const auditLeftoversDroppedTotal = new Counter({
   name: 'tollgate_audit_leftover_records_dropped_total',
-  help: 'Records of commits left unpushed by an earlier term or process that were not pushed because the remote already records them (another leader closed those intents meanwhile); a contradicting outcome is kept as a correction record.',
+  help: 'Records of commits left unpushed by an earlier term or process that were not pushed because the remote already records them (another leader closed those intents meanwhile); a contradicting outcome is kept as a correction record, an agreeing one as a confirmation record.',
   registers: [registry],
 });
 

@@ -843,10 +843,12 @@ export class AuditRepo implements Repo {
   }
 
   /**
-   * Pushes every unpushed commit. Returns the number of decisions that landed.
+   * Pushes every unpushed commit. Returns the number of decisions that landed. When the
+   * remote moved under them, `replan` may first commit them anew on its tip (the writer
+   * plans them against what the remote recorded meanwhile: leftovers.ts).
    * Throws AuditPushError after the attempt or time bound; the commits stay local.
    */
-  async push(): Promise<number> {
+  async push(replan?: (pending: readonly LocalCommit[]) => Promise<void>): Promise<number> {
     if (this.#refused) {
       auditPushFailuresTotal.inc({ reason: 'rewritten' });
       throw new AuditPushError(this.#refused.message, 'rewritten');
@@ -859,6 +861,11 @@ export class AuditRepo implements Repo {
       let pending = await this.unpushed();
       if (pending.length === 0) return landed;
       const base = await this.trackingTip();
+      if ((pending[0] as LocalCommit).parent !== base && replan) {
+        await replan(pending);
+        pending = await this.unpushed();
+        if (pending.length === 0) return landed;
+      }
       if ((pending[0] as LocalCommit).parent !== base) {
         await this.#rebuild(pending, base);
         pending = await this.unpushed();

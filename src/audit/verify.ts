@@ -11,6 +11,8 @@
  *   cancelled, unknown), about the same kind and pod; no outcome without its intent; an intent
  *   younger than `graceMs` may still be in flight;
  * - records: no record appears twice (the same intent id twice, or the same line);
+ * - confirmations (confirmation.ts: a late outcome kept as a record): each comes after an
+ *   outcome of its intent, names that outcome's result and does not contradict it;
  * - checkpoints (checkpoint.ts): each lists exactly the intents open at its place;
  * - signatures (with an allowed-signers list): every commit carries a valid SSH
  *   signature by a listed key; an unsigned commit is a problem then;
@@ -25,6 +27,7 @@
  * is what detecting a repeat anywhere in the history costs (about 100 bytes each).
  */
 import { CheckpointChain } from './checkpoint.ts';
+import { confirmationIn, contradicts, type ConfirmationValue } from './confirmation.ts';
 import type { AuditCommit } from './reader.ts';
 import { phaseOf, serializeRecord, shortDigest, type AuditRecord } from './record.ts';
 import { verifySshSignature, type AllowedSigner } from './sign.ts';
@@ -126,6 +129,11 @@ export class TrailVerifier {
   #problemCount = 0;
   /** Outcomes whose intent has not been met yet (it lies further back). */
   readonly #waiting = new Map<string, SeenOutcome>();
+  /** Confirmations whose intent's outcome has not been met yet (it lies further back). */
+  readonly #confirmations = new Map<
+    string,
+    { readonly commit: string; readonly record: Located; readonly value: ConfirmationValue }
+  >();
   /** Digests of intent ids already met, and of record lines already met. */
   readonly #seenIntents = new Set<string>();
   readonly #seenLines = new Set<string>();
@@ -238,6 +246,7 @@ export class TrailVerifier {
     this.#records += 1;
     const label = `${where(record)} in commit ${short(commit.oid)}`;
     if (record.phase === 'record') this.#checkRepeatedLine(commit, record, label);
+    if (record.phase === 'record') this.#noteConfirmation(commit, record, label);
     if (phaseOf(record) !== record.phase)
       this.problem({
         check: 'record',
@@ -274,8 +283,50 @@ export class TrailVerifier {
     });
   }
 
+  #noteConfirmation(commit: AuditCommit, record: Located, label: string): void {
+    const value = confirmationIn(record);
+    if (value === undefined) return;
+    if (value === 'malformed') {
+      this.problem({
+        check: 'record',
+        commit: commit.oid,
+        id: record.id,
+        record: where(record),
+        message: `${label}: ${record.id} has an OutcomeConfirmation input that names no intent and outcomes`,
+      });
+      return;
+    }
+    this.#confirmations.set(value.intent, { commit: commit.oid, record, value });
+  }
+
+  /** The outcome a confirmation (met earlier, newer in history) names. */
+  #checkConfirmed(record: Located, label: string): void {
+    const confirmation = this.#confirmations.get(record.id);
+    if (!confirmation) return;
+    this.#confirmations.delete(record.id);
+    const { value } = confirmation;
+    const at = `${where(confirmation.record)} in commit ${short(confirmation.commit)}`;
+    const base = {
+      check: 'intent-outcome' as const,
+      commit: confirmation.commit,
+      id: record.id,
+      record: where(confirmation.record),
+    };
+    if (contradicts(value.actual, record.outcome))
+      this.problem({
+        ...base,
+        message: `${at}: confirmation of ${record.id} (${value.actual.result}) contradicts its outcome ${record.outcome.result} at ${label}`,
+      });
+    else if (value.recorded.result !== record.outcome.result)
+      this.problem({
+        ...base,
+        message: `${at}: confirmation of ${record.id} names the outcome ${value.recorded.result}, but its outcome at ${label} is ${record.outcome.result}`,
+      });
+  }
+
   #checkOutcome(commit: AuditCommit, record: Located, label: string): void {
     this.#outcomes += 1;
+    this.#checkConfirmed(record, label);
     if (record.outcome.result === 'unknown') this.#unknownOutcomes += 1;
     const base = { commit: commit.oid, id: record.id, record: where(record) };
     if (!outcomeResults.has(record.outcome.result))
@@ -367,6 +418,15 @@ export class TrailVerifier {
           id,
           record: where(record),
           message: `${where(record)} in commit ${short(commit)}: outcome of ${id} has no intent`,
+        });
+    if (!this.#options.partial)
+      for (const [id, { commit, record }] of this.#confirmations)
+        this.problem({
+          check: 'intent-outcome',
+          commit,
+          id,
+          record: where(record),
+          message: `${where(record)} in commit ${short(commit)}: confirmation of ${id} has no outcome before it`,
         });
     for (const { commit, file, message } of this.#checkpoints.finish(!this.#options.partial))
       this.problem({ check: 'checkpoint', commit, record: file, message });

@@ -73,8 +73,12 @@ export interface AuditStore {
     content: string,
     message: string,
   ): Promise<{ oid: string; path: string }>;
-  /** Pushes every unpushed commit; rejects when the bounded retries are exhausted. */
-  push(): Promise<number>;
+  /**
+   * Pushes every unpushed commit; rejects when the bounded retries are exhausted. When
+   * the remote moved under them, `replan` is called first with them (it may commit them
+   * anew on the remote tip: leftovers.ts), then what is still based elsewhere is rebuilt.
+   */
+  push(replan?: (pending: readonly LocalCommit[]) => Promise<void>): Promise<number>;
   unpushed(): Promise<readonly { readonly decisions: number }[]>;
   redact?(text: string): string;
   /** Refreshes from the remote and moves a local branch with nothing unpushed to the remote tip. */
@@ -634,7 +638,7 @@ export class GitAuditWriter implements AuditSink {
     } else if (this.#unpushedCommits > 0 && !failure) {
       try {
         await this.#replayLeftovers();
-        await this.#store.push();
+        await this.#store.push((pending) => this.#replanMoved(pending));
         this.#unpushed = 0;
         this.#unpushedCommits = 0;
         this.#retryDelay = this.#retryIntervalMs;
@@ -674,7 +678,17 @@ export class GitAuditWriter implements AuditSink {
     this.#leftovers = false;
   }
 
-  async #replay(repo: AuditRepo, left: readonly LocalCommit[]): Promise<void> {
+  /**
+   * A push found the remote moved under commits not yet pushed (a push stretched by Git
+   * faults while another leader's term began): they are planned as leftovers, so an
+   * outcome the other leader's recovery already recorded is kept as a record naming it,
+   * not recorded as a second outcome.
+   */
+  async #replanMoved(pending: readonly LocalCommit[]): Promise<void> {
+    if (this.#store instanceof AuditRepo) await this.#replay(this.#store, pending, true);
+  }
+
+  async #replay(repo: AuditRepo, left: readonly LocalCommit[], rebased = false): Promise<void> {
     const leftovers = await readLeftovers(repo, left);
     const ids = new Set(leftovers.flatMap((commit) => commit.records.map((record) => record.id)));
     const base = left[0]?.parent;
@@ -682,6 +696,7 @@ export class GitAuditWriter implements AuditSink {
     const plan = planLeftovers(leftovers, remote, {
       now: this.#clock.now(),
       remoteMoved: (await repo.trackingTip()) !== base,
+      rebased,
     });
     if (!plan.changed) return;
     await repo.resetToRemote();
@@ -693,7 +708,8 @@ export class GitAuditWriter implements AuditSink {
       });
       await repo.commitFile(commit.path, serializeBatch(commit.records), message);
     }
-    if (plan.corrections.length > 0) await this.#commit('records', plan.corrections);
+    const kept = [...plan.corrections, ...plan.confirmations];
+    if (kept.length > 0) await this.#commit('records', kept);
     const now = await repo.unpushed();
     this.#unpushed = now.reduce((sum, commit) => sum + commit.decisions, 0);
     this.#unpushedCommits = now.length;
@@ -702,11 +718,12 @@ export class GitAuditWriter implements AuditSink {
       {
         dropped: plan.dropped.length,
         corrections: plan.corrections.length,
+        confirmations: plan.confirmations.length,
         records: plan.dropped
           .slice(0, 100)
           .map((record) => `${record.phase} ${record.id}: ${record.why}`),
       },
-      'leftover audit records dropped: the remote already records them (another leader closed these intents meanwhile); a contradicting outcome is kept as a correction record',
+      'leftover audit records dropped: the remote already records them (another leader closed these intents meanwhile); an outcome is kept as a correction record when it contradicts the remote one, as a confirmation when not',
     );
   }
 

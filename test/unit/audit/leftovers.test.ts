@@ -21,6 +21,7 @@ const rows: {
   remote: { intent?: boolean; outcome?: Outcome };
   replayed: boolean;
   correction?: string;
+  confirmation?: string;
 }[] = [
   {
     name: 'an intent the remote does not hold is replayed',
@@ -41,15 +42,23 @@ const rows: {
     replayed: true,
   },
   {
-    name: 'an outcome the remote agrees with is dropped without a correction',
-    leftover: outcomeOf(intent),
+    name: 'an outcome the remote agrees with is not replayed but kept as a confirmation',
+    leftover: outcomeOf(intent, { result: 'succeeded', resourceVersion: '9' }),
     remote: { outcome: { result: 'succeeded' } },
     replayed: false,
+    confirmation: 'succeeded',
   },
   {
-    name: 'a not-applied outcome where recovery said cancelled is dropped without a correction',
+    name: 'a not-applied outcome where recovery said cancelled is kept as a confirmation',
     leftover: outcomeOf(intent, { result: 'conflict', message: '409' }),
     remote: { outcome: cancelled },
+    replayed: false,
+    confirmation: 'conflict',
+  },
+  {
+    name: "the leftover's own outcome already on the remote (its push landed) is dropped without a record",
+    leftover: outcomeOf(intent),
+    remote: { outcome: { result: 'succeeded' } },
     replayed: false,
   },
   {
@@ -68,7 +77,7 @@ const rows: {
   },
 ];
 
-for (const { name, leftover, remote, replayed, correction } of rows) {
+for (const { name, leftover, remote, replayed, correction, confirmation } of rows) {
   test(name, () => {
     const commits: LeftoverCommit[] = [
       { path: 'audit/prod/a.jsonl', batch: 'outcomes', records: [asRecord(leftover)] },
@@ -93,6 +102,14 @@ for (const { name, leftover, remote, replayed, correction } of rows) {
       ]),
       correction ? [[`${intent.id}:correction`, 'recorded', correction]] : [],
     );
+    assert.deepEqual(
+      plan.confirmations.map((c) => [
+        c.id,
+        c.outcome.result,
+        (c.inputs[0]?.value as { actual: Outcome }).actual.result,
+      ]),
+      confirmation ? [[`${intent.id}:confirmation`, 'recorded', confirmation]] : [],
+    );
   });
 }
 
@@ -105,4 +122,21 @@ test('a leftover checkpoint is dropped once the remote moved on, kept when it di
   const none = { intents: new Set<string>(), outcomes: new Map<string, AuditRecord>() };
   assert.equal(planLeftovers([checkpoint], none, { now: 1, remoteMoved: true }).changed, true);
   assert.equal(planLeftovers([checkpoint], none, { now: 1, remoteMoved: false }).changed, false);
+});
+
+test("a push rebased onto another leader's outcome says which came first, not which is recovery's (either may be)", () => {
+  const commits: LeftoverCommit[] = [
+    { path: 'audit/prod/a.jsonl', batch: 'outcomes', records: [asRecord(outcomeOf(intent))] },
+  ];
+  const remote = {
+    intents: new Set<string>(),
+    outcomes: new Map([[intent.id, asRecord(outcomeOf(intent, cancelled))]]),
+  };
+  const plan = planLeftovers(commits, remote, { now: 42, remoteMoved: true, rebased: true });
+  const reason = plan.corrections[0]?.reason ?? '';
+  assert.match(
+    reason,
+    /^correction: .* already has the outcome cancelled \(not sent before restart\) on the audit branch; this outcome, succeeded, decided at .* reached the branch after it and says otherwise/,
+  );
+  assert.doesNotMatch(reason, /recovery/);
 });

@@ -5,6 +5,7 @@ import type { AuditCommit } from '../../../src/audit/reader.ts';
 import { phaseOf, recordSchemaVersion } from '../../../src/audit/record.ts';
 import { parseAllowedSigners, sshSigner } from '../../../src/audit/sign.ts';
 import type { Change } from '../../../src/audit/tree.ts';
+import { confirmationOf } from '../../../src/audit/confirmation.ts';
 import { correctionOf } from '../../../src/audit/leftovers.ts';
 import { verifyTrail } from '../../../src/audit/verify.ts';
 import type { Decision } from '../../../src/decide/decision.ts';
@@ -322,3 +323,75 @@ test('an ungated pod whose gate was removed by hand is explained by its BreakGla
   });
   assert.deepEqual([report.ok, report.podsChecked, report.problems], [true, 1, []]);
 });
+
+/** A late outcome kept as a confirmation of the one recorded first (confirmation.ts). */
+const asOutcomeRecord = (decision: Decision) => ({
+  ...decision,
+  v: recordSchemaVersion,
+  phase: 'outcome' as const,
+});
+const recovered = outcomeOf(intent, { result: 'succeeded' });
+const confirmationCases: {
+  name: string;
+  history: () => AuditCommit[];
+  problems: RegExp[];
+}[] = [
+  {
+    name: 'a late outcome that agrees, kept as a confirmation after the outcome it names, is accepted',
+    history: () =>
+      chain(
+        commit([intent]),
+        commit([recovered]),
+        commit([
+          confirmationOf(
+            outcomeOf(intent, { result: 'succeeded', resourceVersion: '9' }),
+            asOutcomeRecord(recovered),
+            intent.at + 9,
+          ),
+        ]),
+      ),
+    problems: [],
+  },
+  {
+    name: 'a confirmation that contradicts the outcome it names is reported',
+    history: () =>
+      chain(
+        commit([intent]),
+        commit([outcomeOf(intent, { result: 'cancelled', message: 'not sent before restart' })]),
+        commit([confirmationOf(outcomeOf(intent), asOutcomeRecord(recovered), intent.at + 9)]),
+      ),
+    problems: [
+      /confirmation of gate-release:Release:uid-team-a-p1:1 .*succeeded.* contradicts its outcome cancelled/,
+    ],
+  },
+  {
+    name: 'a confirmation of an intent without an outcome before it is reported',
+    history: () =>
+      chain(
+        commit([intent]),
+        commit([confirmationOf(outcomeOf(intent), asOutcomeRecord(recovered), intent.at + 9)]),
+        commit([recovered]),
+      ),
+    problems: [/confirmation of gate-release:Release:uid-team-a-p1:1 .*has no outcome before it/],
+  },
+  {
+    name: 'two agreeing outcomes from different terms without the mark are still two outcomes',
+    history: () =>
+      chain(
+        commit([intent]),
+        commit([recovered]),
+        commit([outcomeOf(intent, { result: 'succeeded', resourceVersion: '9' })]),
+      ),
+    problems: [/has two outcomes \(succeeded here, succeeded earlier/],
+  },
+];
+
+for (const { name, history, problems } of confirmationCases) {
+  test(name, () => {
+    const report = verifyTrail(history());
+    assert.equal(report.problems.length, problems.length, JSON.stringify(report.problems));
+    problems.forEach((pattern, index) =>
+      assert.match(report.problems[index]?.message ?? '', pattern),
+    );
+  });
+}
