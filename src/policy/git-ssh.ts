@@ -4,8 +4,15 @@
  * and push from, the same bare clone isomorphic-git reads and writes) are run by the
  * system `git`, which runs the system `ssh`:
  *
- *   ssh -i <key> -o IdentitiesOnly=yes -o UserKnownHostsFile=<known_hosts>
- *       -o StrictHostKeyChecking=yes -o BatchMode=yes -F /dev/null ...
+ *   ssh -F /dev/null -i <key> -o IdentitiesOnly=yes -o UserKnownHostsFile=<known_hosts>
+ *       -o StrictHostKeyChecking=yes -o BatchMode=yes ... [-p port] [user@]host
+ *       "git-upload-pack '<path>'"
+ *
+ * No shell anywhere (the image has none): git runs GIT_SSH_COMMAND through /bin/sh, and
+ * GIT_SSH takes no options, so git is given the remote as git's own `ext::` transport
+ * (git-remote-ext, enabled for these commands alone by `-c protocol.ext.allow=always`),
+ * which runs the ssh command line above as an argument vector, word by word, with the
+ * same remote command git's ssh transport sends.
  *
  * The key is the operator's (a mounted Secret), never the policy's; ssh reads the file at
  * each connection, so a rotated Secret is used from the next fetch or push on. The host
@@ -50,13 +57,44 @@ export function isSshUrl(url: string): boolean {
   return /^(?:[\w.-]+@)?[\w.-]+:(?!\/\/)[^\s]+$/.test(url) && !/^[a-z][a-z0-9+.-]*:\/\//i.test(url);
 }
 
-/** A word quoted for the shell git runs GIT_SSH_COMMAND with. */
-function shellQuote(word: string): string {
-  return `'${word.replace(/'/g, `'\\''`)}'`;
+/** Where an SSH URL points, as git reads it. */
+export interface SshRemote {
+  /** `[user@]host` (an IPv6 address without its brackets). */
+  readonly destination: string;
+  readonly port?: string;
+  /** The path git asks the server for: `/abs`, `rel` (scp-like), `~user/...`. */
+  readonly path: string;
 }
 
-/** The ssh command line git runs (GIT_SSH_COMMAND). */
-export function sshCommand(access: SshAccess): string {
+/**
+ * `ssh://[user@]host[:port]/path` (`/~user/...` read as `~user/...`, as git does) or
+ * `[user@]host:path`. A user or host starting with `-` is refused (it would be read as
+ * an ssh option), as git refuses it.
+ */
+export function parseSshRemote(url: string): SshRemote {
+  let user: string;
+  let host: string;
+  let port: string | undefined;
+  let path: string;
+  if (/^ssh:\/\//i.test(url)) {
+    const parsed = new URL(url);
+    user = decodeURIComponent(parsed.username);
+    host = parsed.hostname.replace(/^\[(.*)\]$/, '$1');
+    port = parsed.port || undefined;
+    path = decodeURIComponent(parsed.pathname);
+    if (path.startsWith('/~')) path = path.slice(1);
+  } else {
+    const match = /^(?:([^@]+)@)?([^:]+):(.*)$/.exec(url);
+    if (!match) throw new SshGitError('other', `${url} is not an SSH URL`);
+    [user, host, path] = [match[1] ?? '', match[2] as string, match[3] as string];
+  }
+  if (!host || host.startsWith('-') || user.startsWith('-') || !path)
+    throw new SshGitError('other', `${url}: refused (no host or path, or one starting with '-')`);
+  return { destination: user ? `${user}@${host}` : host, ...(port ? { port } : {}), path };
+}
+
+/** The ssh options tollgate reaches a Git server with: the operator's key and known_hosts only. */
+export function sshOptions(access: SshAccess): string[] {
   const hostKey = access.insecureIgnoreHostKey
     ? ['-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null']
     : [
@@ -66,7 +104,6 @@ export function sshCommand(access: SshAccess): string {
         `UserKnownHostsFile=${access.knownHostsFile ?? '/dev/null'}`,
       ];
   return [
-    'ssh',
     '-F',
     '/dev/null',
     '-i',
@@ -88,9 +125,29 @@ export function sshCommand(access: SshAccess): string {
     'ServerAliveCountMax=4',
     '-o',
     'LogLevel=ERROR',
-  ]
-    .map((word) => (/^[\w./=:@-]+$/.test(word) ? word : shellQuote(word)))
-    .join(' ');
+  ];
+}
+
+/** A word for git-remote-ext, which splits its command at spaces: `%` and space escaped. */
+function extWord(word: string): string {
+  return word.replace(/%/g, '%%').replace(/ /g, '% ');
+}
+
+/**
+ * The `ext::` address git is given for `url`: ssh with `sshOptions`, then the remote
+ * command git's own ssh transport sends (`git-upload-pack '<path>'`, `%S` being the
+ * service git asks for), one word.
+ */
+export function extTransportUrl(access: SshAccess, url: string): string {
+  const remote = parseSshRemote(url);
+  const quotedPath = `'${remote.path.replace(/'/g, `'\\''`)}'`;
+  const words = [
+    'ssh',
+    ...sshOptions(access),
+    ...(remote.port ? ['-p', remote.port] : []),
+    remote.destination,
+  ].map(extWord);
+  return `ext::${words.join(' ')} %S% ${extWord(quotedPath)}`;
 }
 
 /**
@@ -170,11 +227,10 @@ function lastLines(stderr: string): string {
 }
 
 /** The environment git and ssh run with: no prompts, no user or system git config. */
-function gitEnv(access: SshAccess): NodeJS.ProcessEnv {
+function gitEnv(): NodeJS.ProcessEnv {
   return {
     PATH: process.env.PATH ?? '/usr/bin:/bin',
     HOME: process.env.HOME ?? '/tmp',
-    GIT_SSH_COMMAND: sshCommand(access),
     GIT_TERMINAL_PROMPT: '0',
     GIT_CONFIG_NOSYSTEM: '1',
     GIT_CONFIG_GLOBAL: '/dev/null',
@@ -197,6 +253,9 @@ const cloneSettings = [
   'pack.writeReverseIndex=false',
   '-c',
   'core.hooksPath=/dev/null',
+  // The ext:: transport (extTransportUrl) for these commands alone.
+  '-c',
+  'protocol.ext.allow=always',
 ];
 
 /** Runs git; a failure becomes an SshGitError saying what went wrong and which flag to check. */
@@ -207,7 +266,7 @@ function runGit(access: SshAccess, what: string, args: readonly string[]): Promi
     execFile(
       'git',
       [...cloneSettings, ...args],
-      { env: gitEnv(access), encoding: 'utf8', maxBuffer: 16 * 1024 * 1024 },
+      { env: gitEnv(), encoding: 'utf8', maxBuffer: 16 * 1024 * 1024 },
       (error, stdout, stderr) => {
         if (!error) return resolve(stdout);
         const kind = classifySshGitFailure(stderr);
@@ -231,7 +290,11 @@ export async function listRemoteRefs(
   url: string,
   refs: readonly string[] = [],
 ): Promise<RemoteRef[]> {
-  const out = await runGit(access, `cannot list refs of ${url}`, ['ls-remote', url, ...refs]);
+  const out = await runGit(access, `cannot list refs of ${url}`, [
+    'ls-remote',
+    extTransportUrl(access, url),
+    ...refs,
+  ]);
   const byRef = new Map<string, { oid: string; peeled?: string }>();
   for (const line of out.split('\n')) {
     const [oid, name] = line.split('\t');
@@ -271,7 +334,7 @@ export async function fetchRef(
     '--no-tags',
     '--no-auto-gc',
     ...shallow,
-    url,
+    extTransportUrl(access, url),
     ref,
   ]);
   const head = readFileSync(join(gitdir, 'FETCH_HEAD'), 'utf8').slice(0, 40);
@@ -292,7 +355,7 @@ export async function pushRef(
     gitdir,
     'push',
     '--quiet',
-    url,
+    extTransportUrl(access, url),
     `${ref}:${ref}`,
   ]);
 }

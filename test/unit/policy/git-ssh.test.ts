@@ -3,8 +3,11 @@ import assert from 'node:assert/strict';
 import {
   classifySshGitFailure,
   isSshUrl,
+  extTransportUrl,
+  parseSshRemote,
   sshAccessProblem,
-  sshCommand,
+  sshOptions,
+  type SshRemote,
 } from '../../../src/policy/git-ssh.ts';
 
 describe('SSH remotes', () => {
@@ -23,29 +26,68 @@ describe('SSH remotes', () => {
   }
 
   it('checks the host key against the operator known_hosts file, with the deploy key alone', () => {
-    const command = sshCommand({
+    const options = sshOptions({
       keyFile: '/secrets/deploy key',
       keyFlag: '--git-ssh-key-file',
       knownHostsFile: '/secrets/known_hosts',
-    });
-    assert.match(command, / -i '\/secrets\/deploy key' /);
+    }).join('\n');
+    assert.match(options, /^-F\n\/dev\/null\n-i\n\/secrets\/deploy key\n/);
     for (const option of [
       'IdentitiesOnly=yes',
       'StrictHostKeyChecking=yes',
       'UserKnownHostsFile=/secrets/known_hosts',
       'BatchMode=yes',
     ])
-      assert.ok(command.includes(`-o ${option}`), `${option} in ${command}`);
-    assert.doesNotMatch(command, /StrictHostKeyChecking=no/);
+      assert.ok(options.includes(`-o\n${option}\n`), `${option} in ${options}`);
+    assert.doesNotMatch(options, /StrictHostKeyChecking=no/);
   });
 
   it('skips host key checking only when the insecure flag says so', () => {
-    const command = sshCommand({
+    const options = sshOptions({
       keyFile: '/k',
       keyFlag: '--git-ssh-key-file',
       insecureIgnoreHostKey: true,
     });
-    assert.match(command, /StrictHostKeyChecking=no/);
+    assert.ok(options.includes('StrictHostKeyChecking=no'));
+  });
+
+  const remotes: [string, SshRemote][] = [
+    [
+      'ssh://git@git.example:2222/platform/policy.git',
+      { destination: 'git@git.example', port: '2222', path: '/platform/policy.git' },
+    ],
+    [
+      'ssh://git.example/~alice/policy.git',
+      { destination: 'git.example', path: '~alice/policy.git' },
+    ],
+    ['ssh://git@[::1]:22/policy.git', { destination: 'git@::1', port: '22', path: '/policy.git' }],
+    [
+      'git@git.example:platform/policy.git',
+      { destination: 'git@git.example', path: 'platform/policy.git' },
+    ],
+    ['git.example:/srv/policy.git', { destination: 'git.example', path: '/srv/policy.git' }],
+  ];
+  for (const [url, remote] of remotes) {
+    it(`reads ${url} as git does`, () => assert.deepEqual(parseSshRemote(url), remote));
+  }
+
+  for (const url of [
+    'ssh://-oProxyCommand=x/policy.git',
+    '-oProxyCommand=x:policy.git',
+    'git@host:',
+  ]) {
+    it(`refuses ${url}: never an ssh option, never an empty path`, () =>
+      assert.throws(() => parseSshRemote(url), /refused/));
+  }
+
+  it('gives git the remote as an ext:: command, word by word, with the remote command git sends over ssh', () => {
+    const url = extTransportUrl(
+      { keyFile: '/secrets/deploy key', keyFlag: '--git-ssh-key-file', knownHostsFile: '/k 100%' },
+      "ssh://git@git.example:2222/team's policy.git",
+    );
+    assert.ok(url.startsWith('ext::ssh -F /dev/null -i /secrets/deploy% key '), url);
+    assert.ok(url.includes(' -o UserKnownHostsFile=/k% 100%% '), url);
+    assert.ok(url.endsWith(" -p 2222 git@git.example %S% '/team'\\''s% policy.git'"), url);
   });
 
   const problems: { name: string; access: Parameters<typeof sshAccessProblem>[0]; why: RegExp }[] =
