@@ -4,7 +4,7 @@
  * controller sees exactly what the last one left: a released pod is one without our gate.
  */
 import type { Policy, Tenant } from '../policy/model.ts';
-import { orphanedGate, ownedGate } from './gates.ts';
+import { orphanedGate, ownedGate, type OwnedGate } from './gates.ts';
 import type { PodLike } from './objects.ts';
 import { shownReleasedCondition } from './released-condition.ts';
 import type { NodeReadiness } from './unready-nodes.ts';
@@ -30,11 +30,16 @@ export const podStates = [
 ] as const;
 export type PodState = (typeof podStates)[number];
 
-export function classifyPod(pod: PodLike, policy: Policy): PodState {
+/** `owned`: the pod's `ownedGate`, when the caller has it already (a pass asks once per pod). */
+export function classifyPod(
+  pod: PodLike,
+  policy: Policy,
+  owned: OwnedGate | undefined = ownedGate(pod, policy),
+): PodState {
   const phase = pod.status?.phase;
   if (phase === 'Succeeded') return 'succeeded';
   if (phase === 'Failed') return 'failed';
-  if (ownedGate(pod, policy)) {
+  if (owned) {
     return pod.metadata?.annotations?.[REVIEW_ANNOTATION] !== undefined ? 'review' : 'gated';
   }
   if (orphanedGate(pod, policy)) return 'orphaned';

@@ -9,7 +9,7 @@
  */
 import { addUsage, emptyUsage, type Usage } from './conditions.ts';
 import { gateSetAt, inReview } from './expiry.ts';
-import { gateIndex, ownedGate, ownedGates, tenantOfNamespace } from './gates.ts';
+import { gateIndex, ownedGate, ownedGates, tenantOfNamespace, type OwnedGate } from './gates.ts';
 import {
   budgetFreedBy,
   chargeReason,
@@ -34,6 +34,11 @@ import { formatDuration } from '../lib/clock.ts';
 export interface Classification {
   readonly pods: readonly PodLike[];
   readonly stateOf: ReadonlyMap<PodLike, PodState>;
+  /**
+   * The pods the judge phase looks at, in pod order: gated, in review or orphaned, each
+   * with its state and its first gate of tollgate's (`ownedGate`, found once per pass).
+   */
+  readonly held: readonly HeldPod[];
   /** Writes still in flight (carried over from the previous pass while the view lags). */
   readonly acting: Readonly<Record<string, Acting>>;
   /** Per tenant: requests of the pods that charge its budget. */
@@ -45,6 +50,12 @@ export interface Classification {
   /** Released pods no longer charged because their node is not Ready (an Event each, once). */
   readonly freedByNode: readonly FreedByNode[];
   readonly summary: PassSummary;
+}
+
+export interface HeldPod {
+  readonly pod: PodLike;
+  readonly state: 'gated' | 'review' | 'orphaned';
+  readonly owned: OwnedGate | undefined;
 }
 
 export interface FreedByNode {
@@ -94,6 +105,7 @@ export function classifyPods(
   nodes: NodeReadiness = allNodesReady,
 ): Classification {
   const stateOf = new Map<PodLike, PodState>();
+  const held: HeldPod[] = [];
   const acting: Record<string, Acting> = {};
   const usage = new Map<string, Usage>();
   const inFlight = new Map<string, number>();
@@ -104,8 +116,9 @@ export function classifyPods(
   const charged: Record<string, Record<ChargeReason, number>> = {};
   const uncharged: Record<string, number> = {};
   const freed: Record<string, Record<FreeReason, number>> = {};
-  const gatedCounts = new Map<string, { tenant: string; gate: string; count: number }>();
+  const gatedCounts: GatedCounts = { inOrder: [], byTenant: new Map() };
   const oldestGatedAt: Record<string, number> = {};
+  const anyActing = Object.keys(previouslyActing).length > 0;
   for (const t of policy.tenants.values()) {
     usage.set(t.name, emptyUsage());
     inFlight.set(t.name, 0);
@@ -121,23 +134,22 @@ export function classifyPods(
     >;
   }
   for (const pod of pods) {
-    let podState = classifyPod(pod, policy);
+    const owned = ownedGate(pod, policy);
+    let podState = classifyPod(pod, policy, owned);
     const uid = pod.metadata?.uid ?? '';
-    const previous = previouslyActing[uid];
+    const previous = anyActing ? previouslyActing[uid] : undefined;
     if (previous && stillActing(pod, previous)) {
       acting[uid] = previous;
       podState = stateWhileActing(pod, previous, podState, policy);
     }
     stateOf.set(pod, podState);
+    if (podState === 'gated' || podState === 'review' || podState === 'orphaned')
+      held.push({ pod, state: podState, owned });
     const tenant = tenantOfNamespace(policy, pod.metadata?.namespace ?? '');
     if (!tenant) continue;
     (states[tenant.name] as Record<PodState, number>)[podState] += 1;
     if (podState === 'gated' || podState === 'review') {
-      const gate = ownedGate(pod, policy)?.gate ?? '';
-      const key = `${tenant.name}\u0000${gate}`;
-      const entry = gatedCounts.get(key) ?? { tenant: tenant.name, gate, count: 0 };
-      entry.count += 1;
-      gatedCounts.set(key, entry);
+      countGated(gatedCounts, tenant.name, owned?.gate ?? '');
       const setAt = gateSetAt(pod);
       if (setAt !== undefined && !(setAt >= (oldestGatedAt[tenant.name] ?? Infinity)))
         oldestGatedAt[tenant.name] = setAt;
@@ -165,6 +177,7 @@ export function classifyPods(
   return {
     pods,
     stateOf,
+    held,
     acting,
     usage,
     inFlight,
@@ -172,7 +185,7 @@ export function classifyPods(
     inFlightPods,
     freedByNode,
     summary: {
-      gated: [...gatedCounts.values()],
+      gated: gatedCounts.inOrder,
       states,
       charged,
       uncharged,
@@ -182,12 +195,41 @@ export function classifyPods(
   };
 }
 
+interface GatedCount {
+  readonly tenant: string;
+  readonly gate: string;
+  count: number;
+}
+
+/** Gated pods by tenant and gate, in the order first met. */
+interface GatedCounts {
+  readonly inOrder: GatedCount[];
+  readonly byTenant: Map<string, Map<string, GatedCount>>;
+}
+
+/** One more gated pod of this tenant under this gate. */
+function countGated(counts: GatedCounts, tenant: string, gate: string): void {
+  let byGate = counts.byTenant.get(tenant);
+  if (!byGate) {
+    byGate = new Map();
+    counts.byTenant.set(tenant, byGate);
+  }
+  const entry = byGate.get(gate);
+  if (entry) {
+    entry.count += 1;
+    return;
+  }
+  const first = { tenant, gate, count: 1 };
+  byGate.set(gate, first);
+  counts.inOrder.push(first);
+}
+
 /** Gang members: unfinished pods in the pod's namespace with the same group label value. */
 export function gangMembers(
   pod: PodLike,
   groupLabel: string,
   classified: Pick<Classification, 'pods' | 'stateOf'>,
-): PodLike[] {
+): readonly PodLike[] {
   return gangIndex(classified, groupLabel).unfinished.get(gangKeyOf(pod, groupLabel)) ?? [];
 }
 
@@ -203,9 +245,10 @@ export function gangMembersPresent(
   pod: PodLike,
   groupLabel: string,
   classified: Pick<Classification, 'pods' | 'stateOf'>,
-): PodLike[] {
-  const created = timestampMs(pod.metadata?.creationTimestamp) ?? Infinity;
+): readonly PodLike[] {
   const finished = gangIndex(classified, groupLabel).finished.get(gangKeyOf(pod, groupLabel));
+  if (finished === undefined) return gangMembers(pod, groupLabel, classified);
+  const created = timestampMs(pod.metadata?.creationTimestamp) ?? Infinity;
   const ranWithIt = (finished ?? []).filter(
     (p) =>
       releasedByTollgate(p) && (scheduledAt(p) ?? -Infinity) >= Math.floor(created / 1000) * 1000,

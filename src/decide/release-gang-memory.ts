@@ -47,9 +47,14 @@ export function nextGangReleases(
   previous: GangReleases,
   decided: GangReleases,
 ): GangReleases {
-  const gated = new Set(
-    pods.filter((p) => ownedGate(p, policy) !== undefined).map((p) => p.metadata?.uid ?? ''),
-  );
+  const remembered = Object.keys(decided).length + Object.keys(previous).length;
+  if (remembered === 0) return {};
+  const gated = new Set<string>();
+  for (const p of pods) {
+    const uid = p.metadata?.uid ?? '';
+    if (!Object.hasOwn(decided, uid) && !Object.hasOwn(previous, uid)) continue;
+    if (ownedGate(p, policy) !== undefined) gated.add(uid);
+  }
   const next: Record<string, number> = {};
   for (const [uid, at] of [...Object.entries(decided), ...Object.entries(previous)])
     if (gated.has(uid)) next[uid] = Math.min(next[uid] ?? Infinity, at);

@@ -18,7 +18,7 @@ import {
 import type { ConditionInput } from './decision.ts';
 import { evaluateSchedule, scheduleOpensAt } from './schedule.ts';
 import { expiresAt, gateSetAt, inReview, isExpired, reviewMark } from './expiry.ts';
-import { orphanedGate, ownedGate, type OrphanedGate, type OwnedGate } from './gates.ts';
+import { orphanedGate, type OrphanedGate, type OwnedGate } from './gates.ts';
 import type { ClusterSnapshot, PodLike } from './objects.ts';
 import { podRequests } from './requests.ts';
 import { blockedNow, type BlockedWrite } from './release-blocked.ts';
@@ -66,9 +66,7 @@ export function judgePods(
   const candidates: Candidate[] = [];
   const verdicts: Verdict[] = [];
   const wakeups: number[] = [];
-  for (const pod of classified.pods) {
-    const podState = classified.stateOf.get(pod);
-    if (podState !== 'gated' && podState !== 'review' && podState !== 'orphaned') continue;
+  for (const { pod, state: podState, owned } of classified.held) {
     if (pod.metadata?.deletionTimestamp) continue;
     // One pending decision per pod: while a write decided for it is not shown by the view,
     // the pod is not decided again (a queued Review or Cancel is not re-recorded each pass).
@@ -79,7 +77,10 @@ export function judgePods(
       if (failed && !failed.blocked) wakeups.push(failed.until);
       continue;
     }
-    const judged = podState === 'orphaned' ? judgeOrphan(pod, context) : judgePod(pod, context);
+    const judged =
+      podState === 'orphaned'
+        ? judgeOrphan(pod, context)
+        : judgePod(pod, owned as OwnedGate, context);
     if (judged.candidate) candidates.push(judged.candidate);
     else verdicts.push(...judged.verdicts);
     if (judged.wakeup !== undefined) wakeups.push(judged.wakeup);
@@ -91,9 +92,8 @@ export function judgePods(
  * One gated pod: held without a GatePolicy, cancelled by a Cancel approval, a candidate
  * when its conditions hold, held until its expiry, then what the expiry's action says.
  */
-function judgePod(pod: PodLike, context: JudgeContext): PodJudgement {
-  const { policy, now } = context;
-  const owned = ownedGate(pod, policy) as OwnedGate;
+function judgePod(pod: PodLike, owned: OwnedGate, context: JudgeContext): PodJudgement {
+  const { now } = context;
   const { tenant, gatePolicy } = owned;
   if (!gatePolicy) {
     const reason = `no GatePolicy for gate ${owned.gate} selects this pod`;

@@ -113,7 +113,7 @@ export function recordVerdicts(
       case 'Hold': {
         const held = holdOf(verdict, previousHolds[uid], now);
         holds[uid] = held.hold;
-        wakeups.push(...held.wakeups);
+        for (const at of held.wakeups) wakeups.push(at);
         if (held.changed) holdChanges.push(holdChangeOf(verdict));
         if (held.record) decide(verdict, 'Hold');
         break;

@@ -26,7 +26,6 @@ export function groupReleaseUnits(
   const units: ReleaseUnit[] = [];
   const verdicts: Verdict[] = [];
   const byGang = new Map<string, Candidate[]>();
-  const candidateUids = new Set(candidates.map((c) => c.pod.metadata?.uid));
   for (const candidate of candidates) {
     const gang = gangConditionOf(candidate);
     const id = gang ? gangId(candidate.pod, gang) : undefined;
@@ -38,6 +37,7 @@ export function groupReleaseUnits(
     }
     units.push(releaseUnit([candidate]));
   }
+  const candidateUids = new Set(byGang.size > 0 ? candidates.map((c) => c.pod.metadata?.uid) : []);
   for (const [id, members] of byGang) {
     const first = members[0] as Candidate;
     const gang = gangConditionOf(first) as GangCondition;
@@ -70,14 +70,20 @@ function gangConditionOf(candidate: Candidate): GangCondition | undefined {
 export function releaseUnit(members: readonly Candidate[]): ReleaseUnit {
   const first = members[0] as Candidate;
   const requests = emptyUsage();
-  for (const m of members) addUsage(requests, m.requests);
-  const order = Math.min(...members.map((m) => gateSetAt(m.pod) ?? 0));
+  let order = Infinity;
+  let key: string | undefined;
+  for (const m of members) {
+    addUsage(requests, m.requests);
+    order = Math.min(order, gateSetAt(m.pod) ?? 0);
+    const memberKey = podKey(m.pod);
+    if (key === undefined || memberKey < key) key = memberKey;
+  }
   return {
     tenant: first.owned.tenant,
     gatePolicy: first.owned.gatePolicy,
     members,
     requests,
     order,
-    key: members.map((m) => podKey(m.pod)).sort()[0] as string,
+    key: key as string,
   };
 }

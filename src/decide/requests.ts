@@ -20,23 +20,50 @@ import type { ContainerLike, PodLike, Quantities } from './objects.ts';
 
 export type Amounts = Record<string, number>;
 
+/** Distinct quantities remembered per resource name, and resource names, at most. */
+const REMEMBERED_AMOUNTS = 1024;
+const storedAmounts = new Map<string, Map<string | number, number>>();
+
+/**
+ * `toStoredAmount`, remembered: a pass reads the same few quantity texts on thousands of
+ * pods. A text that does not parse is not remembered (it throws each time, as before).
+ */
+function storedAmount(name: string, value: string | number): number {
+  let byValue = storedAmounts.get(name);
+  if (byValue === undefined) {
+    if (storedAmounts.size >= REMEMBERED_AMOUNTS) return toStoredAmount(name, value);
+    byValue = new Map();
+    storedAmounts.set(name, byValue);
+  }
+  let amount = byValue.get(value);
+  if (amount === undefined) {
+    amount = toStoredAmount(name, value);
+    if (byValue.size < REMEMBERED_AMOUNTS) byValue.set(value, amount);
+  }
+  return amount;
+}
+
 function amountsOf(quantities: Quantities): Amounts {
   const out: Amounts = {};
-  for (const [name, value] of Object.entries(quantities ?? {}))
-    out[name] = toStoredAmount(name, value);
+  if (quantities === undefined || quantities === null) return out;
+  for (const name of Object.keys(quantities))
+    out[name] = storedAmount(name, quantities[name] as string | number);
   return out;
 }
 
 function containerRequests(container: ContainerLike): Amounts {
   const requests = amountsOf(container.resources?.requests);
-  for (const [name, value] of Object.entries(amountsOf(container.resources?.limits))) {
-    if (!(name in requests)) requests[name] = value;
+  const limits = container.resources?.limits;
+  if (limits === undefined || limits === null) return requests;
+  for (const name of Object.keys(limits)) {
+    const limit = storedAmount(name, limits[name] as string | number);
+    if (!(name in requests)) requests[name] = limit;
   }
   return requests;
 }
 
 export function addInto(target: Amounts, add: Readonly<Amounts>): Amounts {
-  for (const [name, value] of Object.entries(add)) target[name] = (target[name] ?? 0) + value;
+  for (const name of Object.keys(add)) target[name] = (target[name] ?? 0) + (add[name] as number);
   return target;
 }
 
@@ -64,9 +91,11 @@ export function podRequests(pod: PodLike): Amounts {
   }
   maxInto(requests, initPeak);
 
-  for (const [name, value] of Object.entries(amountsOf(spec?.resources?.requests))) {
-    if (name === 'cpu' || name === 'memory') requests[name] = value;
-  }
-  addInto(requests, amountsOf(spec?.overhead));
+  const podLevel = spec?.resources?.requests;
+  if (podLevel !== undefined)
+    for (const [name, value] of Object.entries(amountsOf(podLevel))) {
+      if (name === 'cpu' || name === 'memory') requests[name] = value;
+    }
+  if (spec?.overhead !== undefined) addInto(requests, amountsOf(spec.overhead));
   return requests;
 }

@@ -51,8 +51,24 @@ test('podRequests follows the scheduler', async (t) => {
       pod: aPod('p').requests({ cpu: '1' }).overhead({ cpu: '250m' }),
       want: { cpu: 1250 },
     },
+    {
+      name: 'the same text is read per resource, however often it was read before (1 cpu is 1000m, 1 of memory is 1 byte)',
+      pod: aPod('p')
+        .requests({ cpu: '1', memory: '1' })
+        .container({ name: 'b', resources: { requests: { memory: '1', cpu: '1' } } }),
+      want: { cpu: 2000, memory: 2 },
+    },
+    {
+      name: 'a limit that does not parse is refused even where a request covers it',
+      pod: aPod('p').requests({ cpu: '1' }, { cpu: 'lots' }),
+      want: 'refused',
+    },
   ];
   for (const c of cases) {
+    if (c.want === 'refused') {
+      await t.test(c.name, () => assert.throws(() => podRequests(c.pod.obj()), /lots/));
+      continue;
+    }
     await t.test(c.name, () => assert.deepEqual(podRequests(c.pod.obj()), c.want));
   }
 });
