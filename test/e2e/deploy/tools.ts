@@ -1,7 +1,7 @@
 /**
- * The real deploy tools for tollgate's tests: `kustomize` and `helm`, built from the Go
- * module proxy by test/tools/build.sh (cached by version), or taken from
- * TOLLGATE_KUSTOMIZE / TOLLGATE_HELM. Also `tollgate` itself as a process, the way an
+ * The real deploy tools for tollgate's tests: `kustomize` and `helm` (and `kubectl`, and
+ * `argocd-lua`: Argo CD's Lua interpreter), built from the Go module proxy by
+ * test/tools/build.sh (cached by version), or taken from TOLLGATE_KUSTOMIZE / TOLLGATE_HELM. Also `tollgate` itself as a process, the way an
  * operator runs it. Everything rendered is parsed into plain objects.
  */
 import { execFileSync } from 'node:child_process';
@@ -22,8 +22,8 @@ export type Manifest = KubernetesObject & Record<string, unknown>;
 const built = new Map<string, string>();
 
 /** Path of a tool binary: the environment override, else the cached build. */
-export function toolPath(tool: 'kustomize' | 'helm' | 'kubectl'): string {
-  const fromEnv = process.env[`TOLLGATE_${tool.toUpperCase()}`];
+export function toolPath(tool: 'kustomize' | 'helm' | 'kubectl' | 'argocd-lua'): string {
+  const fromEnv = process.env[`TOLLGATE_${tool.toUpperCase().replace('-', '_')}`];
   if (fromEnv) return fromEnv;
   let path = built.get(tool);
   if (!path) {
