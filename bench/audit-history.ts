@@ -9,7 +9,8 @@
  * file paths spread over hours and days as in production; wall time is the machine's).
  * Reported, side by side:
  * - commit and push latency of the first and the last 5% of commits (their ratio must
- *   stay near 1: the cost of a commit must not grow with history);
+ *   stay near 1: the cost of a commit must not grow with history), and the git objects
+ *   each push reads (counted, so the load of the machine does not blur it);
  * - disk of the server's bare repository and of the writer's clone after maintenance,
  *   bytes per record;
  * - term start on a fresh cache (open = shallow fetch, reconcile, recovery read back to
@@ -32,6 +33,7 @@ import { GitAuditWriter, openIntentsDeepening } from '../src/audit/writer.ts';
 import { timedStore } from './audit-lib.ts';
 import type { Decision } from '../src/decide/decision.ts';
 import { parseDuration, ManualClock } from '../src/lib/clock.ts';
+import { countingFs } from '../test/support/counting-fs.ts';
 import { startGitServer } from '../test/support/git-server.ts';
 import { percentile } from './lib.ts';
 
@@ -106,6 +108,8 @@ const clock = new ManualClock(Date.UTC(2026, 0, 1));
 
 const commitMs: number[] = [];
 const pushMs: number[] = [];
+const reads = countingFs();
+const pushReads = { counts: [] as number[], objectReads: reads.objectReads };
 /** The writer process's RSS and Buffer memory after each cycle, MiB. */
 const rssMiB: number[] = [];
 const buffersMiB: number[] = [];
@@ -117,10 +121,11 @@ const repo = new AuditRepo({
   token: server.token,
   author: { name: 'tollgate bench', email: 'bench@tollgate.invalid' },
   clock,
+  fs: reads.fs,
 });
 await repo.open();
 await repo.fetch();
-const store = timedStore(repo, { commitMs, pushMs }, values['keep-git-cache']);
+const store = timedStore(repo, { commitMs, pushMs, pushReads }, values['keep-git-cache']);
 const writer = new GitAuditWriter({
   store,
   cluster: 'bench',
@@ -231,6 +236,8 @@ const firstCommit = median(slice(commitMs, 0, 0.05));
 const lastCommit = median(slice(commitMs, 0.95, 1));
 const firstPush = median(slice(pushMs, 0, 0.05));
 const lastPush = median(slice(pushMs, 0.95, 1));
+const firstReads = median(slice(pushReads.counts, 0, 0.05));
+const lastReads = median(slice(pushReads.counts, 0.95, 1));
 // Memory once the first maintenance packed the clone (after 10%), against the end.
 const firstRss = median(slice(rssMiB, 0.1, 0.15));
 const lastRss = median(slice(rssMiB, 0.95, 1));
@@ -239,7 +246,7 @@ const lastBuffers = median(slice(buffersMiB, 0.95, 1));
 const report = [
   `audit history bench: ${total} records, ${perCommit} per commit, ${commits} commits, one every ${values.every} (simulated ${((commits * everyMs) / 3_600_000).toFixed(1)} h), written in ${writeSeconds.toFixed(0)} s`,
   `commit median first 5% ${firstCommit.toFixed(1)} ms, last 5% ${lastCommit.toFixed(1)} ms (ratio ${(lastCommit / firstCommit).toFixed(2)})`,
-  `push median first 5% ${firstPush.toFixed(1)} ms, last 5% ${lastPush.toFixed(1)} ms (ratio ${(lastPush / firstPush).toFixed(2)})`,
+  `push median first 5% ${firstPush.toFixed(1)} ms, last 5% ${lastPush.toFixed(1)} ms (ratio ${(lastPush / firstPush).toFixed(2)}); git objects read per push, median first 5% ${firstReads} / last 5% ${lastReads}, most ${Math.max(...pushReads.counts)}`,
   `disk: server repo ${(serverKiB / 1024).toFixed(1)} MiB (${((serverKiB * 1024) / total).toFixed(0)} B/record), writer clone after maintenance ${(cloneKiB / 1024).toFixed(1)} MiB (${((cloneKiB * 1024) / total).toFixed(0)} B/record)`,
   `term start (fresh cache: shallow fetch + reconcile + recovery read to the last checkpoint), half the history / all of it: ${half.ms.toFixed(0)} / ${term.ms.toFixed(0)} ms (ratio ${(term.ms / half.ms).toFixed(2)}), peak heap ${half.peakHeapMiB.toFixed(0)} / ${term.peakHeapMiB.toFixed(0)} MiB (ratio ${(term.peakHeapMiB / half.peakHeapMiB).toFixed(2)}), commits read ${half.commitsRead} / ${term.commitsRead}, open intents ${term.open}`,
   `writer RSS median at 10-15% / last 5% of the history ${firstRss.toFixed(0)} / ${lastRss.toFixed(0)} MiB (ratio ${(lastRss / firstRss).toFixed(2)}), Buffers ${firstBuffers.toFixed(1)} / ${lastBuffers.toFixed(1)} MiB (ratio ${(lastBuffers / firstBuffers).toFixed(2)})`,

@@ -1,10 +1,17 @@
-/** Shared by the audit benches: an AuditStore over a real AuditRepo that times every commit and push. */
+/**
+ * Shared by the audit benches: an AuditStore over a real AuditRepo that times every commit
+ * and push (and, given the repo's counting fs, counts the git objects each push reads).
+ */
 import type { AuditRepo } from '../src/audit/repo.ts';
 import type { AuditStore } from '../src/audit/writer.ts';
 
 export function timedStore(
   repo: AuditRepo,
-  times: { readonly commitMs: number[]; readonly pushMs: number[] },
+  times: {
+    readonly commitMs: number[];
+    readonly pushMs: number[];
+    readonly pushReads?: { readonly counts: number[]; readonly objectReads: () => number };
+  },
   /** Keep isomorphic-git's cache for the life of the writer (the behaviour before releaseCache), to compare. */
   keepGitCache = false,
 ): AuditStore {
@@ -19,7 +26,14 @@ export function timedStore(
   return {
     commitFile: (path, content, message) =>
       timed(times.commitMs, () => repo.commitFile(path, content, message)),
-    push: () => timed(times.pushMs, () => repo.push()),
+    push: async () => {
+      const before = times.pushReads?.objectReads() ?? 0;
+      try {
+        return await timed(times.pushMs, () => repo.push());
+      } finally {
+        times.pushReads?.counts.push((times.pushReads?.objectReads() ?? 0) - before);
+      }
+    },
     unpushed: () => repo.unpushed(),
     redact: (text) => repo.redact(text),
     maintain: () => repo.maintain(),

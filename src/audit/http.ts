@@ -14,7 +14,7 @@
 import http from 'isomorphic-git/http/node';
 import type { GitHttpRequest, GitHttpResponse, HttpClient } from 'isomorphic-git';
 
-function pktLine(text: string): Buffer {
+export function pktLine(text: string): Buffer {
   const body = Buffer.from(text, 'utf8');
   return Buffer.concat([
     Buffer.from((body.length + 4).toString(16).padStart(4, '0'), 'utf8'),
@@ -23,7 +23,7 @@ function pktLine(text: string): Buffer {
 }
 
 /** Splits a pkt-line stream into raw packets (flush packets kept as "0000"). */
-function packets(buffer: Buffer): Buffer[] {
+export function packets(buffer: Buffer): Buffer[] {
   const out: Buffer[] = [];
   let offset = 0;
   while (offset + 4 <= buffer.length) {

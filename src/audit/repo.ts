@@ -26,7 +26,7 @@
 import * as fs from 'node:fs';
 import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import git, { Errors, type AuthCallback, type CommitObject } from 'isomorphic-git';
+import git, { Errors, type AuthCallback, type CommitObject, type FsClient } from 'isomorphic-git';
 import http from 'isomorphic-git/http/node';
 import { withUnbornHeadRepair } from './http.ts';
 import type { Clock } from '../lib/clock.ts';
@@ -49,7 +49,8 @@ import {
   type PushFailureReason,
 } from './metrics.ts';
 import type { SshSigner } from './sign.ts';
-import { addFile, diffTrees, lookup, type Repo } from './tree.ts';
+import { advertisedRefs, sendPack } from './receive-pack.ts';
+import { addFile, diffTrees, lookup, objectsAdded, type Repo } from './tree.ts';
 
 export interface RetryOptions {
   /** Push attempts per `push()` call, the first included. */
@@ -95,6 +96,8 @@ export interface AuditRepoOptions {
    * commits); 0 fetches the whole history (readers).
    */
   readonly shallowDepth?: number;
+  /** The file system git objects are read and written through (default node:fs; a test counts reads). */
+  readonly fs?: FsClient;
 }
 
 export interface LocalCommit {
@@ -232,6 +235,7 @@ const sshFailureReason: Record<SshGitError['kind'], PushFailureReason> = {
 
 export class AuditRepo implements Repo {
   readonly gitdir: string;
+  readonly fs: FsClient;
   /**
    * isomorphic-git's cache: the pack indexes and the whole packs it read stay in it, so
    * one cache for the life of the process holds the clone's packs in memory (the largest
@@ -269,6 +273,7 @@ export class AuditRepo implements Repo {
 
   constructor(options: AuditRepoOptions) {
     this.gitdir = options.dir;
+    this.fs = options.fs ?? fs;
     this.branch = options.branch;
     let token: TokenSource | undefined = options.token;
     let username = options.username;
@@ -317,12 +322,13 @@ export class AuditRepo implements Repo {
   }
 
   /** The token now (a token file is read here, at each request for credentials). */
-  #onAuth: AuthCallback = () => {
+  #onAuth: AuthCallback = () => this.#credentials() ?? {};
+  #credentials(): { username: string; password: string } | undefined {
     const token = currentToken(this.#token);
-    if (!token) return {};
+    if (!token) return undefined;
     this.#seenTokens.add(token);
     return { username: this.#username, password: token };
-  };
+  }
   // A refused token must not be offered again in a loop; one failure is the answer.
   #onAuthFailure: AuthCallback = () => ({ cancel: true });
 
@@ -337,10 +343,10 @@ export class AuditRepo implements Repo {
   async open(): Promise<void> {
     mkdirSync(this.gitdir, { recursive: true });
     if (!fs.existsSync(`${this.gitdir}/HEAD`)) {
-      await git.init({ fs, gitdir: this.gitdir, bare: true, defaultBranch: this.branch });
+      await git.init({ fs: this.fs, gitdir: this.gitdir, bare: true, defaultBranch: this.branch });
     }
     await git.addRemote({
-      fs,
+      fs: this.fs,
       gitdir: this.gitdir,
       remote: remoteName,
       url: this.url,
@@ -350,7 +356,7 @@ export class AuditRepo implements Repo {
 
   async #resolve(ref: string): Promise<string | undefined> {
     try {
-      return await git.resolveRef({ fs, gitdir: this.gitdir, ref });
+      return await git.resolveRef({ fs: this.fs, gitdir: this.gitdir, ref });
     } catch (error) {
       if (error instanceof Errors.NotFoundError) return undefined;
       throw error;
@@ -367,8 +373,9 @@ export class AuditRepo implements Repo {
 
   async treeOf(commit: string | undefined): Promise<string | undefined> {
     if (commit === undefined) return undefined;
-    return (await git.readCommit({ fs, gitdir: this.gitdir, oid: commit, cache: this.cache }))
-      .commit.tree;
+    return (
+      await git.readCommit({ fs: this.fs, gitdir: this.gitdir, oid: commit, cache: this.cache })
+    ).commit.tree;
   }
 
   /**
@@ -383,7 +390,7 @@ export class AuditRepo implements Repo {
   ): Promise<{ oid: string; path: string }> {
     const parent = await this.localTip();
     const blob = await git.writeBlob({
-      fs,
+      fs: this.fs,
       gitdir: this.gitdir,
       blob: Buffer.from(content, 'utf8'),
     });
@@ -399,16 +406,22 @@ export class AuditRepo implements Repo {
       author: person,
       committer: person,
     });
-    await git.writeRef({ fs, gitdir: this.gitdir, ref: this.#localRef, value: oid, force: true });
+    await git.writeRef({
+      fs: this.fs,
+      gitdir: this.gitdir,
+      ref: this.#localRef,
+      value: oid,
+      force: true,
+    });
     return { oid, path: finalPath };
   }
 
   async #writeCommit(commit: Omit<CommitObject, 'gpgsig'>): Promise<string> {
     const signer = this.#signer;
-    if (!signer) return git.writeCommit({ fs, gitdir: this.gitdir, commit });
+    if (!signer) return git.writeCommit({ fs: this.fs, gitdir: this.gitdir, commit });
     // git.commit renders the exact payload and calls onSign; the tree is given, so no index is read.
     return git.commit({
-      fs,
+      fs: this.fs,
       gitdir: this.gitdir,
       tree: commit.tree,
       parent: commit.parent,
@@ -439,7 +452,12 @@ export class AuditRepo implements Repo {
 
   /** A blob of the clone as text (a leftover commit's file). */
   async readText(oid: string): Promise<string> {
-    const { blob } = await git.readBlob({ fs, gitdir: this.gitdir, oid, cache: this.cache });
+    const { blob } = await git.readBlob({
+      fs: this.fs,
+      gitdir: this.gitdir,
+      oid,
+      cache: this.cache,
+    });
     return Buffer.from(blob).toString('utf8');
   }
 
@@ -451,9 +469,17 @@ export class AuditRepo implements Repo {
   async resetToRemote(): Promise<void> {
     const tip = await this.trackingTip();
     if (tip === undefined)
-      await git.deleteRef({ fs, gitdir: this.gitdir, ref: this.#localRef }).catch(() => undefined);
+      await git
+        .deleteRef({ fs: this.fs, gitdir: this.gitdir, ref: this.#localRef })
+        .catch(() => undefined);
     else
-      await git.writeRef({ fs, gitdir: this.gitdir, ref: this.#localRef, value: tip, force: true });
+      await git.writeRef({
+        fs: this.fs,
+        gitdir: this.gitdir,
+        ref: this.#localRef,
+        value: tip,
+        force: true,
+      });
   }
 
   /** Local commits not yet on the remote, oldest first. */
@@ -463,7 +489,12 @@ export class AuditRepo implements Repo {
     const found: LocalCommit[] = [];
     let oid = await this.localTip();
     while (oid !== undefined && oid !== remoteTip) {
-      const { commit } = await git.readCommit({ fs, gitdir: this.gitdir, oid, cache: this.cache });
+      const { commit } = await git.readCommit({
+        fs: this.fs,
+        gitdir: this.gitdir,
+        oid,
+        cache: this.cache,
+      });
       const parent = commit.parent[0];
       const added = (await diffTrees(this, await this.treeOf(parent), commit.tree)).filter(
         (change) => change.change === 'added',
@@ -492,7 +523,7 @@ export class AuditRepo implements Repo {
 
   async #has(oid: string): Promise<boolean> {
     return git
-      .readCommit({ fs, gitdir: this.gitdir, oid, cache: this.cache })
+      .readCommit({ fs: this.fs, gitdir: this.gitdir, oid, cache: this.cache })
       .then(() => true)
       .catch(() => false);
   }
@@ -517,7 +548,7 @@ export class AuditRepo implements Repo {
     if (tip === oid) return true;
     while (!(await this.#has(oid))) if (!(await this.deepen())) return false;
     return git.isDescendent({
-      fs,
+      fs: this.fs,
       gitdir: this.gitdir,
       oid: tip,
       ancestor: oid,
@@ -557,7 +588,7 @@ export class AuditRepo implements Repo {
           // isomorphic-git moves the tracking ref before it stores the pack; undo that.
           if (known)
             await git.writeRef({
-              fs,
+              fs: this.fs,
               gitdir: this.gitdir,
               ref: this.#trackingRef,
               value: known,
@@ -565,7 +596,7 @@ export class AuditRepo implements Repo {
             });
           else
             await git
-              .deleteRef({ fs, gitdir: this.gitdir, ref: this.#trackingRef })
+              .deleteRef({ fs: this.fs, gitdir: this.gitdir, ref: this.#trackingRef })
               .catch(() => undefined);
           throw error;
         },
@@ -577,7 +608,7 @@ export class AuditRepo implements Repo {
       await this.#refuseRewritten(known, tip);
     }
     await git.writeRef({
-      fs,
+      fs: this.fs,
       gitdir: this.gitdir,
       ref: this.#trackingRef,
       value: tip,
@@ -587,7 +618,7 @@ export class AuditRepo implements Repo {
     const local = await this.localTip();
     if (local === undefined)
       await git.writeRef({
-        fs,
+        fs: this.fs,
         gitdir: this.gitdir,
         ref: this.#localRef,
         value: tip,
@@ -614,7 +645,7 @@ export class AuditRepo implements Repo {
   /** A fetch of the audit branch alone into the remote-tracking ref. */
   #fetchOptions() {
     return {
-      fs,
+      fs: this.fs,
       http: withUnbornHeadRepair(this.branch),
       gitdir: this.gitdir,
       remote: remoteName,
@@ -656,7 +687,7 @@ export class AuditRepo implements Repo {
   async #refuseRewritten(known: string | undefined, tip: string): Promise<void> {
     if (known === undefined || known === tip || !(await this.#has(known))) return;
     const grown = await git.isDescendent({
-      fs,
+      fs: this.fs,
       gitdir: this.gitdir,
       oid: tip,
       ancestor: known,
@@ -666,7 +697,7 @@ export class AuditRepo implements Repo {
     if (grown) return;
     auditHistoryRewritten.set(1);
     await git.writeRef({
-      fs,
+      fs: this.fs,
       gitdir: this.gitdir,
       ref: this.#trackingRef,
       value: known,
@@ -697,7 +728,12 @@ export class AuditRepo implements Repo {
     const visitTree = async (oid: string): Promise<void> => {
       if (!loose.has(oid) || reachable.has(oid)) return;
       reachable.add(oid);
-      const { tree } = await git.readTree({ fs, gitdir: this.gitdir, oid, cache: this.cache });
+      const { tree } = await git.readTree({
+        fs: this.fs,
+        gitdir: this.gitdir,
+        oid,
+        cache: this.cache,
+      });
       for (const entry of tree)
         if (entry.type === 'tree') await visitTree(entry.oid);
         else if (loose.has(entry.oid)) reachable.add(entry.oid);
@@ -707,7 +743,7 @@ export class AuditRepo implements Repo {
       while (oid !== undefined && loose.has(oid) && !reachable.has(oid)) {
         reachable.add(oid);
         const { commit } = await git.readCommit({
-          fs,
+          fs: this.fs,
           gitdir: this.gitdir,
           oid,
           cache: this.cache,
@@ -726,14 +762,14 @@ export class AuditRepo implements Repo {
   /** Writes one pack of `oids` with its index; returns the pack's file name. */
   async #writePack(oids: ReadonlySet<string>): Promise<string> {
     const { filename } = await git.packObjects({
-      fs,
+      fs: this.fs,
       gitdir: this.gitdir,
       oids: [...oids],
       write: true,
       cache: this.cache,
     });
     await git.indexPack({
-      fs,
+      fs: this.fs,
       dir: this.gitdir,
       gitdir: this.gitdir,
       filepath: `objects/pack/${filename}`,
@@ -781,7 +817,13 @@ export class AuditRepo implements Repo {
   async sync(): Promise<void> {
     const tip = await this.fetch();
     if (tip === undefined || (await this.unpushed()).length > 0) return;
-    await git.writeRef({ fs, gitdir: this.gitdir, ref: this.#localRef, value: tip, force: true });
+    await git.writeRef({
+      fs: this.fs,
+      gitdir: this.gitdir,
+      ref: this.#localRef,
+      value: tip,
+      force: true,
+    });
   }
 
   /** Rebuilds `pending` on `base`, skipping commits whose file already landed; returns the new local tip. */
@@ -816,15 +858,69 @@ export class AuditRepo implements Repo {
       });
     }
     if (tip !== undefined)
-      await git.writeRef({ fs, gitdir: this.gitdir, ref: this.#localRef, value: tip, force: true });
+      await git.writeRef({
+        fs: this.fs,
+        gitdir: this.gitdir,
+        ref: this.#localRef,
+        value: tip,
+        force: true,
+      });
     return tip;
   }
 
-  /** Pushes the local branch to the remote's (over SSH by the system git). */
-  async #pushBranch(): Promise<void> {
+  /**
+   * Pushes the local branch to the remote's: over SSH by the system git; over HTTP with
+   * the commits `pending` holds on `base` (receive-pack.ts), so a push reads only what
+   * it sends, whatever the history. A branch the remote does not have yet takes
+   * isomorphic-git's push (everything is new then).
+   */
+  async #pushBranch(pending: readonly LocalCommit[], base: string | undefined): Promise<void> {
     if (this.#ssh) return pushRef(this.#ssh, this.gitdir, this.url, this.#localRef);
+    if (base === undefined) return this.#pushNewBranch();
+    const target = { http, url: this.url, headers: this.#authHeaders() };
+    const advertised = await advertisedRefs(target);
+    const current = advertised.refs.get(this.#localRef);
+    const tip = (pending.at(-1) as LocalCommit).oid;
+    if (current === tip) return; // it landed before: the answer to that push was lost
+    // The remote moved: on to commits of ours that landed (their answer lost), or elsewhere.
+    const from = current === base ? 0 : pending.findIndex((commit) => commit.oid === current) + 1;
+    if (from === 0 && current !== base) throw new Errors.PushRejectedError('not-fast-forward');
+    const { packfile } = await git.packObjects({
+      fs: this.fs,
+      gitdir: this.gitdir,
+      oids: await this.#objectsOf(pending.slice(from)),
+      cache: this.cache,
+    });
+    if (packfile === undefined) throw new Error('packing the audit commits gave no pack');
+    await sendPack(target, advertised, { ref: this.#localRef, old: current, new: tip }, packfile);
+  }
+
+  /** What the commits add over their parents: each commit, its changed trees and its blob. */
+  async #objectsOf(commits: readonly LocalCommit[]): Promise<string[]> {
+    const oids = new Set<string>();
+    for (const commit of commits) {
+      oids.add(commit.oid);
+      const added = await objectsAdded(
+        this,
+        await this.treeOf(commit.parent),
+        await this.treeOf(commit.oid),
+      );
+      for (const oid of added) oids.add(oid);
+    }
+    return [...oids];
+  }
+
+  /** The Authorization header of the current token (a token file is read here). */
+  #authHeaders(): Record<string, string> {
+    const auth = this.#credentials();
+    if (auth === undefined) return {};
+    const basic = Buffer.from(`${auth.username}:${auth.password}`, 'utf8');
+    return { Authorization: `Basic ${basic.toString('base64')}` };
+  }
+
+  async #pushNewBranch(): Promise<void> {
     await git.push({
-      fs,
+      fs: this.fs,
       http,
       gitdir: this.gitdir,
       remote: remoteName,
@@ -873,11 +969,11 @@ export class AuditRepo implements Repo {
       }
       attempt += 1;
       try {
-        await this.#pushBranch();
+        await this.#pushBranch(pending, base);
         const tip = await this.localTip();
         if (tip)
           await git.writeRef({
-            fs,
+            fs: this.fs,
             gitdir: this.gitdir,
             ref: this.#trackingRef,
             value: tip,

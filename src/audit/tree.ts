@@ -5,16 +5,20 @@
  * `audit verify` (did any commit modify or delete?) need.
  */
 import * as fs from 'node:fs';
-import git, { type TreeEntry } from 'isomorphic-git';
+import git, { type FsClient, type TreeEntry } from 'isomorphic-git';
 
 export interface Repo {
   readonly gitdir: string;
   readonly cache: object;
+  /** The file system git objects are read through (default node:fs; a test counts reads). */
+  readonly fs?: FsClient;
 }
 
 async function entries(repo: Repo, treeOid: string | undefined): Promise<TreeEntry[]> {
   if (treeOid === undefined) return [];
-  return (await git.readTree({ fs, gitdir: repo.gitdir, oid: treeOid, cache: repo.cache })).tree;
+  return (
+    await git.readTree({ fs: repo.fs ?? fs, gitdir: repo.gitdir, oid: treeOid, cache: repo.cache })
+  ).tree;
 }
 
 export type AddResult = { readonly tree: string } | { readonly existing: string };
@@ -48,7 +52,7 @@ export async function addFile(
       if (index >= 0) list[index] = entry;
       else list.push(entry);
     }
-    return { tree: await git.writeTree({ fs, gitdir: repo.gitdir, tree: list }) };
+    return { tree: await git.writeTree({ fs: repo.fs ?? fs, gitdir: repo.gitdir, tree: list }) };
   };
   return insert(treeOid, 0);
 }
@@ -106,4 +110,29 @@ export async function diffTrees(
     else if (aFile) changes.push({ path, change: 'deleted', oid: aFile.oid });
   }
   return changes;
+}
+
+/**
+ * The objects tree `after` holds and tree `before` does not: `after` itself, the trees
+ * along every changed path and the blobs added or changed there. Identical subtrees are
+ * skipped by oid, so this costs only the changed paths, whatever the size of the tree
+ * (what a push sends for a commit over its parent).
+ */
+export async function objectsAdded(
+  repo: Repo,
+  before: string | undefined,
+  after: string | undefined,
+): Promise<string[]> {
+  if (after === undefined || before === after) return [];
+  const left = new Map((await entries(repo, before)).map((entry) => [entry.path, entry]));
+  const added = [after];
+  for (const entry of await entries(repo, after)) {
+    const previous = left.get(entry.path);
+    if (previous?.oid === entry.oid) continue;
+    if (entry.type === 'blob') added.push(entry.oid);
+    if (entry.type !== 'tree') continue;
+    const previousTree = previous?.type === 'tree' ? previous.oid : undefined;
+    added.push(...(await objectsAdded(repo, previousTree, entry.oid)));
+  }
+  return added;
 }

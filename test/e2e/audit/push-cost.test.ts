@@ -1,0 +1,168 @@
+/**
+ * What one push of the audit writer costs, counted (not timed) in git objects read from
+ * its clone, against a real Git server (git http-backend): a push sends what was
+ * committed since the remote tip, so its cost must not grow with the history the clone
+ * holds, neither with its commits nor with its hour folders. The history is written by
+ * the real git CLI (fast-import: one commit per hour folder, as a busy trail has), the
+ * clone holds all of it (not shallow), and the server checks the pushed branch (fsck).
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { countingFs } from '../../support/counting-fs.ts';
+import { startGitServer, type GitServer } from '../../support/git-server.ts';
+import { auditPushFailuresTotal } from '../../../src/audit/metrics.ts';
+import { AuditRepo } from '../../../src/audit/repo.ts';
+import { ManualClock } from '../../../src/lib/clock.ts';
+import { gitCli } from './support.ts';
+
+const branch = 'tollgate/audit';
+let server: GitServer;
+
+before(async () => {
+  server = await startGitServer();
+});
+after(async () => {
+  await server.close();
+});
+
+const hour = 3_600_000;
+const start = Date.UTC(2026, 0, 1);
+
+/** The path of the audit file committed at `at`, in its hour folder. */
+function auditPath(at: number, seq: number): string {
+  const iso = new Date(at).toISOString();
+  const [date, time] = [iso.slice(0, 10).replaceAll('-', '/'), iso.slice(11, 19)];
+  return `audit/prod/${date}/${time.slice(0, 2)}/T${time.replaceAll(':', '')}Z-history-${seq}.jsonl`;
+}
+
+/** A fast-import stream of `commits` commits on the audit branch, each adding one file in its own hour folder. */
+function historyStream(commits: number): string {
+  const data = (text: string): string => `data ${Buffer.byteLength(text)}\n${text}\n`;
+  const parts: string[] = [];
+  for (let index = 0; index < commits; index += 1) {
+    const at = start + index * hour;
+    parts.push(
+      `commit refs/heads/${branch}\n`,
+      `committer history <history@tollgate.invalid> ${at / 1000} +0000\n`,
+      data(`records ${index}\n\nTollgate-Decisions: 1\n`),
+      `M 100644 inline ${auditPath(at, index)}\n`,
+      data(`{"v":1,"phase":"record","id":"history-${index}"}`),
+    );
+  }
+  return parts.join('');
+}
+
+/** A repo on the server whose audit branch holds `commits` commits. */
+async function repoWithHistory(
+  name: string,
+  commits: number,
+): Promise<{ url: string; bare: string }> {
+  const url = server.createRepo(name);
+  const bare = join(server.root, `${name}.git`);
+  await new Promise<void>((resolve, reject) => {
+    const child = execFile('git', ['-C', bare, 'fast-import', '--quiet'], (error) =>
+      error ? reject(error) : resolve(),
+    );
+    child.stdin?.end(historyStream(commits));
+  });
+  return { url, bare };
+}
+
+/** The writer's clone of a repo with `commits` commits of history, all of it fetched (not shallow). */
+async function cloneWithHistory(name: string, commits: number) {
+  const { url, bare } = await repoWithHistory(name, commits);
+  const counter = countingFs();
+  const clock = new ManualClock(start + (commits + 24) * hour);
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-push-cost-'));
+  const repo = new AuditRepo({
+    dir,
+    url,
+    branch,
+    token: server.token,
+    author: { name: 'tollgate', email: 'tollgate@tollgate.invalid' },
+    clock,
+    shallowDepth: 0,
+    fs: counter.fs,
+  });
+  await repo.open();
+  await repo.fetch();
+  /** Commits one record file; returns its commit. */
+  const commitRecord = async (seq: number): Promise<string> => {
+    clock.advance(hour);
+    const message = `record ${seq}\n\nTollgate-Decisions: 1\n`;
+    const content = `{"v":1,"phase":"record","id":"new-${seq}"}\n`;
+    return (await repo.commitFile(auditPath(clock.now(), commits + seq), content, message)).oid;
+  };
+  const remoteTip = async (): Promise<string> =>
+    (await gitCli(bare, 'rev-parse', `refs/heads/${branch}`)).trim();
+  /** The server's own check of the branch: every object there and connected. */
+  const fsck = () => gitCli(bare, 'fsck', '--strict', '--no-dangling');
+  return { url, bare, dir, repo, counter, commitRecord, remoteTip, fsck };
+}
+
+/** Objects read by one push of one new record, from a clone holding the whole history. */
+async function objectsReadByOnePush(commits: number): Promise<number> {
+  const { repo, counter, commitRecord, remoteTip, fsck } = await cloneWithHistory(
+    `history-${commits}`,
+    commits,
+  );
+  const oid = await commitRecord(0);
+  const before = counter.objectReads();
+  assert.equal(await repo.push(), 1, 'the one decision landed');
+  const reads = counter.objectReads() - before;
+  assert.equal(await remoteTip(), oid);
+  await fsck();
+  return reads;
+}
+
+describe('the cost of an audit push', () => {
+  it('one push reads as many git objects after 3,000 commits (3,000 hour folders) of history as after 100', async (t) => {
+    const table = [100, 3_000];
+    const reads: number[] = [];
+    for (const commits of table) reads.push(await objectsReadByOnePush(commits));
+    t.diagnostic(
+      `objects read per push, by history of ${table.join(' / ')} commits: ${reads.join(' / ')}`,
+    );
+    assert.ok((reads[0] as number) > 0, 'the count sees the push read objects');
+    assert.deepEqual(
+      reads,
+      table.map(() => reads[0]),
+      `objects read per push, by history of ${table.join(' / ')} commits`,
+    );
+  });
+
+  const lostAnswers = [
+    { landed: 'the first of its two commits', landedCount: 1 },
+    { landed: 'both of its commits', landedCount: 2 },
+  ];
+  for (const { landed, landedCount } of lostAnswers)
+    it(`a push whose answer was lost after ${landed} landed: the next push sends the rest on top, nothing twice`, async () => {
+      const { url, bare, dir, repo, commitRecord, remoteTip, fsck } = await cloneWithHistory(
+        `lost-answer-${landedCount}`,
+        10,
+      );
+      const commits = [await commitRecord(0), await commitRecord(1)];
+      // The push reached the server, its answer never reached the writer (its tracking ref stays).
+      const authed = url.replace('http://', `http://x:${server.token}@`);
+      const landedTip = commits[landedCount - 1] as string;
+      await gitCli(dir, 'push', '--quiet', authed, `${landedTip}:refs/heads/${branch}`);
+
+      const failures = async (): Promise<number> =>
+        (await auditPushFailuresTotal.get()).values.reduce((sum, item) => sum + item.value, 0);
+      const failedBefore = await failures();
+      await repo.push();
+      assert.equal(await failures(), failedBefore, 'no attempt refused: it pushed on what landed');
+      assert.equal(await remoteTip(), commits[1], 'the branch ends at the last commit');
+      assert.equal(
+        (await gitCli(bare, 'rev-list', '--count', `refs/heads/${branch}`)).trim(),
+        '12',
+        'the history and each new commit once',
+      );
+      assert.deepEqual(await repo.unpushed(), [], 'nothing left to push');
+      await fsck();
+    });
+});
