@@ -18,7 +18,10 @@
  * work), close the dispatcher (queued writes cancelled, in-flight ones finish within the
  * shutdown timeout, then aborted), flush the audit (bounded: a quarter of the shutdown
  * timeout, then the commits stay queued locally) and close it, release the lease, stop
- * the view and the HTTP server. Exit 0 after a signal-initiated shutdown.
+ * the view and the HTTP server. Exit 0 after a signal-initiated shutdown. The steps
+ * before the final flush share one budget, the shutdown timeout (run/shutdown.ts): one
+ * still running then (a loop pass waiting on a Git push) is left behind, logged, so the
+ * process exits within its grace period.
  */
 import type { RunConfig } from './cli/run-config.ts';
 import { TermWrites } from './loops/leadership.ts';
@@ -50,6 +53,7 @@ import {
   tokenSource,
   waitForPolicy,
 } from './run/policy.ts';
+import { stopInOrder } from './run/shutdown.ts';
 import { startSweeps } from './run/sweeps.ts';
 import { watchResizeStateKey } from './run/resize-key.ts';
 import { connectCluster, createStaleGuards, startClusterView } from './run/view.ts';
@@ -119,16 +123,14 @@ export async function runTollgate(config: RunConfig, options: RunOptions = {}): 
     process.off('SIGTERM', onSignal);
     process.off('SIGINT', onSignal);
     stops.sort((a, b) => shutdownOrder.indexOf(a.name) - shutdownOrder.indexOf(b.name));
-    for (const { name, stop } of stops) {
-      const stopping = Date.now();
-      try {
-        await stop();
-        log.info({ part: name, ms: Date.now() - stopping }, 'stopped');
-      } catch (error) {
-        log.error({ err: error, part: name }, 'did not stop cleanly');
-        exitCode = exitCode || 1;
-      }
-    }
+    // The parts before the final audit flush share the shutdown timeout (run/shutdown.ts),
+    // the flush bounds itself: the process exits within its grace period whatever waits.
+    const failed = await stopInOrder(stops, {
+      budgetMs: config.shutdownTimeoutMs,
+      unboundedFrom: 'audit',
+      log,
+    });
+    exitCode = exitCode || failed;
     log.info({ exitCode }, 'tollgate stopped');
   }
   return exitCode;

@@ -96,7 +96,26 @@ export class Chaos {
     await actions[fault.kind](fault);
   }
 
+  /**
+   * A process fault waits for a SIGTERM's shutdown still under way (it may take the
+   * Deployment's 30 s grace; the schedule spaces process faults by their 5 s hold): a
+   * replica paused or killed inside its shutdown would be counted as outliving its grace,
+   * or never judged on it. The wait is on the timeline.
+   */
+  async #afterShutdowns(fault: Fault): Promise<void> {
+    for (const replica of this.#parts.replicas) {
+      const shutdown = replica.shuttingDown();
+      if (!shutdown) continue;
+      const began = Date.now();
+      await shutdown;
+      this.note(
+        `${fault.kind} waited ${((Date.now() - began) / 1000).toFixed(1)} s for ${replica.identity}'s shutdown (SIGTERM under way)`,
+      );
+    }
+  }
+
   async #target(fault: Fault): Promise<Replica> {
+    await this.#afterShutdowns(fault);
     const holder = await leaseHolder(this.#parts.admin);
     const replicas = this.#parts.replicas;
     return replicas.find((r) => r.identity === holder) ?? replicas[fault.pick % replicas.length]!;
@@ -144,6 +163,7 @@ export class Chaos {
    * Whether its informers did relist after a 410 is read from its own metrics.
    */
   async #compactEtcd(fault: Fault): Promise<void> {
+    await this.#afterShutdowns(fault);
     const holder = await leaseHolder(this.#parts.admin);
     const replicas = this.#parts.replicas;
     const replica =

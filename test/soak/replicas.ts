@@ -36,6 +36,8 @@ export interface MemorySample {
   readonly incarnation: number;
   readonly rssBytes: number;
   readonly heapUsedBytes: number;
+  /** Pods in the replica's own cluster view (tollgate_informer_objects): what its memory grows with. */
+  readonly viewPods: number;
   readonly openFds: number;
   readonly cloneBytes: number;
 }
@@ -62,6 +64,8 @@ export class Replica {
   readonly #config: ReplicaConfig;
   readonly #note: (what: string) => void;
   #exited: Promise<void> = Promise.resolve();
+  /** While a SIGTERM's shutdown runs: ends with the process. */
+  #terminating: Promise<void> | undefined;
   #exitExpected = false;
   #stopped = false;
   #starting = false;
@@ -185,7 +189,20 @@ export class Replica {
    */
   async terminate(): Promise<void> {
     if (!this.running) return;
-    const child = this.child!;
+    this.#terminating = this.#terminate(this.child!);
+    try {
+      await this.#terminating;
+    } finally {
+      this.#terminating = undefined;
+    }
+  }
+
+  /** The shutdown a SIGTERM started, while it runs (undefined otherwise). */
+  shuttingDown(): Promise<void> | undefined {
+    return this.#terminating;
+  }
+
+  async #terminate(child: ChildProcess): Promise<void> {
     this.#exitExpected = true;
     child.kill('SIGCONT');
     child.kill('SIGTERM');
@@ -242,6 +259,7 @@ export class Replica {
       incarnation: this.incarnation,
       rssBytes: metricValue(text, 'process_resident_memory_bytes') ?? Number.NaN,
       heapUsedBytes: metricValue(text, 'nodejs_heap_size_used_bytes') ?? Number.NaN,
+      viewPods: metricValue(text, 'tollgate_informer_objects{resource="pods"}') ?? Number.NaN,
       openFds: countFds(this.child!.pid!),
       cloneBytes: duBytes(this.cacheDir),
     };

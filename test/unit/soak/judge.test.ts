@@ -13,9 +13,18 @@ import type { MemorySample } from '../../soak/replicas.ts';
 const minute = 60_000;
 const options = { warmupMs: 2 * minute, minSamples: 8, limit: 0.1 };
 
-/** One sample per minute of one process, RSS and heap from `mib` (MiB per minute). */
-function series(identity: string, incarnation: number, mib: readonly number[]): MemorySample[] {
+/**
+ * One sample per minute of one process, RSS and heap from `mib` (MiB per minute); its
+ * view holds 500 pods, or `pods` (per minute).
+ */
+function series(
+  identity: string,
+  incarnation: number,
+  mib: readonly number[],
+  pods: readonly number[] = mib.map(() => 500),
+): MemorySample[] {
   return mib.map((value, minuteIndex) => ({
+    viewPods: pods[minuteIndex] ?? Number.NaN,
     at: minuteIndex * minute,
     identity,
     incarnation,
@@ -27,7 +36,7 @@ function series(identity: string, incarnation: number, mib: readonly number[]): 
 }
 
 describe('the soak end checks', () => {
-  for (const { name, mib, pass } of [
+  for (const { name, mib, pods, pass } of [
     {
       name: 'flat after warm-up passes',
       mib: [50, 90, 100, 101, 99, 100, 102, 100, 101, 100],
@@ -48,9 +57,27 @@ describe('the soak end checks', () => {
       mib: [90, 95, 100, 100, 100, 100, 116, 116, 116, 116],
       pass: false,
     },
-  ])
+    {
+      name: 'a floor 16% higher while the view grew 20% (the cluster grew: pods held, not deleted) passes',
+      mib: [90, 95, 100, 100, 100, 100, 116, 116, 116, 116],
+      pods: [400, 450, 500, 500, 500, 500, 600, 600, 600, 600],
+      pass: true,
+    },
+    {
+      name: 'a floor 16% higher while the view grew 4% fails: the view explains 4% of it',
+      mib: [90, 95, 100, 100, 100, 100, 116, 116, 116, 116],
+      pods: [500, 500, 500, 500, 500, 500, 520, 520, 520, 520],
+      pass: false,
+    },
+    {
+      name: 'a floor 16% higher while the view shrank fails',
+      mib: [90, 95, 100, 100, 100, 100, 116, 116, 116, 116],
+      pods: [500, 500, 500, 500, 500, 500, 300, 300, 300, 300],
+      pass: false,
+    },
+  ] as { name: string; mib: number[]; pods?: number[]; pass: boolean }[])
     it(`memory: ${name}`, () => {
-      const growth = memoryGrowth(series('replica-a', 0, mib), options);
+      const growth = memoryGrowth(series('replica-a', 0, mib, pods), options);
       assert.equal(growthCheck(growth, options).pass, pass, JSON.stringify(growth));
     });
 
@@ -85,7 +112,7 @@ describe('the soak end checks', () => {
     assert.match(check.name, /reported/);
     assert.match(
       check.detail,
-      /^not judged: runs shorter than 10 minutes only report it \(replica-a#0: 8 samples, rss 16\.0%, heap 16\.0%\)$/,
+      /^not judged: runs shorter than 10 minutes only report it \(replica-a#0: 8 samples, rss 16\.0%, heap 16\.0%, view 500 -> 500 pods\)$/,
     );
   });
 
