@@ -35,10 +35,6 @@ type Schema = {
 };
 
 export const referencePath = join(import.meta.dirname, '../docs/policy-reference.md');
-/** The version whose released schemas the modeline example names. */
-const { version } = JSON.parse(
-  readFileSync(join(import.meta.dirname, '../package.json'), 'utf8'),
-) as { version: string };
 
 const cell = (text: string): string => text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
 const code = (value: unknown): string =>
@@ -162,7 +158,7 @@ export async function renderPolicyReference(): Promise<string> {
     '# Policy reference',
     '<!-- Generated from schemas/*.schema.json by scripts/gen-policy-reference.ts (npm run docs:policy). Do not edit. -->',
     `A tollgate policy repository is a folder of YAML files (\`*.yaml\`, \`*.yml\`; dot-folders are skipped). Every document has \`apiVersion: ${apiVersion}\`, a \`kind\`, \`metadata.name\` and a \`spec\`; a file may hold several documents separated by \`---\`. Folder names are free; [policy-examples/](../policy-examples/) shows a complete repository for three tenants.`,
-    `Editors validate while you type with a modeline on the first line, pointing at the schema of the document's kind as published with the release you run (every release uploads \`schemas/\` under its tag; see CHANGELOG.md), e.g.:\n\n\`\`\`yaml\n# yaml-language-server: $schema=https://github.com/tollgate/tollgate/releases/download/v${version}/GatePolicy.schema.json\n\`\`\`\n\nOffline, copy \`schemas/\` of that release into your policy repository and point at it relative to the file (\`../schemas/GatePolicy.schema.json\` from \`gates/team.yaml\`).`,
+    "Editors validate while you type with a modeline on the first line naming the schema of the document's kind by a path relative to the file. The schemas are the files in `schemas/` of the tollgate you run (the checkout you built the image from: the image's `tollgate version` prints that commit as its revision, and the image holds them in `/app/schemas`). Copy them into your policy repository, e.g. `git -C path/to/tollgate archive COMMIT schemas | tar -x -C path/to/policy-repo`, and point at them; from `gates/team.yaml` with `schemas/` at the repository's root:\n\n```yaml\n# yaml-language-server: $schema=../schemas/GatePolicy.schema.json\n```\n\ntollgate reads only `*.yaml`/`*.yml`, so the schema files do not disturb the policy; [policy-examples/](../policy-examples/) points at this repository's `schemas/` the same way. Releases also attach the schemas (CHANGELOG.md).",
     'Durations are strings such as `500ms`, `30s`, `5m`, `1h30m`, `7d`. Quantities are Kubernetes quantities such as `500m`, `2`, `1.5Gi`, `256Mi` (write them as strings in YAML).',
     "Label keys, label values and selectors (`spec.selector`, a gang's `groupLabel` and `sizeAnnotation`) are checked as the API server checks them, with its messages: a key is `[prefix/]name`, the prefix a lowercase DNS subdomain of at most 253 characters, the name at most 63 letters, digits, `-`, `_` or `.` that start and end with a letter or digit (an annotation key may write its prefix in capitals); a value is empty or such a name; `In` and `NotIn` need values, `Exists` and `DoesNotExist` take none.",
     '## Kinds',
