@@ -8,10 +8,11 @@
  *   applied     -> succeeded, reason "recovered: ..."        (the write went through)
  *   not-applied -> cancelled "not sent before restart"       (the loop re-decides)
  *   gone        -> unknown "pod gone before recovery: whether the write was applied cannot be known"
- *   unknown     -> cancelled "not confirmed after restart"   (the loop re-decides from current state)
+ *   unknown     -> unknown "not confirmed after restart: ... cannot be told from the pod" (the loop re-decides)
  *
  * Resize intents are judged by `resizeIntentState` (a target on the spec, the pause
- * annotation); the rest of them are `unknown`.
+ * annotation); the rest of them (a Hold's unreadable time, a Defer check, an Infeasible
+ * mark) are `unknown` when the pod changed since the decision.
  */
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Decision } from '../decide/decision.ts';
@@ -123,13 +124,16 @@ export function recoveredOutcome(intent: AuditRecord, state: IntentState, now: n
         },
       };
     case 'unknown':
+      // The pod changed since the decision (an unchanged one is `not-applied`), and what it
+      // shows cannot tell whether this write was one of the changes: "cancelled" would
+      // claim it was not sent.
       return {
         ...decision,
         at: now,
         reason: intent.reason,
         outcome: {
-          result: 'cancelled',
-          message: `not confirmed after restart; re-decided from current state${detail}`,
+          result: 'unknown',
+          message: `not confirmed after restart: whether the write was applied cannot be told from the pod${detail}; re-decided from current state`,
         },
       };
   }

@@ -118,11 +118,11 @@ const cases: {
     text: /recovered: applied before restart \(pod deleting\)/,
   },
   {
-    name: 'a resize cannot be confirmed from the pod and is re-decided',
+    name: 'a write the pod cannot confirm, on a pod changed since, is unknown (never cancelled) and re-decided',
     intent: aDecision('Resize', 'p1').obj(),
     pod: pod([]),
-    result: 'cancelled',
-    text: /not confirmed after restart; re-decided from current state/,
+    result: 'unknown',
+    text: /not confirmed after restart: whether the write was applied cannot be told from the pod .*; re-decided from current state/,
   },
 ];
 

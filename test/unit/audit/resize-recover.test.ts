@@ -2,6 +2,9 @@
  * Open resize intents are recovered at term start from the pod: a Resize or Rollback
  * whose target the pod's spec shows went through (succeeded), one the spec does not
  * show did not (cancelled, decided again); a Pause or Resume by the pause annotation.
+ * A write the pod cannot confirm (a Hold's unreadable time, a Defer check) on a pod that
+ * changed since the decision may or may not have been applied: unknown, never cancelled
+ * (which says it was not sent).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -68,11 +71,18 @@ test('open resize intents are closed by what the pod shows', async () => {
       text: /not sent before restart \(the pod is still paused\)/,
     },
     {
-      name: 'a resize decision without a target stays unconfirmed',
+      name: 'a Defer check the pod cannot confirm: whether it was applied is unknown, not cancelled',
       intent: intent('Defer', false),
       pod: running('500m'),
-      result: 'cancelled',
-      text: /not confirmed after restart/,
+      result: 'unknown',
+      text: /not confirmed after restart: whether the write was applied cannot be told from the pod/,
+    },
+    {
+      name: 'a Hold (its write of the unreadable time) on a pod changed since: unknown, not cancelled',
+      intent: intent('Hold', false),
+      pod: running('500m'),
+      result: 'unknown',
+      text: /cannot be told from the pod \(Hold cannot be confirmed from the pod alone\)/,
     },
   ];
   for (const c of cases) {
