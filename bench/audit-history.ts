@@ -2,7 +2,7 @@
  * The audit trail over a long history, against the real Git smart-HTTP server of the
  * tests, through the real writer (GitAuditWriter + AuditRepo, maintenance on):
  *
- *   node [--expose-gc] bench/audit-history.ts [--records 20000] [--per-commit 20] [--every 10s] [--keep-git-cache]
+ *   node [--expose-gc] bench/audit-history.ts [--records 20000] [--per-commit 20] [--every 10s] [--keep-git-cache] [--heap-snapshots 2000,8000]
  *
  * Writes `--records` decision records (intent + outcome pairs, `--per-commit` records
  * per commit) at a simulated pace of one commit every `--every` (an injected clock, so
@@ -28,6 +28,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
+import { writeHeapSnapshot } from 'node:v8';
 import { AuditRepo } from '../src/audit/repo.ts';
 import { GitAuditWriter, openIntentsDeepening } from '../src/audit/writer.ts';
 import { timedStore } from './audit-lib.ts';
@@ -47,6 +48,8 @@ const { values } = parseArgs({
     'term-start': { type: 'string' },
     // The writer keeps isomorphic-git's cache for its whole life (as before releaseCache).
     'keep-git-cache': { type: 'boolean', default: false },
+    // Record counts at which to write a V8 heap snapshot (bench/audit-heap-diff.ts compares them).
+    'heap-snapshots': { type: 'string', default: '' },
   },
 });
 
@@ -94,6 +97,7 @@ if (values['term-start']) {
 }
 
 const total = Number(values.records);
+const snapshots = values['heap-snapshots'].split(',').filter(Boolean).map(Number);
 const perCommit = Number(values['per-commit']);
 const everyMs = parseDuration(values.every);
 
@@ -201,6 +205,10 @@ for (let done = 0; done < total; done += 2 * perCommit) {
   const memory = process.memoryUsage();
   rssMiB.push(memory.rss / 2 ** 20);
   buffersMiB.push(memory.arrayBuffers / 2 ** 20);
+  const written = done + 2 * perCommit;
+  const snapshotAt = snapshots.find((at) => written >= at && written - 2 * perCommit < at);
+  if (snapshotAt !== undefined)
+    process.stderr.write(`heap snapshot at ${written} records: ${writeHeapSnapshot()}\n`);
 }
 await writer.close();
 const writeSeconds = (performance.now() - started) / 1000;

@@ -363,6 +363,11 @@ export class AuditRepo implements Repo {
     }
   }
 
+  /** Points `ref` at `oid` (created or moved, whatever it held). */
+  #setRef(ref: string, oid: string): Promise<void> {
+    return git.writeRef({ fs: this.fs, gitdir: this.gitdir, ref, value: oid, force: true });
+  }
+
   localTip(): Promise<string | undefined> {
     return this.#resolve(this.#localRef);
   }
@@ -406,13 +411,7 @@ export class AuditRepo implements Repo {
       author: person,
       committer: person,
     });
-    await git.writeRef({
-      fs: this.fs,
-      gitdir: this.gitdir,
-      ref: this.#localRef,
-      value: oid,
-      force: true,
-    });
+    await this.#setRef(this.#localRef, oid);
     return { oid, path: finalPath };
   }
 
@@ -472,14 +471,7 @@ export class AuditRepo implements Repo {
       await git
         .deleteRef({ fs: this.fs, gitdir: this.gitdir, ref: this.#localRef })
         .catch(() => undefined);
-    else
-      await git.writeRef({
-        fs: this.fs,
-        gitdir: this.gitdir,
-        ref: this.#localRef,
-        value: tip,
-        force: true,
-      });
+    else await this.#setRef(this.#localRef, tip);
   }
 
   /** Local commits not yet on the remote, oldest first. */
@@ -586,14 +578,7 @@ export class AuditRepo implements Repo {
       const result = await this.#fetchBranch(fresh ? { depth: this.#shallowDepth } : {}).catch(
         async (error: unknown) => {
           // isomorphic-git moves the tracking ref before it stores the pack; undo that.
-          if (known)
-            await git.writeRef({
-              fs: this.fs,
-              gitdir: this.gitdir,
-              ref: this.#trackingRef,
-              value: known,
-              force: true,
-            });
+          if (known) await this.#setRef(this.#trackingRef, known);
           else
             await git
               .deleteRef({ fs: this.fs, gitdir: this.gitdir, ref: this.#trackingRef })
@@ -607,23 +592,10 @@ export class AuditRepo implements Repo {
         throw new Error(`fetch of ${this.branch} did not bring its tip ${tip}`);
       await this.#refuseRewritten(known, tip);
     }
-    await git.writeRef({
-      fs: this.fs,
-      gitdir: this.gitdir,
-      ref: this.#trackingRef,
-      value: tip,
-      force: true,
-    });
+    await this.#setRef(this.#trackingRef, tip);
     // A fresh clone (or one whose local branch fell behind) starts from the remote tip.
     const local = await this.localTip();
-    if (local === undefined)
-      await git.writeRef({
-        fs: this.fs,
-        gitdir: this.gitdir,
-        ref: this.#localRef,
-        value: tip,
-        force: true,
-      });
+    if (local === undefined) await this.#setRef(this.#localRef, tip);
     return tip;
   }
 
@@ -696,13 +668,7 @@ export class AuditRepo implements Repo {
     });
     if (grown) return;
     auditHistoryRewritten.set(1);
-    await git.writeRef({
-      fs: this.fs,
-      gitdir: this.gitdir,
-      ref: this.#trackingRef,
-      value: known,
-      force: true,
-    });
+    await this.#setRef(this.#trackingRef, known);
     throw new AuditHistoryRewrittenError(this.branch, this.url, known, tip);
   }
 
@@ -817,13 +783,7 @@ export class AuditRepo implements Repo {
   async sync(): Promise<void> {
     const tip = await this.fetch();
     if (tip === undefined || (await this.unpushed()).length > 0) return;
-    await git.writeRef({
-      fs: this.fs,
-      gitdir: this.gitdir,
-      ref: this.#localRef,
-      value: tip,
-      force: true,
-    });
+    await this.#setRef(this.#localRef, tip);
   }
 
   /** Rebuilds `pending` on `base`, skipping commits whose file already landed; returns the new local tip. */
@@ -857,14 +817,7 @@ export class AuditRepo implements Repo {
         committer,
       });
     }
-    if (tip !== undefined)
-      await git.writeRef({
-        fs: this.fs,
-        gitdir: this.gitdir,
-        ref: this.#localRef,
-        value: tip,
-        force: true,
-      });
+    if (tip !== undefined) await this.#setRef(this.#localRef, tip);
     return tip;
   }
 
@@ -971,14 +924,7 @@ export class AuditRepo implements Repo {
       try {
         await this.#pushBranch(pending, base);
         const tip = await this.localTip();
-        if (tip)
-          await git.writeRef({
-            fs: this.fs,
-            gitdir: this.gitdir,
-            ref: this.#trackingRef,
-            value: tip,
-            force: true,
-          });
+        if (tip) await this.#setRef(this.#trackingRef, tip);
         landed += pending.reduce((sum, commit) => sum + commit.decisions, 0);
         auditPushSeconds.observe((performance.now() - wallStart) / 1000);
         return landed;

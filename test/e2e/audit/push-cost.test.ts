@@ -6,28 +6,19 @@
  * the real git CLI (fast-import: one commit per hour folder, as a busy trail has), the
  * clone holds all of it (not shallow), and the server checks the pushed branch (fsck).
  */
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { countingFs } from '../../support/counting-fs.ts';
-import { startGitServer, type GitServer } from '../../support/git-server.ts';
 import { auditPushFailuresTotal } from '../../../src/audit/metrics.ts';
 import { AuditRepo } from '../../../src/audit/repo.ts';
 import { ManualClock } from '../../../src/lib/clock.ts';
+import { gitServerForFile } from '../security/support.ts';
 import { gitCli } from './support.ts';
 
 const branch = 'tollgate/audit';
-let server: GitServer;
-
-before(async () => {
-  server = await startGitServer();
-});
-after(async () => {
-  await server.close();
-});
+const git = gitServerForFile('tollgate-push-cost-');
 
 const hour = 3_600_000;
 const start = Date.UTC(2026, 0, 1);
@@ -61,6 +52,7 @@ async function repoWithHistory(
   name: string,
   commits: number,
 ): Promise<{ url: string; bare: string }> {
+  const server = git.server();
   const url = server.createRepo(name);
   const bare = join(server.root, `${name}.git`);
   await new Promise<void>((resolve, reject) => {
@@ -77,12 +69,12 @@ async function cloneWithHistory(name: string, commits: number) {
   const { url, bare } = await repoWithHistory(name, commits);
   const counter = countingFs();
   const clock = new ManualClock(start + (commits + 24) * hour);
-  const dir = mkdtempSync(join(tmpdir(), 'tollgate-push-cost-'));
+  const dir = git.tempDir();
   const repo = new AuditRepo({
     dir,
     url,
     branch,
-    token: server.token,
+    token: git.server().token,
     author: { name: 'tollgate', email: 'tollgate@tollgate.invalid' },
     clock,
     shallowDepth: 0,
@@ -147,7 +139,7 @@ describe('the cost of an audit push', () => {
       );
       const commits = [await commitRecord(0), await commitRecord(1)];
       // The push reached the server, its answer never reached the writer (its tracking ref stays).
-      const authed = url.replace('http://', `http://x:${server.token}@`);
+      const authed = url.replace('http://', `http://x:${git.server().token}@`);
       const landedTip = commits[landedCount - 1] as string;
       await gitCli(dir, 'push', '--quiet', authed, `${landedTip}:refs/heads/${branch}`);
 
