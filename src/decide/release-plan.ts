@@ -194,6 +194,10 @@ export function planReleases(
 
 /** Milliseconds until the earliest wakeup (at least 1); undefined = only on change. */
 export function earliestWakeup(wakeups: readonly number[], now: number): number | undefined {
-  const future = wakeups.filter((w) => Number.isFinite(w)).map((w) => Math.max(0, w - now));
-  return future.length ? Math.max(1, Math.min(...future)) : undefined;
+  // A loop, not Math.min(...wakeups): a pass holding ~150,000 pods (a wake-up each) would
+  // overflow the call stack with that many arguments.
+  let earliest = Infinity;
+  for (const w of wakeups)
+    if (Number.isFinite(w)) earliest = Math.min(earliest, Math.max(0, w - now));
+  return earliest === Infinity ? undefined : Math.max(1, earliest);
 }

@@ -86,8 +86,14 @@ export function recordVerdicts(
   const acting: Record<string, Acting> = {};
   const wakeups: number[] = [];
   const holdChanges: HoldChange[] = [];
-  const decide = (verdict: Verdict, kind: DecisionKind, reason = verdict.reason): Decision => {
-    const decision = decisionOf(policy, verdict, kind, reason, now);
+  const refs = policyRefs(policy);
+  const decide = (
+    verdict: Verdict,
+    kind: DecisionKind,
+    reason = verdict.reason,
+    target = targetOf(verdict.pod),
+  ): Decision => {
+    const decision = decisionOf(refs, verdict, kind, reason, now, target);
     decisions.push(decision);
     return decision;
   };
@@ -111,11 +117,13 @@ export function recordVerdicts(
     const uid = verdict.pod.metadata?.uid ?? '';
     switch (verdict.kind) {
       case 'Hold': {
-        const held = holdOf(verdict, previousHolds[uid], now);
+        const held = holdOf(verdict, previousHolds[uid], now, wakeups);
         holds[uid] = held.hold;
-        for (const at of held.wakeups) wakeups.push(at);
-        if (held.changed) holdChanges.push(holdChangeOf(verdict));
-        if (held.record) decide(verdict, 'Hold');
+        if (!held.changed && !held.record) break;
+        // The hold change and the Hold decision name the same pod: one target for both.
+        const target = targetOf(verdict.pod);
+        if (held.changed) holdChanges.push(holdChangeOf(verdict, target));
+        if (held.record) decide(verdict, 'Hold', verdict.reason, target);
         break;
       }
       case 'Cancel': {
@@ -144,32 +152,34 @@ export function recordVerdicts(
   return { decisions, holdChanges, writes, holds, acting, wakeups };
 }
 
-/** A held pod's next hold state, whether its exact reason changed, and whether to record it. */
+/**
+ * A held pod's next hold state, whether its exact reason changed, and whether to record
+ * it; its wake-ups (the re-check, the end of the quiet time) go into `wakeups`.
+ */
 function holdOf(
   verdict: Verdict & { kind: 'Hold' },
   previous: HoldState | undefined,
   now: number,
-): { hold: HoldState; changed: boolean; record: boolean; wakeups: number[] } {
+  wakeups: number[],
+): { hold: HoldState; changed: boolean; record: boolean } {
   const recheck = verdict.gatePolicy?.recheck ?? defaultRecheck;
   const { hold, changed } = nextHold(previous, verdict.reasonKey, recheck, now);
   const key = reviewedHoldKey(verdict.reasonKey);
   const due = holdRecordDue(previous?.recorded, key, now);
   const recorded = due.now ? { key, at: now } : previous?.recorded;
-  const wakeups = [hold.nextCheckAt, due.now ? undefined : due.at].filter(
-    (at): at is number => at !== undefined,
-  );
+  if (hold.nextCheckAt !== undefined) wakeups.push(hold.nextCheckAt);
+  if (!due.now && due.at !== undefined) wakeups.push(due.at);
   return {
-    hold: { ...hold, ...(recorded ? { recorded } : {}) },
+    hold: recorded ? { ...hold, recorded } : hold,
     changed,
     record: due.now,
-    wakeups,
   };
 }
 
-function holdChangeOf(verdict: Verdict): HoldChange {
+function holdChangeOf(verdict: Verdict, target: Target): HoldChange {
   const reasonKey = verdict.kind === 'Hold' ? verdict.reasonKey : verdict.kind;
   return {
-    target: targetOf(verdict.pod),
+    target,
     tenant: verdict.tenant.name,
     reasonKey,
     reason: verdict.reason,
@@ -177,13 +187,13 @@ function holdChangeOf(verdict: Verdict): HoldChange {
 }
 
 function decisionOf(
-  policy: Policy,
+  refs: PolicyRefs,
   verdict: Verdict,
   kind: DecisionKind,
   reason: string,
   now: number,
+  target: Target,
 ): Decision {
-  const target = targetOf(verdict.pod);
   const inputs: readonly ConditionInput[] = verdict.inputs;
   return {
     // Unique per act: a pod decided again at the same resourceVersion (after a restart,
@@ -194,10 +204,30 @@ function decisionOf(
     kind,
     tenant: verdict.tenant.name,
     target,
-    policy: policyRef(policy, verdict.gatePolicy, verdict.tenant),
+    policy: refs(verdict.gatePolicy, verdict.tenant),
     inputs,
     reason,
-    outcome: kind === 'Hold' || kind === 'Expire' ? { result: 'recorded' } : { result: 'pending' },
+    outcome: kind === 'Hold' || kind === 'Expire' ? RECORDED : PENDING,
+  };
+}
+
+/** The two outcomes a new decision starts with, shared by every decision (never changed). */
+const RECORDED: Decision['outcome'] = Object.freeze({ result: 'recorded' });
+const PENDING: Decision['outcome'] = Object.freeze({ result: 'pending' });
+
+type PolicyRefs = (gatePolicy: GatePolicy | undefined, tenant: Tenant) => PolicyRef;
+
+/** `policyRef`, one object per GatePolicy or tenant in a pass (decisions share it, read only). */
+function policyRefs(policy: Policy): PolicyRefs {
+  const made = new Map<GatePolicy | Tenant, PolicyRef>();
+  return (gatePolicy, tenant) => {
+    const by = gatePolicy ?? tenant;
+    let ref = made.get(by);
+    if (!ref) {
+      ref = policyRef(policy, gatePolicy, tenant);
+      made.set(by, ref);
+    }
+    return ref;
   };
 }
 

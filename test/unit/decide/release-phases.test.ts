@@ -384,4 +384,8 @@ describe('planReleases: the phases in order', () => {
     assert.equal(earliestWakeup([now - 10], now), 1);
     assert.equal(earliestWakeup([], now), undefined);
   });
+  it('earliestWakeup: a pass holding 200,000 pods (a wake-up each) still finds its nearest', () => {
+    const wakeups = Array.from({ length: 200_000 }, (_, i) => now + 1000 + (i % 7) * 10);
+    assert.equal(earliestWakeup(wakeups, now), 1000);
+  });
 });
