@@ -3,7 +3,7 @@
  * to its gate being removed, with 10,000 gated pods watched by the real gate-release loop.
  *
  *   node bench/latency.ts [--pods 10000] [--flips 1000] [--rate 20] [--mode strict|async|both]
- *                         [--nodes 10] [--timeout 120]
+ *                         [--nodes 10] [--timeout 120] [--git-delay-ms 0]
  *
  * On one real control plane (test/support/control-plane.ts), one namespace of gated pods
  * under GatePolicy conditions [Budget, ImagePresent(minNodes 1)] with no budget (Budget
@@ -34,6 +34,10 @@
  * bench/results/latency-<stamp>-<mode>.log: each pass that sent writes logs planMs and
  * intentsMs.
  *
+ * --git-delay-ms N: tollgate reaches the Git server (policy and audit) through a proxy that
+ * adds N ms of round trip (bench/delay-proxy.ts: each chunk either way N/2 ms later, a new
+ * connection one round trip more), as a hosted Git service far from the cluster would.
+ *
  * Exits 1 when a flipped pod is not released, or a pod is released before its flip.
  */
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -55,6 +59,7 @@ import { pushTree, startGitServer, type GitServer } from '../test/support/git-se
 import { prepareGateReleaseStack } from '../test/support/gate-release-stack.ts';
 import type { AuditMode } from '../src/audit/writer.ts';
 import { auditPushSeconds } from '../src/audit/metrics.ts';
+import { startDelayProxy, type DelayProxy } from './delay-proxy.ts';
 import { benchPolicyFiles, ensureNamespace, gatedPod, inPool, percentile } from './lib.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -66,6 +71,7 @@ const { values } = parseArgs({
     mode: { type: 'string', default: 'both' },
     nodes: { type: 'string', default: '10' },
     timeout: { type: 'string', default: '120' },
+    'git-delay-ms': { type: 'string', default: '0' },
   },
 });
 const positive = (name: string, raw: string | undefined): number => {
@@ -78,6 +84,9 @@ const flips = positive('flips', values.flips);
 const rate = positive('rate', values.rate);
 const nodeCount = positive('nodes', values.nodes);
 const timeoutMs = positive('timeout', values.timeout) * 1000;
+const gitDelayMs = Number(values['git-delay-ms']);
+if (!Number.isFinite(gitDelayMs) || gitDelayMs < 0)
+  throw new Error(`--git-delay-ms: not a number of milliseconds: ${values['git-delay-ms']}`);
 if (!Number.isInteger(pods) || !Number.isInteger(flips) || flips > pods)
   throw new Error(`--pods and --flips: whole numbers with flips <= pods (got ${pods}, ${flips})`);
 if (!['strict', 'async', 'both'].includes(values.mode ?? ''))
@@ -262,6 +271,7 @@ async function runMode(
   kubelet: SimulatedKubelet,
   git: GitServer,
   policyUrl: string,
+  gitRoute: (url: string) => string,
 ): Promise<ModeRun> {
   const indexes = flippedIndexes(modeIndex);
   const podOfImage = new Map(indexes.map((i) => [imageOf(i), podName(i)]));
@@ -302,8 +312,8 @@ async function runMode(
       },
     },
     kubeConfig: tollgateKc,
-    policyUrl,
-    auditUrl: git.createRepo(`audit-${mode}`),
+    policyUrl: gitRoute(policyUrl),
+    auditUrl: gitRoute(git.createRepo(`audit-${mode}`)),
     token: git.token,
     cacheDir: mkdtempSync(join(tmpdir(), `tollgate-latency-${mode}-`)),
     controller: `latency-${mode}`,
@@ -462,6 +472,7 @@ async function runMode(
 const machine = { cores: cpus().length, memGiB: totalmem() / 2 ** 30 };
 say(
   `pods ${pods}, flips ${flips} at ${rate}/s over ${nodeCount} nodes, modes ${modes.join('+')}, ` +
+    `Git round trip +${gitDelayMs} ms, ` +
     `${machine.cores} cores, load ${loadavg()
       .map((l) => l.toFixed(2))
       .join(' ')}`,
@@ -470,6 +481,10 @@ const cp = await startControlPlane({ name: 'bench-latency' });
 const adminKc = cp.kubeConfig('admin');
 const tollgateKc = cp.kubeConfig('tollgate');
 const git = await startGitServer();
+// tollgate's own way to Git, with the round trip asked for; the bench's set-up goes direct.
+const gitDelay: DelayProxy | undefined =
+  gitDelayMs > 0 ? await startDelayProxy(git.url, gitDelayMs) : undefined;
+const gitRoute = (url: string): string => gitDelay?.delayed(url) ?? url;
 const kubelet = new SimulatedKubelet(adminKc, { concurrency: 16 });
 const perNode = Math.max(110, Math.ceil((flips * modes.length) / nodeCount) + 10);
 for (const name of nodeNames)
@@ -503,7 +518,17 @@ try {
   const createMs = await createPods(adminKc, namespace);
   say(`${totalPods} gated pods created in ${(createMs / 1000).toFixed(0)} s`);
   for (const [i, mode] of modes.entries()) {
-    const run = await runMode(mode, i, namespace, adminKc, tollgateKc, kubelet, git, policyUrl);
+    const run = await runMode(
+      mode,
+      i,
+      namespace,
+      adminKc,
+      tollgateKc,
+      kubelet,
+      git,
+      policyUrl,
+      gitRoute,
+    );
     runs.push(run);
     say(
       `${mode}: ${run.released}/${run.flips} released, p50 ${run.latencyMs.p50.toFixed(0)} ms, ` +
@@ -512,6 +537,7 @@ try {
   }
 } finally {
   await kubelet.stop();
+  await gitDelay?.close();
   await git.close();
   await cp.stop();
 }
@@ -524,6 +550,7 @@ const rows: string[][] = [
   ['pods watched (gated)', ...runs.map((r) => `${r.podsWatched} (${r.podsGated})`)],
   ['flips (rate /s)', ...runs.map((r) => `${r.flips} (${r.flipsPerSecond.toFixed(1)})`)],
   ['released', ...runs.map((r) => String(r.released))],
+  ['Git round trip added ms', ...runs.map(() => String(gitDelayMs))],
   ['latency p50 ms', ...runs.map((r) => f0(r.latencyMs.p50))],
   ['latency p90 ms', ...runs.map((r) => f0(r.latencyMs.p90))],
   ['latency p99 ms', ...runs.map((r) => f0(r.latencyMs.p99))],
@@ -557,7 +584,7 @@ for (const row of rows) console.log(row.map((cell, i) => cell.padEnd(widths[i]!)
 const outFile = join(outDir, `latency-${stamp}.json`);
 writeFileSync(
   outFile,
-  `${JSON.stringify({ at: new Date().toISOString(), machine, pods, flips, rate, nodes: nodeCount, runs }, null, 2)}\n`,
+  `${JSON.stringify({ at: new Date().toISOString(), machine, pods, flips, rate, nodes: nodeCount, gitDelayMs, runs }, null, 2)}\n`,
 );
 console.log(`results: ${outFile}`);
 
