@@ -154,7 +154,7 @@ export function classifyPods(
       if (setAt !== undefined && !(setAt >= (oldestGatedAt[tenant.name] ?? Infinity)))
         oldestGatedAt[tenant.name] = setAt;
     }
-    const releasing = acting[uid]?.write === 'release';
+    const releasing = anyActing && acting[uid]?.write === 'release';
     const freedBy = chargesBudget(podState) ? budgetFreedBy(pod, tenant, nodes) : undefined;
     const reason = freedBy ? undefined : chargeReason(pod, podState, tenant, releasing);
     if (freedBy) (freed[tenant.name] as Record<FreeReason, number>)[freedBy] += 1;

@@ -66,13 +66,16 @@ export function judgePods(
   const candidates: Candidate[] = [];
   const verdicts: Verdict[] = [];
   const wakeups: number[] = [];
+  // Looked up per pod only when there is something to find (most passes have little).
+  const anyActing = Object.keys(classified.acting).length > 0;
+  const anyBlocked = Object.keys(blocked).length > 0;
   for (const { pod, state: podState, owned } of classified.held) {
     if (pod.metadata?.deletionTimestamp) continue;
     // One pending decision per pod: while a write decided for it is not shown by the view,
     // the pod is not decided again (a queued Review or Cancel is not re-recorded each pass).
-    if (classified.acting[pod.metadata?.uid ?? ''] !== undefined) continue;
+    if (anyActing && classified.acting[pod.metadata?.uid ?? ''] !== undefined) continue;
     // A write that failed finally backs off, then is Blocked: no new decision meanwhile.
-    const failed = blocked[pod.metadata?.uid ?? ''];
+    const failed = anyBlocked ? blocked[pod.metadata?.uid ?? ''] : undefined;
     if (blockedNow(failed, pod, policy.commit, now)) {
       if (failed && !failed.blocked) wakeups.push(failed.until);
       continue;
@@ -99,7 +102,7 @@ function judgePod(pod: PodLike, owned: OwnedGate, context: JudgeContext): PodJud
     const reason = `no GatePolicy for gate ${owned.gate} selects this pod`;
     return { verdicts: [holdVerdict(pod, tenant, undefined, [], 'NoPolicy', reason)] };
   }
-  const cancel = cancelByApproval(pod, { ...owned, gatePolicy }, context);
+  const cancel = cancelByApproval(pod, owned as PolicyGate, context);
   if (cancel) return { verdicts: [cancel] };
   if (gatePolicy.drain) return { verdicts: [drainVerdict(pod, tenant, gatePolicy)] };
   if (gatePolicy.suspend) {

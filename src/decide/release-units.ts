@@ -26,6 +26,7 @@ export function groupReleaseUnits(
   const units: ReleaseUnit[] = [];
   const verdicts: Verdict[] = [];
   const byGang = new Map<string, Candidate[]>();
+  const gangConditionOf = gangConditions();
   for (const candidate of candidates) {
     const gang = gangConditionOf(candidate);
     const id = gang ? gangId(candidate.pod, gang) : undefined;
@@ -60,10 +61,15 @@ export function groupReleaseUnits(
   return { units, verdicts };
 }
 
-function gangConditionOf(candidate: Candidate): GangCondition | undefined {
-  return candidate.owned.gatePolicy.conditions.find(
-    (c): c is GangCondition => c.type === 'GangComplete',
-  );
+/** A candidate's GangComplete condition, found once per GatePolicy of the pass. */
+function gangConditions(): (candidate: Candidate) => GangCondition | undefined {
+  const found = new Map<GatePolicy, GangCondition | undefined>();
+  return ({ owned: { gatePolicy } }) => {
+    if (found.has(gatePolicy)) return found.get(gatePolicy);
+    const gang = gatePolicy.conditions.find((c): c is GangCondition => c.type === 'GangComplete');
+    found.set(gatePolicy, gang);
+    return gang;
+  };
 }
 
 /** The unit of these members: their summed requests, earliest gate time and first key. */
