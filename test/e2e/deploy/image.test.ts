@@ -10,7 +10,14 @@
  * - `tollgate version` reports the package version and the commit it was built from;
  * - `tollgate run` with in-cluster configuration against the real control plane takes
  *   the lease, releases a gated pod, records the release in the audit branch, and exits 0
- *   on SIGTERM.
+ *   on SIGTERM; the policy comes over http(s) with a token file, the audit branch is
+ *   fetched and pushed over SSH with a deploy key (the image's git and ssh, no shell)
+ *   against a real SSH server (ssh2) running the real git-receive-pack;
+ * - `tollgate validate` in the image reads a policy over SSH.
+ *
+ * A container runtime gives every container the default devices of the OCI runtime spec
+ * (git and ssh open /dev/null and /dev/urandom); the chroot gets those memory devices,
+ * nothing else.
  *
  * Needs root (chroot, umoci unpack) and umoci; TOLLGATE_IMAGE_LAYOUT points at an
  * already built output folder (.ci/run builds it once, twice in fact, checking the
@@ -22,6 +29,8 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import {
+  chmodSync,
+  chownSync,
   copyFileSync,
   existsSync,
   mkdirSync,
@@ -35,6 +44,12 @@ import { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { sharedControlPlane, type ControlPlane } from '../../support/control-plane.ts';
 import { SimulatedKubelet } from '../../support/kubelet.ts';
 import { startGitServer, pushTree, type GitServer } from '../../support/git-server.ts';
+import {
+  commitFiles,
+  makeSshKey,
+  startSshGitServer,
+  type SshGitServer,
+} from '../../support/ssh-git-server.ts';
 import { creatable, eventually } from '../../support/eventually.ts';
 import { aPod } from '../../builders/pod.ts';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
@@ -64,6 +79,9 @@ const serviceAccountDir = '/var/run/secrets/kubernetes.io/serviceaccount';
 interface ImageConfig {
   process: { user: { uid: number; gid: number }; args: string[]; env: string[]; cwd: string };
 }
+
+/** Memory devices (major 1) by name and minor number. */
+const runtimeDevices = { null: 3, zero: 5, full: 7, random: 8, urandom: 9 };
 
 let work: string;
 let rootfs: string;
@@ -106,6 +124,11 @@ before(
     });
     rootfs = join(bundle, 'rootfs');
     config = JSON.parse(readFileSync(join(bundle, 'config.json'), 'utf8')) as ImageConfig;
+    // The character devices every OCI runtime creates in a container (runtime-spec,
+    // "Default Devices") that git and ssh open: null, zero, full, random, urandom.
+    mkdirSync(join(rootfs, 'dev'), { recursive: true });
+    for (const [name, minor] of Object.entries(runtimeDevices))
+      execFileSync('mknod', ['-m', '0666', join(rootfs, 'dev', name), 'c', '1', String(minor)]);
   },
   { timeout: 600_000 },
 );
@@ -146,6 +169,9 @@ describe('the image', { skip }, () => {
       'libc6',
       'libstdc++6',
       'libgcc-s1',
+      'git',
+      'openssh-client',
+      'libssl3',
       '@kubernetes/client-node',
       'isomorphic-git',
     ])
@@ -172,6 +198,59 @@ describe('the image', { skip }, () => {
   });
 });
 
+/** What a kubelet mounts for an SSH deploy key Secret: the key (owned by the image's user, 0400) and known_hosts. */
+const sshSecretDir = '/var/run/secrets/tollgate/ssh';
+let ssh: SshGitServer | undefined;
+
+async function sshServerWithKeyInImage(): Promise<SshGitServer> {
+  if (ssh) return ssh;
+  const dir = join(rootfs, sshSecretDir);
+  mkdirSync(dir, { recursive: true });
+  const key = makeSshKey(dir, 'deploy-key');
+  chownSync(key.privateFile, config.process.user.uid, config.process.user.gid);
+  chmodSync(key.privateFile, 0o400);
+  ssh = await startSshGitServer({ allowedKeys: [key.publicKey] });
+  writeFileSync(join(dir, 'known_hosts'), `${ssh.knownHostsLine}\n`);
+  return ssh;
+}
+
+after(async () => {
+  await ssh?.close();
+});
+
+describe('the image reading a policy over SSH', { skip }, () => {
+  it('`tollgate validate` fetches over ssh:// with the deploy key, through the image git and ssh', async () => {
+    const server = await sshServerWithKeyInImage();
+    const url = server.createRepo('image-validate');
+    const commit = commitFiles(server.repoPath(url), {
+      'tollgate.yaml':
+        'apiVersion: tollgate.io/v1alpha1\nkind: Settings\nmetadata: { name: settings }\nspec:\n  cluster: image-e2e\n',
+    });
+    const uploads = server.uploadPacks;
+    const run = inImage(
+      [
+        ...['/usr/local/bin/node', '/app/bin/tollgate.js', 'validate', url],
+        ...['--git-ssh-key-file', `${sshSecretDir}/deploy-key`],
+        ...['--git-ssh-known-hosts', `${sshSecretDir}/known_hosts`],
+      ],
+      {},
+    );
+    const answer = await new Promise<{ code: number | null; out: string }>((resolve) => {
+      const child = spawn(run.command, run.args, {
+        env: run.env,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+      child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
+      child.on('close', (code) => resolve({ code, out }));
+    });
+    assert.equal(answer.code, 0, answer.out);
+    assert.match(answer.out, new RegExp(`valid at ${commit}`));
+    assert.ok(server.uploadPacks > uploads, 'the fetch went through git-upload-pack');
+  });
+});
+
 describe('the image running `tollgate run` in a pod-like environment', { skip }, () => {
   let cp: ControlPlane;
   let kubelet: SimulatedKubelet;
@@ -192,7 +271,7 @@ describe('the image running `tollgate run` in a pod-like environment', { skip },
     await core.createNamespace({ body: { metadata: { name: namespace } } });
     git = await startGitServer();
     const policyUrl = git.createRepo('policy');
-    auditUrl = git.createRepo('audit');
+    auditUrl = (await sshServerWithKeyInImage()).createRepo('audit');
     await pushTree(
       git,
       policyUrl,
@@ -231,6 +310,8 @@ describe('the image running `tollgate run` in a pod-like environment', { skip },
       TOLLGATE_POLICY_REPO: policyUrl,
       TOLLGATE_AUDIT_REPO: auditUrl,
       TOLLGATE_GIT_TOKEN_FILE: '/var/run/secrets/tollgate/git/token',
+      TOLLGATE_AUDIT_SSH_KEY_FILE: `${sshSecretDir}/deploy-key`,
+      TOLLGATE_GIT_SSH_KNOWN_HOSTS: `${sshSecretDir}/known_hosts`,
       TOLLGATE_IDENTITY: 'image-pod',
       TOLLGATE_LEASE_NAMESPACE: 'tollgate-system',
       TOLLGATE_LEASE_NAME: 'tollgate-image-e2e',
@@ -254,7 +335,7 @@ describe('the image running `tollgate run` in a pod-like environment', { skip },
     await git?.close();
   });
 
-  it('leads, releases a gated pod, records it in the audit branch, and stops cleanly', async () => {
+  it('leads, releases a gated pod, records it in the audit branch pushed over SSH, and stops cleanly', async () => {
     const admin = cp.kubeConfig('admin');
     await eventually(
       'the image process is ready',
@@ -294,7 +375,8 @@ describe('the image running `tollgate run` in a pod-like environment', { skip },
 
     child!.kill('SIGTERM');
     assert.equal(await exited, 0, `exit code; log:\n${log.slice(-2000)}`);
-    const source = await openAuditSource(auditUrl, 'tollgate/audit', { token: git.token });
+    assert.ok(ssh!.receivePacks >= 1, 'the audit commits went through git-receive-pack over SSH');
+    const source = await openAuditSource(ssh!.repoPath(auditUrl), 'tollgate/audit');
     const history = await readAuditHistory(source);
     source.close();
     const released = history

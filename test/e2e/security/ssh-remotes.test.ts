@@ -10,13 +10,25 @@
  * - a server whose host key is not the one in known_hosts is refused before any key is
  *   offered;
  * - a key file that is missing is named with its flag;
+ * - key files that disappear while `tollgate run` runs (a Secret unmounted) are counted
+ *   (policy fetch errors; audit push failures, reason auth: the metrics the
+ *   TollgatePolicyFetchStale and TollgateAuditPushFailing alerts read) and named with
+ *   their flags in the log; no release is sent without its pushed record; back in place,
+ *   tollgate recovers by itself;
  * - nothing of either private key appears in the run's log.
  * Progress is proven by what the servers counted and what the branch holds, never by
  * elapsed time.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, copyFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
@@ -245,4 +257,89 @@ test('a deploy key file that is missing is named with its flag, and nothing is a
     /cannot read the SSH key file .*no-such-key \(--git-ssh-key-file\): ENOENT/,
   );
   assert.equal(server.uploadPacks, uploadsBefore);
+});
+
+/** A counter's value in a /metrics text (0 when absent). */
+function counter(metrics: string, series: string): number {
+  const line = metrics.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? 0 : Number(line.slice(series.length + 1));
+}
+
+test('deploy keys that disappear while tollgate runs are counted and named with their flags; nothing is released unrecorded; back in place, tollgate recovers', async () => {
+  cp ??= await sharedControlPlane();
+  core ??= cp.kubeConfig('admin').makeApiClient(CoreV1Api);
+  const ns = runNamespace('ssh-gone');
+  await core.createNamespace({ body: { metadata: { name: ns } } });
+  const runWork = mkdtempSync(join(work, 'gone-'));
+  const mounted = { read: join(runWork, 'read-key'), write: join(runWork, 'write-key') };
+  copyFileSync(readKey.privateFile, mounted.read);
+  copyFileSync(writeKey.privateFile, mounted.write);
+  chmodSync(mounted.read, 0o600);
+  chmodSync(mounted.write, 0o600);
+  const policyUrl = server.createRepo('gone-policy');
+  commitFiles(server.repoPath(policyUrl), runPolicy({ namespace: ns, gate }));
+  const auditUrl = server.createRepo('gone-audit');
+  const gone = await startTollgateRun({
+    kubeconfig: cp.tollgateKubeconfig,
+    work: runWork,
+    policy: { url: policyUrl },
+    audit: { url: auditUrl },
+    leaseName: `tollgate-${ns}`,
+    args: [
+      ...['--git-ssh-key-file', mounted.read],
+      ...['--audit-ssh-key-file', mounted.write],
+      ...['--git-ssh-known-hosts', knownHosts],
+    ],
+  });
+  try {
+    const log = (): string => readFileSync(gone.log, 'utf8');
+    for (const file of Object.values(mounted)) renameSync(file, `${file}.away`);
+    await core.createNamespacedPod({
+      namespace: ns,
+      body: creatable(aPod('while-gone', ns).gated(gate).requests({ cpu: '10m' }).obj()),
+    });
+    let metrics = '';
+    await eventually(
+      'both missing keys counted and named with their flags',
+      async () => {
+        metrics = await (await fetch(gone.metrics)).text();
+        return (
+          counter(metrics, 'tollgate_audit_push_failures_total{reason="auth"}') > 0 &&
+          counter(metrics, 'tollgate_policy_load_errors_total{reason="fetch"}') > 0 &&
+          /cannot read the SSH key file [^ ]*write-key \(--audit-ssh-key-file\): ENOENT/.test(
+            log(),
+          ) &&
+          /cannot read the SSH key file [^ ]*read-key \(--git-ssh-key-file\): ENOENT/.test(log())
+        );
+      },
+      { timeoutMs: 120_000, intervalMs: 500, describe: () => `${metrics}\n${log().slice(-1500)}` },
+    );
+    const held = await core.readNamespacedPod({ namespace: ns, name: 'while-gone' });
+    assert.equal(held.spec?.schedulingGates?.length, 1, 'not released without its pushed record');
+
+    for (const file of Object.values(mounted)) renameSync(`${file}.away`, file);
+    let released = new Set<string>();
+    await eventually(
+      'the release recorded on the branch once the keys are back',
+      async () => {
+        released = await releasedOnBranch(server.repoPath(auditUrl));
+        return released.has('while-gone');
+      },
+      { timeoutMs: 120_000, intervalMs: 500, describe: () => log().slice(-1500) },
+    );
+    const pod = await core.readNamespacedPod({ namespace: ns, name: 'while-gone' });
+    assert.equal((pod.spec?.schedulingGates ?? []).length, 0, 'released');
+    const next = commitFiles(server.repoPath(policyUrl), runPolicy({ namespace: ns, gate }), {
+      message: 'after the keys came back',
+    });
+    await eventually(
+      'a policy commit pushed after the keys came back is fetched over SSH and in force',
+      async () => (await (await fetch(gone.metrics)).text()).includes(`sha="${next}"`),
+      { timeoutMs: 60_000, intervalMs: 500, describe: () => log().slice(-1500) },
+    );
+  } finally {
+    gone.child.kill('SIGTERM');
+    await gone.exited;
+    await removeNamespace(core, ns);
+  }
 });
