@@ -16,13 +16,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startGitServer, type GitServer } from '../../support/git-server.ts';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
-import { recover, type IntentState } from '../../../src/audit/recover.ts';
+import type { IntentState } from '../../../src/audit/recover.ts';
 import { verifyTrail } from '../../../src/audit/verify.ts';
 import { GitAuditWriter } from '../../../src/audit/writer.ts';
 import type { Decision, Outcome } from '../../../src/decide/decision.ts';
-import { systemClock } from '../../../src/lib/clock.ts';
 import { aDecision, outcomeOf } from '../../builders/decision.ts';
-import { captureLogs } from './support.ts';
+import { captureLogs, successorRecovers } from './support.ts';
 
 let server: GitServer;
 before(async () => {
@@ -95,19 +94,15 @@ describe("a leader's outcomes pushed after its successor's recovery closed their
       'replica-b',
     );
     server.refusePushes(undefined);
-    const source = await b.reconcile();
-    assert.ok(source);
-    const states = new Map(
-      intents.map((intent, i) => [intent.id, (rows[i] as (typeof rows)[number]).b]),
+    assert.equal(
+      await successorRecovers(
+        b,
+        cluster,
+        intents,
+        rows.map((row) => row.b),
+      ),
+      rows.length,
     );
-    const recovered = await recover({
-      source,
-      cluster,
-      lookup: (intent) => states.get(intent.id) ?? { state: 'unknown' },
-      sink: b,
-      clock: systemClock,
-    });
-    assert.equal(recovered.length, rows.length);
     await b.close();
 
     // A's push goes through at last, rebased on B's commits.

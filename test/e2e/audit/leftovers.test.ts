@@ -14,13 +14,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startGitServer, type GitServer } from '../../support/git-server.ts';
 import { openAuditSource, readAuditHistory, repoSource } from '../../../src/audit/reader.ts';
-import { recover, type IntentState } from '../../../src/audit/recover.ts';
+import type { IntentState } from '../../../src/audit/recover.ts';
 import { verifyTrail } from '../../../src/audit/verify.ts';
 import { GitAuditWriter } from '../../../src/audit/writer.ts';
 import type { Decision, Outcome } from '../../../src/decide/decision.ts';
-import { systemClock } from '../../../src/lib/clock.ts';
 import { aDecision, outcomeOf } from '../../builders/decision.ts';
-import { captureLogs } from './support.ts';
+import { captureLogs, successorRecovers } from './support.ts';
 
 let server: GitServer;
 before(async () => {
@@ -114,19 +113,15 @@ describe('leftover audit commits after another leader closed their intents', () 
     // B's term: its recovery closes A's pushed intents from what the cluster shows.
     const cacheB = mkdtempSync(join(tmpdir(), 'tollgate-leftovers-b-'));
     const { writer: b } = await writerOn(cacheB, url, 'replica-b');
-    const source = await b.reconcile();
-    assert.ok(source);
-    const states = new Map(
-      intents.map((intent, i) => [intent.id, (rows[i] as (typeof rows)[number]).b]),
+    assert.equal(
+      await successorRecovers(
+        b,
+        cluster,
+        intents,
+        rows.map((row) => row.b),
+      ),
+      rows.length,
     );
-    const recovered = await recover({
-      source,
-      cluster,
-      lookup: (intent) => states.get(intent.id) ?? { state: 'unknown' },
-      sink: b,
-      clock: systemClock,
-    });
-    assert.equal(recovered.length, rows.length);
     await b.close();
 
     // A leads again on the same cache: its term start reconciles the leftovers.

@@ -6,7 +6,10 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { pino, type Logger } from 'pino';
 import type { GitServer } from '../../support/git-server.ts';
+import { recover, type IntentState } from '../../../src/audit/recover.ts';
 import { GitAuditWriter } from '../../../src/audit/writer.ts';
+import type { Decision } from '../../../src/decide/decision.ts';
+import { systemClock } from '../../../src/lib/clock.ts';
 
 const run = promisify(execFile);
 
@@ -73,6 +76,30 @@ export function openTestWriter(
     leftoversAtTermStart: true,
     ...options,
   });
+}
+
+/**
+ * A successor's term start: its writer reconciles, then recovery closes the open intents
+ * with what the cluster shows (`states[i]` for `intents[i]`), recorded through the same
+ * writer. Returns how many intents recovery closed.
+ */
+export async function successorRecovers(
+  writer: GitAuditWriter,
+  cluster: string,
+  intents: readonly Decision[],
+  states: readonly IntentState[],
+): Promise<number> {
+  const source = await writer.reconcile();
+  if (!source) throw new Error('reconcile gave no audit source to recover from');
+  const byId = new Map(intents.map((intent, i) => [intent.id, states[i]]));
+  const recovered = await recover({
+    source,
+    cluster,
+    lookup: (intent) => byId.get(intent.id) ?? { state: 'unknown' },
+    sink: writer,
+    clock: systemClock,
+  });
+  return recovered.length;
 }
 
 /** The environment of a `tollgate run` child: this process's, without TOLLGATE_*, KUBERNETES_* or KUBECONFIG. */
