@@ -47,6 +47,16 @@ export interface LeftoverCommit {
   /** The batch kind from the commit's trailer; `checkpoint` for a checkpoint file. */
   readonly batch: BatchKind | 'checkpoint';
   readonly records: readonly AuditRecord[];
+  /**
+   * A commit whose file does not parse as audit records (not written by tollgate's
+   * writer): it is replayed as it was, byte for byte, with its own message, and
+   * `unreadable` says why it was not planned.
+   */
+  readonly verbatim?: {
+    readonly text: string;
+    readonly message: string;
+    readonly unreadable: string;
+  };
 }
 
 /** What the remote recorded since the leftovers' base, for the ids the leftovers hold. */
@@ -67,6 +77,8 @@ export interface LeftoverPlan {
     readonly path: string;
     readonly batch: BatchKind;
     readonly records: readonly Decision[];
+    /** Replayed as it was (see LeftoverCommit.verbatim). */
+    readonly verbatim?: LeftoverCommit['verbatim'];
   }[];
   readonly dropped: readonly DroppedRecord[];
   /** Correction records (phase `record`) for outcomes recovery got wrong. */
@@ -128,11 +140,16 @@ export function planLeftovers(
   },
 ): LeftoverPlan {
   const rebased = options.rebased ?? false;
-  const commits: { path: string; batch: BatchKind; records: Decision[] }[] = [];
+  const commits: LeftoverPlan['commits'][number][] = [];
   const dropped: DroppedRecord[] = [];
   const corrections: Decision[] = [];
   const confirmations: Decision[] = [];
   for (const commit of leftovers) {
+    if (commit.verbatim) {
+      const batch = commit.batch === 'checkpoint' ? 'records' : commit.batch;
+      commits.push({ path: commit.path, batch, records: [], verbatim: commit.verbatim });
+      continue;
+    }
     if (commit.batch === 'checkpoint') {
       // Kept only when nothing is rewritten (then the leftovers are pushed as they are).
       if (options.remoteMoved)
@@ -186,7 +203,10 @@ function withoutLocation(record: AuditRecord): Decision {
   return decision;
 }
 
-/** The leftover commits' records, read from the clone. */
+/**
+ * The leftover commits' records, read from the clone. A file that does not parse as
+ * audit records is kept verbatim (never dropped, never a reason to stop the writer).
+ */
 export async function readLeftovers(
   repo: AuditRepo,
   left: readonly LocalCommit[],
@@ -199,11 +219,18 @@ export async function readLeftovers(
     }
     const named = parseTrailers(commit.message).get(trailerKeys.batch)?.[0];
     const batch = batchKinds.find((kind) => kind === named) ?? 'records';
-    commits.push({
-      path: commit.path,
-      batch,
-      records: parseBatch(await repo.readText(commit.blob), commit.path),
-    });
+    const text = await repo.readText(commit.blob);
+    try {
+      commits.push({ path: commit.path, batch, records: parseBatch(text, commit.path) });
+    } catch (error) {
+      const unreadable = (error as Error).message;
+      commits.push({
+        path: commit.path,
+        batch,
+        records: [],
+        verbatim: { text, message: commit.message, unreadable },
+      });
+    }
   }
   return commits;
 }

@@ -701,6 +701,14 @@ export class GitAuditWriter implements AuditSink {
     if (!plan.changed) return;
     await repo.resetToRemote();
     for (const commit of plan.commits) {
+      if (commit.verbatim) {
+        this.#logger.warn(
+          { file: commit.path, err: commit.verbatim.unreadable },
+          'a leftover commit whose file is not audit records is replayed unchanged',
+        );
+        await repo.commitFile(commit.path, commit.verbatim.text, commit.verbatim.message);
+        continue;
+      }
       const message = commitMessage(commit.records, {
         batch: commit.batch,
         controller: this.#controller,

@@ -140,3 +140,24 @@ test("a push rebased onto another leader's outcome says which came first, not wh
   );
   assert.doesNotMatch(reason, /recovery/);
 });
+
+test('a leftover commit whose file is not audit records is replayed as it was, in its place, and changes nothing alone', () => {
+  const verbatim = { text: '{}\n', message: 'manual\n', unreadable: 'field "v" is undefined' };
+  const commits: LeftoverCommit[] = [
+    { path: 'audit/prod/manual.jsonl', batch: 'records', records: [], verbatim },
+    { path: 'audit/prod/a.jsonl', batch: 'intents', records: [asRecord(intent)] },
+  ];
+  const none = { intents: new Set<string>(), outcomes: new Map<string, AuditRecord>() };
+  const alone = planLeftovers(commits, none, { now: 1, remoteMoved: true });
+  assert.equal(alone.changed, false);
+  const dropping = planLeftovers(
+    commits,
+    { ...none, intents: new Set([intent.id]) },
+    { now: 1, remoteMoved: true },
+  );
+  assert.equal(dropping.changed, true);
+  assert.deepEqual(
+    dropping.commits.map((commit) => [commit.path, commit.verbatim?.text]),
+    [['audit/prod/manual.jsonl', '{}\n']],
+  );
+});
