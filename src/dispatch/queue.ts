@@ -265,6 +265,8 @@ interface Item {
   /** Not sent before this time (retry backoff). */
   notBefore: number;
   attempts: number;
+  /** Sends answered 403 (only these count towards retry.maxForbiddenAttempts). */
+  forbiddenAnswers: number;
   firstSentAt?: number;
   seq: number;
   resolve: (result: WriteResult) => void;
@@ -412,6 +414,7 @@ export class PriorityDispatcher implements Dispatcher {
       queuedAt: now,
       notBefore: now,
       attempts: 0,
+      forbiddenAnswers: 0,
       seq: this.#seq++,
       resolve,
       settled: false,
@@ -942,12 +945,14 @@ export class PriorityDispatcher implements Dispatcher {
    */
   #retriesSpent(item: Item, retryAt: number, reason: RetryReason): boolean {
     const retry = this.settings.retry;
-    const maxAttempts =
-      reason === 'forbidden'
-        ? Math.min(retry.maxForbiddenAttempts, retry.maxAttempts)
-        : retry.maxAttempts;
+    // Only the 403 answers count towards maxForbiddenAttempts: a write that met an API
+    // server away (network errors) and then its unsynced RBAC cache is still retried.
+    const forbiddenSpent =
+      reason === 'forbidden' && item.forbiddenAnswers >= retry.maxForbiddenAttempts;
     return (
-      item.attempts >= maxAttempts || retryAt - (item.firstSentAt ?? retryAt) > retry.maxElapsedMs
+      forbiddenSpent ||
+      item.attempts >= retry.maxAttempts ||
+      retryAt - (item.firstSentAt ?? retryAt) > retry.maxElapsedMs
     );
   }
 
@@ -960,6 +965,7 @@ export class PriorityDispatcher implements Dispatcher {
     // returning together, while each key's rate stays bounded.
     const jittered = cap / 2 + (cap / 2) * this.#random();
     const delay = Math.round(Math.max(jittered, kind.retryAfterMs ?? 0));
+    if (kind.reason === 'forbidden') item.forbiddenAnswers += 1;
     if (
       this.#closed ||
       (kind.reason !== 'throttled' && this.#retriesSpent(item, now + delay, kind.reason))

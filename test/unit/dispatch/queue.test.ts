@@ -374,6 +374,29 @@ test('a 403 right after an API server restart is retried with backoff, and the w
   );
 });
 
+test('a 403 after network errors (an API server restarting, then up with its RBAC cache unsynced) is still retried: only 403 answers count towards maxForbiddenAttempts', async () => {
+  const { timers, dispatcher, sends } = setup(
+    async (_req, _signal, attempt) => {
+      if (attempt <= 5) throw networkError('ECONNREFUSED');
+      if (attempt <= 7) throw httpError(403);
+      return { resourceVersion: '9' };
+    },
+    {
+      retry: {
+        baseMs: 100,
+        maxMs: 1000,
+        maxAttempts: 10,
+        maxElapsedMs: 60_000,
+        maxForbiddenAttempts: 3,
+      },
+    },
+  );
+  const done = accepted(dispatcher.enqueue(write('ns/a', timers.clock.now())));
+  await advance(timers, 30_000);
+  assert.deepEqual(await done, { result: 'succeeded', resourceVersion: '9' });
+  assert.equal(sends.length, 8, '5 network errors, two 403s, then the write');
+});
+
 test('a 403 that persists (a permission really missing) fails after retry.maxForbiddenAttempts, fewer than maxAttempts, with its code', async () => {
   const { timers, dispatcher, sends } = setup(
     async () => {
