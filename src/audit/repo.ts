@@ -270,6 +270,14 @@ export class AuditRepo implements Repo {
   #depth: number;
   /** Set when the remote was found rewritten against an anchor kept outside the clone. */
   #refused: AuditHistoryRewrittenError | undefined;
+  /** The last `unpushed` walk and the tips it was made between. */
+  #lastUnpushed:
+    | {
+        readonly local: string | undefined;
+        readonly remote: string | undefined;
+        readonly commits: readonly LocalCommit[];
+      }
+    | undefined;
 
   constructor(options: AuditRepoOptions) {
     this.gitdir = options.dir;
@@ -474,12 +482,31 @@ export class AuditRepo implements Repo {
     else await this.#setRef(this.#localRef, tip);
   }
 
-  /** Local commits not yet on the remote, oldest first. */
+  /**
+   * Local commits not yet on the remote, oldest first. The answer depends on the two tips
+   * alone (git objects never change), so while neither moved the last walk's answer is
+   * given again: a term start asks several times before and after it rebuilds a backlog
+   * of leftovers, and each walk reads every leftover's trees.
+   */
   async unpushed(): Promise<LocalCommit[]> {
+    const local = await this.localTip();
     const remoteTip = await this.trackingTip();
+    const last = this.#lastUnpushed;
+    if (last !== undefined && last.local === local && last.remote === remoteTip)
+      return [...last.commits];
+    const commits = await this.#walkUnpushed(local, remoteTip);
+    this.#lastUnpushed = { local, remote: remoteTip, commits };
+    return [...commits];
+  }
+
+  /** The walk behind `unpushed`: back from `local` while a commit adds one audit file the remote lacks. */
+  async #walkUnpushed(
+    local: string | undefined,
+    remoteTip: string | undefined,
+  ): Promise<LocalCommit[]> {
     const remoteTree = await this.treeOf(remoteTip);
     const found: LocalCommit[] = [];
-    let oid = await this.localTip();
+    let oid = local;
     while (oid !== undefined && oid !== remoteTip) {
       const { commit } = await git.readCommit({
         fs: this.fs,
@@ -786,12 +813,17 @@ export class AuditRepo implements Repo {
     await this.#setRef(this.#localRef, tip);
   }
 
-  /** Rebuilds `pending` on `base`, skipping commits whose file already landed; returns the new local tip. */
+  /**
+   * Rebuilds `pending` on `base` (the remote-tracking tip), skipping commits whose file
+   * already landed; returns the new local tip. What it wrote is what `unpushed` would find
+   * now, so it becomes that walk's answer (no walk of the rebuilt backlog follows).
+   */
   async #rebuild(
     pending: readonly LocalCommit[],
     base: string | undefined,
   ): Promise<string | undefined> {
     let tip = base;
+    const rebuilt: LocalCommit[] = [];
     for (const commit of pending) {
       const { tree, path } = await this.#placeFile(
         await this.treeOf(tip),
@@ -809,15 +841,19 @@ export class AuditRepo implements Repo {
         timestamp: Math.floor(this.#clock.now() / 1000),
         timezoneOffset: 0,
       };
+      const parent = tip;
       tip = await this.#writeCommit({
         message: commit.message,
         tree,
-        parent: tip ? [tip] : [],
+        parent: parent ? [parent] : [],
         author: commit.author,
         committer,
       });
+      rebuilt.push({ ...commit, oid: tip, parent, path });
     }
-    if (tip !== undefined) await this.#setRef(this.#localRef, tip);
+    if (tip === undefined) return tip;
+    await this.#setRef(this.#localRef, tip);
+    this.#lastUnpushed = { local: tip, remote: base, commits: rebuilt };
     return tip;
   }
 
