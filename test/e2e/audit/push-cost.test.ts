@@ -12,10 +12,9 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { countingFs } from '../../support/counting-fs.ts';
 import { auditPushFailuresTotal } from '../../../src/audit/metrics.ts';
-import { AuditRepo } from '../../../src/audit/repo.ts';
 import { ManualClock } from '../../../src/lib/clock.ts';
 import { gitServerForFile } from '../security/support.ts';
-import { gitCli } from './support.ts';
+import { countedClone, gitCli } from './support.ts';
 
 const branch = 'tollgate/audit';
 const git = gitServerForFile('tollgate-push-cost-');
@@ -70,18 +69,7 @@ async function cloneWithHistory(name: string, commits: number) {
   const counter = countingFs();
   const clock = new ManualClock(start + (commits + 24) * hour);
   const dir = git.tempDir();
-  const repo = new AuditRepo({
-    dir,
-    url,
-    branch,
-    token: git.server().token,
-    author: { name: 'tollgate', email: 'tollgate@tollgate.invalid' },
-    clock,
-    shallowDepth: 0,
-    fs: counter.fs,
-  });
-  await repo.open();
-  await repo.fetch();
+  const repo = await countedClone(git.server(), url, dir, counter, clock);
   /** Commits one record file; returns its commit. */
   const commitRecord = async (seq: number): Promise<string> => {
     clock.advance(hour);

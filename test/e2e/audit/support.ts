@@ -5,11 +5,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { pino, type Logger } from 'pino';
+import type { CountingFs } from '../../support/counting-fs.ts';
 import type { GitServer } from '../../support/git-server.ts';
 import { recover, type IntentState } from '../../../src/audit/recover.ts';
+import { AuditRepo } from '../../../src/audit/repo.ts';
 import { GitAuditWriter } from '../../../src/audit/writer.ts';
 import type { Decision } from '../../../src/decide/decision.ts';
-import { systemClock } from '../../../src/lib/clock.ts';
+import { systemClock, type Clock } from '../../../src/lib/clock.ts';
 
 const run = promisify(execFile);
 
@@ -100,6 +102,29 @@ export async function successorRecovers(
     clock: systemClock,
   });
   return recovered.length;
+}
+
+/** The writer's clone of `url` in `dir`, whole (not shallow), its git object reads counted by `counter`. */
+export async function countedClone(
+  server: GitServer,
+  url: string,
+  dir: string,
+  counter: CountingFs,
+  clock: Clock,
+): Promise<AuditRepo> {
+  const repo = new AuditRepo({
+    dir,
+    url,
+    branch: 'tollgate/audit',
+    token: server.token,
+    author: { name: 'tollgate', email: 'tollgate@tollgate.invalid' },
+    clock,
+    shallowDepth: 0,
+    fs: counter.fs,
+  });
+  await repo.open();
+  await repo.fetch();
+  return repo;
 }
 
 /** The environment of a `tollgate run` child: this process's, without TOLLGATE_*, KUBERNETES_* or KUBECONFIG. */

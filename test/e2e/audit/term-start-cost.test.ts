@@ -14,12 +14,12 @@ import assert from 'node:assert/strict';
 import { countingFs, type CountingFs } from '../../support/counting-fs.ts';
 import { commitMessage } from '../../../src/audit/message.ts';
 import { serializeBatch } from '../../../src/audit/record.ts';
-import { AuditRepo } from '../../../src/audit/repo.ts';
+import type { AuditRepo } from '../../../src/audit/repo.ts';
 import { auditFilePath, GitAuditWriter } from '../../../src/audit/writer.ts';
 import { ManualClock } from '../../../src/lib/clock.ts';
 import { aDecision } from '../../builders/decision.ts';
 import { gitServerForFile } from '../security/support.ts';
-import { gitCli } from './support.ts';
+import { countedClone, gitCli } from './support.ts';
 
 const branch = 'tollgate/audit';
 const cluster = 'prod';
@@ -27,20 +27,8 @@ const git = gitServerForFile('tollgate-term-start-cost-');
 const clock = new ManualClock(Date.UTC(2026, 11, 2, 4, 0, 0));
 
 /** A clone of `url` in `dir` (a new one when `dir` is absent), reading through `counter`. */
-async function cloneOf(url: string, counter: CountingFs, dir = git.tempDir()): Promise<AuditRepo> {
-  const repo = new AuditRepo({
-    dir,
-    url,
-    branch,
-    token: git.server().token,
-    author: { name: 'tollgate', email: 'tollgate@tollgate.invalid' },
-    clock,
-    shallowDepth: 0,
-    fs: counter.fs,
-  });
-  await repo.open();
-  await repo.fetch();
-  return repo;
+function cloneOf(url: string, counter: CountingFs, dir = git.tempDir()): Promise<AuditRepo> {
+  return countedClone(git.server(), url, dir, counter, clock);
 }
 
 /** `count` commits of one record each, by `controller`, all in one hour folder (a busy hour). */
