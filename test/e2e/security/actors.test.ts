@@ -247,17 +247,23 @@ before(async () => {
   ])
     await apply(object);
   await gatedPod('held');
-  // The API server sees policies through informers: wait until the removal policy bites.
-  for (
-    let i = 0;
-    (await outcome(() => withoutGate('held', foreignGate)(api('pod patcher')))) !==
-    'denied by admission';
-    i++
-  ) {
-    if (i > 300) throw new Error('the admission policies never took effect');
+  // The API server sees each policy and binding through informers, each on its own: wait
+  // until both policies bite (the removal policy for a pod patcher, the tenant-gates
+  // policy for the cluster admin, whom it binds too) before any row is asked.
+  await untilDenied('tollgate-gate-removal', withoutGate('held', foreignGate), 'pod patcher');
+  await untilDenied('tollgate-tenant-gates', createWithGate(otherTenantGate), 'cluster admin');
+});
+
+async function untilDenied(
+  policy: string,
+  call: (a: ReturnType<typeof api>) => Promise<unknown>,
+  actor: Actor,
+): Promise<void> {
+  for (let i = 0; (await outcome(() => call(api(actor)))) !== 'denied by admission'; i++) {
+    if (i > 600) throw new Error(`the admission policy ${policy} never took effect`);
     await sleep(100);
   }
-});
+}
 
 after(async () => {
   await removeNamespace(admin, tenantNs);
