@@ -64,10 +64,6 @@ const dispatcher: Dispatcher = {
   depth: 0,
   close: async () => undefined,
 };
-/** Runs `count` passes, each settled before the next. */
-async function passes(loop: { pass(): Promise<{ settled: Promise<void> }> }, count: number) {
-  for (let i = 0; i < count; i++) await (await loop.pass()).settled;
-}
 const audit: AuditSink = {
   recordIntents: async () => undefined,
   record: () => undefined,
@@ -89,7 +85,12 @@ test('a BudgetFreed Event once per pod no longer charged because its node is not
       events.push(`${pod.metadata?.name} ${e.type} ${e.reason}: ${e.message}`);
     },
   });
-  await passes(loop, 2);
+  await (
+    await loop.pass()
+  ).settled;
+  await (
+    await loop.pass()
+  ).settled;
   await loop.stop();
   const since = new Date(downSince).toISOString();
   assert.deepEqual(
@@ -117,9 +118,19 @@ test('Uncharge and Recharge reach the audit trail once, with a BudgetCharged War
       events.push(`${pod.metadata?.name} ${e.type} ${e.reason}`);
     },
   });
-  await passes(loop, 2);
+  await (
+    await loop.pass()
+  ).settled;
+  await (
+    await loop.pass()
+  ).settled;
   nodesNow = [aNode('n1').obj(), aNode('dead').obj()];
-  await passes(loop, 2);
+  await (
+    await loop.pass()
+  ).settled;
+  await (
+    await loop.pass()
+  ).settled;
   await loop.stop();
   assert.deepEqual(
     recorded
