@@ -1,6 +1,6 @@
 /**
  * What a leader's term start costs when an earlier term left commits unpushed on a base
- * the remote has moved past (the 30-minute soak of 2026-12-02: 770 leftover commits, the
+ * the remote has moved past (a 30-minute seed-3 soak: 770 leftover commits, the
  * term start asked "which commits are unpushed?" eight times, each a walk of all 770
  * reading their trees, and had not pushed when the process was stopped 3.6 minutes
  * later). Counted, not timed: git objects read from the clone during `reconcile`, against
