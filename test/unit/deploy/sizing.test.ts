@@ -1,9 +1,8 @@
 /**
  * docs/install.md's sizing table says what was measured and where: the whole `tollgate
  * run` figures it gives are the ones docs/BENCHMARKS.md states (its summary row on memory,
- * and its 50,000-pod run),
- * every request covers the figures in
- * its row, and the defaults shipped (deploy/base, the chart) are the 1,000-pod row.
+ * and its 50,000-pod run), every request covers the figures in its row, and the defaults
+ * shipped (deploy/base, the chart) are the 1,000-pod row.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
