@@ -213,3 +213,123 @@ export function gangsWhole(gangs: ReadonlyMap<string, readonly GangMember[]>): C
     }`,
   };
 }
+
+/** One look at the held pods while settling, per tenant: held now, releases seen so far. */
+export interface SettleSample {
+  readonly atMs: number;
+  readonly tenants: Readonly<Record<string, { readonly held: number; readonly released: number }>>;
+}
+
+export interface DrainOptions {
+  /** A tenant with pods held and no release for this long has stalled. */
+  readonly stallMs: number;
+  /** Settling ends here, drained or not. */
+  readonly limitMs: number;
+  /** Per tenant: the fastest drain its policy allows (budget pods over a pod's run time). */
+  readonly allowedPerSecond: Readonly<Record<string, number>>;
+}
+
+export type DrainState =
+  | { readonly kind: 'settled' }
+  | { readonly kind: 'draining' }
+  | {
+      readonly kind: 'stalled';
+      readonly tenant: string;
+      readonly held: number;
+      /** The look since which the tenant has had no release (its last release, or the start). */
+      readonly sinceMs: number;
+    }
+  | { readonly kind: 'limit' };
+
+const heldAt = (s: SettleSample): number =>
+  Object.values(s.tenants).reduce((sum, t) => sum + t.held, 0);
+
+const tenantAt = (s: SettleSample, tenant: string) => s.tenants[tenant] ?? { held: 0, released: 0 };
+
+/** The first look at which the tenant's releases reached their latest count. */
+function lastReleaseAt(samples: readonly SettleSample[], tenant: string): number {
+  const latest = tenantAt(samples.at(-1)!, tenant).released;
+  return samples.find((s) => tenantAt(s, tenant).released >= latest)!.atMs;
+}
+
+/** The first tenant holding pods without a release for a whole window, if any. */
+function stalledTenant(samples: readonly SettleSample[], stallMs: number): DrainState | undefined {
+  const last = samples.at(-1)!;
+  for (const [tenant, { held }] of Object.entries(last.tenants)) {
+    if (held === 0) continue;
+    const sinceMs = lastReleaseAt(samples, tenant);
+    if (last.atMs - sinceMs >= stallMs) return { kind: 'stalled', tenant, held, sinceMs };
+  }
+  return undefined;
+}
+
+/**
+ * Whether settling is over: every held pod released (settled), a tenant holding pods
+ * without a release for a window (stalled: its queue is stuck, not slow), or the limit
+ * reached; otherwise the queues are still draining, as fast as their budgets let them
+ * (a budget of 9 pods that run 4 s each releases about 2 pods a second, so 700 held
+ * pods need minutes), and settling goes on.
+ */
+export function drainState(samples: readonly SettleSample[], options: DrainOptions): DrainState {
+  const last = samples.at(-1)!;
+  if (heldAt(last) === 0) return { kind: 'settled' };
+  const stalled = stalledTenant(samples, options.stallMs);
+  if (stalled) return stalled;
+  return last.atMs - samples[0]!.atMs >= options.limitMs ? { kind: 'limit' } : { kind: 'draining' };
+}
+
+const seconds = (ms: number): string => (ms / 1000).toFixed(0);
+
+/** Per tenant that held pods at the start: how fast it drained, against what its budget allows. */
+function drainRate(samples: readonly SettleSample[], tenant: string, allowed: number): string {
+  const first = samples[0]!;
+  const drainedAt = samples.find((s) => tenantAt(s, tenant).held === 0);
+  const end = drainedAt ?? samples.at(-1)!;
+  const elapsedMs = end.atMs - first.atMs;
+  const released = tenantAt(end, tenant).released - tenantAt(first, tenant).released;
+  const rate = elapsedMs > 0 ? (released * 1000) / elapsedMs : Number.NaN;
+  const start = `${tenant}: ${tenantAt(first, tenant).held} held at the start`;
+  const where = drainedAt
+    ? `drained in ${seconds(elapsedMs)} s`
+    : `${tenantAt(end, tenant).held} at the end after ${seconds(elapsedMs)} s`;
+  return `${start}, ${where}, ${rate.toFixed(2)} pods/s seen, ${allowed.toFixed(2)} allowed`;
+}
+
+/** The least time the budgets need to release what was held at the start. */
+function budgetsNeedMs(first: SettleSample, allowedPerSecond: DrainOptions['allowedPerSecond']) {
+  const needs = Object.entries(first.tenants).map(
+    ([tenant, { held }]) => (held * 1000) / (allowedPerSecond[tenant] ?? Number.NaN),
+  );
+  return Math.max(0, ...needs.filter((n) => !Number.isNaN(n)));
+}
+
+function settleHeadline(
+  samples: readonly SettleSample[],
+  state: DrainState,
+  options: DrainOptions,
+) {
+  const first = samples[0]!;
+  const last = samples.at(-1)!;
+  if (state.kind === 'stalled')
+    return `stalled: no ${state.tenant} pod released for ${seconds(last.atMs - state.sinceMs)} s with ${state.held} held`;
+  if (state.kind === 'limit')
+    return `settle limit (${seconds(options.limitMs)} s) reached with ${heldAt(last)} held (the budgets need ${seconds(budgetsNeedMs(first, options.allowedPerSecond))} s at least for what was held at the start)`;
+  return `${state.kind === 'settled' ? 'none' : heldAt(last)} held after ${seconds(last.atMs - first.atMs)} s`;
+}
+
+/**
+ * The settle check over every look taken: passes once nothing is held; the detail gives
+ * why it ended and, per tenant that held pods, the drain rate seen against the rate its
+ * budget allows.
+ */
+export function settleCheck(samples: readonly SettleSample[], options: DrainOptions): Check {
+  const state = drainState(samples, options);
+  const rates = Object.entries(samples[0]!.tenants)
+    .filter(([, { held }]) => held > 0)
+    .map(([tenant]) => drainRate(samples, tenant, options.allowedPerSecond[tenant] ?? Number.NaN));
+  return {
+    name: `after settling, every pod whose conditions hold is released (a release at least every ${seconds(options.stallMs)} s per tenant holding pods, within ${seconds(options.limitMs)} s)`,
+    pass: state.kind === 'settled',
+    detail: [settleHeadline(samples, state, options), ...rates].join('; '),
+  };
+}

@@ -29,6 +29,8 @@ const approvalLifetimeMs = 24 * 3600_000;
  * "cancelled: pod gone before recovery" (see docs/soak.md).
  */
 const finishedKeptSeconds = 60;
+/** A released pod runs this long once Running, then succeeds (the Finisher). */
+export const podRunMs = 4000;
 
 export interface LoadCounts {
   units: Record<(typeof unitKinds)[number], number>;
@@ -63,7 +65,7 @@ export class Load {
     this.#batch = kc.makeApiClient(BatchV1Api);
     this.#policy = policy;
     this.#exporter = exporter;
-    this.#finisher = new Finisher(kc, [namespaces.ml, namespaces.etl], 4000);
+    this.#finisher = new Finisher(kc, [namespaces.ml, namespaces.etl], podRunMs);
   }
 
   /** The last errors the load met (creating, approving, reaping): reported, never thrown. */

@@ -30,7 +30,7 @@ import { countByKind, extraFaultKinds, faultKinds, faultSchedule } from './sched
 import { startProxy, type FaultyProxy } from './proxy.ts';
 import { startThrottlingProxy, type ThrottlingProxy } from './api-proxy.ts';
 import { PolicyRepo, namespaces, soakPolicyFiles, tenants } from './policy.ts';
-import { Load } from './load.ts';
+import { Load, podRunMs } from './load.ts';
 import { Replica, type MemorySample } from './replicas.ts';
 import { SoakWatcher } from './watcher.ts';
 import { Chaos } from './faults.ts';
@@ -42,8 +42,12 @@ import {
   memoryGrowth,
   memoryNotJudged,
   releasesInAudit,
+  settleCheck,
+  drainState,
   type Check,
   type AuditRelease,
+  type DrainOptions,
+  type SettleSample,
 } from './judge.ts';
 
 const run = promisify(execFile);
@@ -56,6 +60,12 @@ const growthOptions = { warmupMs: 2 * 60_000, minSamples: 12, limit: 0.1 };
  * stretched by its faults on a loaded machine would judge some processes and not others.
  */
 const minutesToJudgeMemory = 10;
+/**
+ * Settling fails early when a tenant holding pods sees no release for this long: longer
+ * than a pod's run (4 s) plus a leader takeover (the 15 s lease, then term start), so a
+ * slow queue is waited for and a stuck one is not.
+ */
+const settleStallMs = 120_000;
 
 interface Options {
   minutes: number;
@@ -209,23 +219,72 @@ async function stillGated(admin: KubeConfig): Promise<string[]> {
   return held;
 }
 
-async function settle(world: World, settleMs: number, chaos: Chaos): Promise<Check> {
-  const deadline = Date.now() + settleMs;
-  let held = await stillGated(world.admin);
-  while (held.length > 0 && Date.now() < deadline) {
-    await sleep(2000);
-    held = await stillGated(world.admin);
-  }
-  chaos.note(`settled: ${held.length} pods still held`);
-  const why = await Promise.all(held.slice(0, 5).map((pod) => explain(world, pod)));
-  return {
-    name: 'after settling, every pod whose conditions hold is released',
-    pass: held.length === 0,
-    detail:
-      held.length === 0
-        ? 'none held'
-        : `${held.length} held: ${held.slice(0, 10).join(', ')}\n${why.join('\n')}`,
+/** The tenants that hold pods behind a budget, by namespace. */
+const budgeted = Object.entries(tenants).flatMap(([tenant, t]) =>
+  'pods' in t ? [{ tenant, namespaces: t.namespaces as readonly string[], pods: t.pods }] : [],
+);
+
+/**
+ * The fastest each tenant's queue can drain: its budget of pods, each running
+ * `podRunMs` once released (the soak's own policy and load; scheduling and start add to it).
+ */
+const drainOptions = (settleMs: number): DrainOptions => ({
+  stallMs: settleStallMs,
+  limitMs: settleMs,
+  allowedPerSecond: Object.fromEntries(
+    budgeted.map(({ tenant, pods }) => [tenant, (pods * 1000) / podRunMs]),
+  ),
+});
+
+/** One look: per budgeted tenant, its pods still held and the releases the watcher has seen. */
+async function settleSample(
+  world: World,
+  began: number,
+): Promise<{ sample: SettleSample; held: string[] }> {
+  const held = await stillGated(world.admin);
+  const releases = [...world.watcher.releases.values()];
+  const inTenant = (pod: string, namespaces: readonly string[]) =>
+    namespaces.includes(pod.split('/')[0]!);
+  const sample: SettleSample = {
+    atMs: Date.now() - began,
+    tenants: Object.fromEntries(
+      budgeted.map(({ tenant, namespaces }) => [
+        tenant,
+        {
+          held: held.filter((pod) => inTenant(pod, namespaces)).length,
+          released: releases.filter((r) => inTenant(r.pod, namespaces)).length,
+        },
+      ]),
+    ),
   };
+  return { sample, held };
+}
+
+/**
+ * Waits while the held pods drain: until none is held, a tenant holding pods has had
+ * no release for a whole window (stalled), or the settle limit is reached.
+ */
+async function settle(world: World, settleMs: number, chaos: Chaos): Promise<Check> {
+  const began = Date.now();
+  const options = drainOptions(settleMs);
+  const samples: SettleSample[] = [];
+  let look = await settleSample(world, began);
+  samples.push(look.sample);
+  while (drainState(samples, options).kind === 'draining') {
+    await sleep(2000);
+    look = await settleSample(world, began);
+    samples.push(look.sample);
+  }
+  const check = settleCheck(samples, options);
+  chaos.note(`settled: ${check.detail}`);
+  const held = look.held;
+  const why = await Promise.all(held.slice(0, 5).map((pod) => explain(world, pod)));
+  return held.length === 0
+    ? check
+    : {
+        ...check,
+        detail: `${check.detail}\n${held.length} held: ${held.slice(0, 10).join(', ')}\n${why.join('\n')}`,
+      };
 }
 
 /**
