@@ -59,7 +59,7 @@ import type { ObjectKey } from '../cluster/types.ts';
 import type { Clock } from '../lib/clock.ts';
 import { systemTimers, type Timers } from '../lib/timers.ts';
 import { TokenBucket } from '../lib/token-bucket.ts';
-import { bandOf, bandRank } from './bands.ts';
+import { bandOf, bandRank, writeBands } from './bands.ts';
 import { FallbackMonitor, type AttemptAnswer, type Transition } from './fallback.ts';
 import {
   apiRequestsTotal,
@@ -326,7 +326,7 @@ export class PriorityDispatcher implements Dispatcher {
   #served = 0;
   #wake: { handle: unknown; at: number } | undefined;
   #closed = false;
-  #roomWaiters = new Set<{ band: WriteBand; wake: () => void }>();
+  #roomWaiters = new Set<{ band: WriteBand | undefined; wake: () => void }>();
   #idleWaiters: (() => void)[] = [];
 
   constructor(options: DispatcherOptions) {
@@ -388,12 +388,29 @@ export class PriorityDispatcher implements Dispatcher {
     return this.#queued.size + this.#inFlight.size;
   }
 
-  /** How many writes may be held when a write of `band` asks to be accepted. */
-  #admitLimit(band: WriteBand): number {
+  /**
+   * Whether a write of `band` may be accepted now. Queued: the last `safetyReserve`
+   * places are for safety writes. Synchronous: one write per band (a safety write and its
+   * reserve), counted within the band, so a background write retrying 429s until its
+   * deadline never keeps a release out; sends stay one at a time, best band first.
+   */
+  #hasRoom(band: WriteBand): boolean {
     const reserve = this.settings.safetyReserve;
-    if (this.synchronous)
-      return band === 'safety' ? Math.min(this.capacity, 1 + Math.max(1, reserve)) : 1;
-    return band === 'safety' ? this.capacity : this.capacity - reserve;
+    if (!this.synchronous)
+      return this.#held() < (band === 'safety' ? this.capacity : this.capacity - reserve);
+    const limit = band === 'safety' ? Math.min(this.capacity, 1 + Math.max(1, reserve)) : 1;
+    return this.#held() < this.capacity && this.#heldIn(band) < limit;
+  }
+
+  #roomFor(band: WriteBand | undefined): boolean {
+    return band ? this.#hasRoom(band) : writeBands.every((b) => this.#hasRoom(b));
+  }
+
+  #heldIn(band: WriteBand): number {
+    let held = 0;
+    for (const item of this.#queued.values()) if (item.band === band) held += 1;
+    for (const item of this.#inFlight.values()) if (item.band === band) held += 1;
+    return held;
   }
 
   enqueue(request: WriteRequest): EnqueueResult {
@@ -401,7 +418,7 @@ export class PriorityDispatcher implements Dispatcher {
     const now = this.#clock.now();
     const band = bandOf(request);
     const previous = this.#queued.get(request.key);
-    if (!previous && this.#held() >= this.#admitLimit(band)) {
+    if (!previous && !this.#hasRoom(band)) {
       overflowTotal.inc();
       return { accepted: false, reason: 'full' };
     }
@@ -460,9 +477,13 @@ export class PriorityDispatcher implements Dispatcher {
     return { accepted: true, coalesced: previous !== undefined, done };
   }
 
-  /** Resolves when a write of `band` (default `work`, the strictest) would be accepted. */
-  whenNotFull(signal?: AbortSignal, band: WriteBand = 'work'): Promise<void> {
-    if (this.#closed || this.#held() < this.#admitLimit(band)) return Promise.resolve();
+  /**
+   * Resolves when a write of `band` would be accepted; without a band, when a write of
+   * any band would be (the strictest: a caller that does not say its band never wakes
+   * to a refusal).
+   */
+  whenNotFull(signal?: AbortSignal, band?: WriteBand): Promise<void> {
+    if (this.#closed || this.#roomFor(band)) return Promise.resolve();
     if (signal?.aborted) return Promise.reject(signal.reason as Error);
     return new Promise<void>((resolve, reject) => {
       const onAbort = (): void => {
@@ -561,7 +582,7 @@ export class PriorityDispatcher implements Dispatcher {
 
   #notifyRoom(): void {
     for (const waiter of [...this.#roomWaiters]) {
-      if (this.#closed || this.#held() < this.#admitLimit(waiter.band)) {
+      if (this.#closed || this.#roomFor(waiter.band)) {
         this.#roomWaiters.delete(waiter);
         waiter.wake();
       }

@@ -134,8 +134,11 @@ export type EnqueueResult =
 
 export interface Dispatcher {
   enqueue(request: WriteRequest): EnqueueResult;
-  /** Resolves when the queue has room again. */
-  whenNotFull(signal?: AbortSignal): Promise<void>;
+  /**
+   * Resolves when the queue has room again for a write of `band` (without one: for a
+   * write of any band, the strictest wait).
+   */
+  whenNotFull(signal?: AbortSignal, band?: WriteBand): Promise<void>;
   /** Cancels queued work for a key (the pod was deleted); an in-flight write is aborted. */
   cancel(key: ObjectKey, reason: string): void;
   /**

@@ -593,7 +593,7 @@ class GateReleaseRunner {
         this.#settle(sending, { result: 'cancelled', message: 'dispatcher closed' });
         return;
       }
-      await this.#deps.dispatcher.whenNotFull();
+      await this.#deps.dispatcher.whenNotFull(undefined, request.band);
     }
   }
 

@@ -134,8 +134,8 @@ export class TermWrites {
         else queued.delete(request.decisionId);
         return result;
       },
-      whenNotFull: (signal) =>
-        dispatcher.whenNotFull(signal ? AbortSignal.any([signal, term]) : term),
+      whenNotFull: (signal, band) =>
+        dispatcher.whenNotFull(signal ? AbortSignal.any([signal, term]) : term, band),
       cancel: (key, reason) => dispatcher.cancel(key, reason),
       get depth() {
         return dispatcher.depth;

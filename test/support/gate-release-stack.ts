@@ -227,7 +227,7 @@ export async function prepareGateReleaseStack(
       }
       return out;
     },
-    whenNotFull: (signal) => real.whenNotFull(signal),
+    whenNotFull: (signal, band) => real.whenNotFull(signal, band),
     cancel: (key, reason) => real.cancel(key, reason),
     get depth() {
       return real.depth;

@@ -535,6 +535,58 @@ test('mode sync sends one write at a time and holds no backlog', async () => {
   assert.equal(dispatcher.inFlight + dispatcher.depth, 0);
 });
 
+/**
+ * The synchronous mode holds one write per band, not one in all: under a throttling API
+ * server an Event or a pod condition write (background) retries its 429s until its
+ * deadline, and a release must not wait behind it for a place (the write-path e2e
+ * stalled-leader: a leader in the fallback released none of its 20 pods in a 24 s term
+ * while its pods' condition writes held the one place). Sends stay one at a time, best
+ * band first.
+ */
+test('mode sync holds one write per band: a throttled background write does not keep a release out, and the release is sent first', async () => {
+  const throttled = () =>
+    Promise.reject(Object.assign(new Error('too many requests'), { statusCode: 429 }));
+  const { timers, dispatcher, sends } = setup(
+    (req) =>
+      req.op.type === 'podCondition' ? throttled() : ok(req, new AbortController().signal, 1),
+    { mode: 'sync', concurrency: 4 },
+  );
+  const condition: WriteOperation = {
+    type: 'podCondition',
+    condition: { type: 'tollgate.io/Released', status: 'False', reason: 'Held', message: 'held' },
+  };
+  const now = timers.clock.now();
+  const background = accepted(dispatcher.enqueue(write('ns/held', now, { op: condition })));
+  await settle();
+  assert.deepEqual(
+    sends.map((s) => s.key),
+    ['ns/held'],
+    'the condition write was sent and met a 429',
+  );
+  const release = accepted(dispatcher.enqueue(write('ns/next', now)));
+  assert.deepEqual(
+    dispatcher.enqueue(write('ns/other', now, { op: condition })),
+    { accepted: false, reason: 'full' },
+    'a second background write is refused: no backlog',
+  );
+  assert.deepEqual(
+    dispatcher.enqueue(write('ns/after', now)),
+    { accepted: false, reason: 'full' },
+    'a second release is refused: no backlog',
+  );
+  let anyBand = false;
+  void dispatcher.whenNotFull().then(() => (anyBand = true));
+  const releaseRoom = dispatcher.whenNotFull(undefined, 'work');
+  await advance(timers, 1_000);
+  assert.deepEqual(await release, { result: 'succeeded', resourceVersion: '8' });
+  assert.equal(sends[1]?.key, 'ns/next', 'the release went before the retried condition write');
+  await releaseRoom; // a waiting release wakes while the condition write is still held
+  assert.equal(anyBand, false, 'a wait without a band waits for room in every band');
+  dispatcher.fenceClosed('test over');
+  await advance(timers, 3_600_000);
+  assert.equal((await background).result, 'cancelled');
+});
+
 const fallbackEntries: {
   name: string;
   answer: Answer;

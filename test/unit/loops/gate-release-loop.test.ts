@@ -407,3 +407,22 @@ test('a write that fails finally backs off per pod, then is Blocked and recorded
   assert.match(blocked[0]?.reason ?? '', /Release failed 5 times \(403: pods "a" is forbidden\)/);
   await loop.stop();
 });
+
+test("a release refused by a full dispatcher waits for room in its own band (work), not for the Events' and conditions' band", async () => {
+  const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
+  const waitedFor: (string | undefined)[] = [];
+  let refusals = 1;
+  const enqueue = h.dispatcher.enqueue.bind(h.dispatcher);
+  h.dispatcher.enqueue = (request) => {
+    if (refusals-- > 0) return { accepted: false, reason: 'full' };
+    return enqueue(request);
+  };
+  h.dispatcher.whenNotFull = async (_signal, band) => void waitedFor.push(band);
+  const loop = loopOver(h);
+  await (
+    await loop.pass()
+  ).settled;
+  await loop.stop();
+  assert.deepEqual(waitedFor, ['work']);
+  assert.deepEqual(h.requests.map((r) => r.target.name).sort(), ['a', 'b'], 'both sent');
+});
