@@ -219,7 +219,6 @@ function podLines(e: PodExplanation, location: string): { source: string; life: 
   };
 }
 
-/** The text form of one explanation; stable, so it can be checked byte for byte. */
 /** Why released pods no longer take from the budget, when some do not. */
 function notChargedText(budget: BudgetView): string {
   const { nodeNotReady, terminating } = budget.notCharged;
@@ -234,6 +233,15 @@ function notChargedText(budget: BudgetView): string {
   return parts.length > 0 ? ` (not charged: ${parts.join(', ')})` : '';
 }
 
+/** A tenant charged above its pod limit (pods charged again when their node came back Ready). */
+function overLimitText(budget: BudgetView): string {
+  const { used, limit } = budget.pods;
+  return limit !== null && used > limit
+    ? ` (over its limit by ${used - limit}: no pod of the tenant is released until it is under it)`
+    : '';
+}
+
+/** The text form of one explanation; stable, so it can be checked byte for byte. */
 export function formatExplanation(e: Explanation, location: string): string {
   const pod = podLines(e, location);
   const lines = [
@@ -256,7 +264,7 @@ export function formatExplanation(e: Explanation, location: string): string {
       e.budget.resources,
     )
       .map(([name, r]) => `, ${name} ${r.used}/${r.limit}`)
-      .join('')}${notChargedText(e.budget)}`,
+      .join('')}${overLimitText(e.budget)}${notChargedText(e.budget)}`,
     `Pacing:     ${
       e.pacing
         ? `${e.pacing.releasesPerSecond}/s, batch ${e.pacing.batchSize}, max in flight ${e.pacing.maxInFlight}`

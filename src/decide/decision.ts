@@ -21,6 +21,8 @@ export const decisionKinds = [
   'SkipStale', // the cache has not seen tollgate's own last write to this object
   'Blocked', // a write kept failing finally (403/404/422): not retried until the pod or the policy changes
   'BreakGlass', // a governed gate removed outside tollgate (break-glass), recorded at the next term start
+  'Uncharge', // a released pod stops taking from its tenant's budget (node not Ready past the grace, or being deleted)
+  'Recharge', // a pod freed from the budget takes from it again (its node Ready again); says whether the tenant is over its limit
 ] as const;
 
 export type DecisionKind = (typeof decisionKinds)[number];

@@ -47,8 +47,8 @@ export interface Classification {
   readonly inFlight: ReadonlyMap<string, number>;
   readonly globalInFlight: number;
   readonly inFlightPods: readonly PodLike[];
-  /** Released pods no longer charged because their node is not Ready (an Event each, once). */
-  readonly freedByNode: readonly FreedByNode[];
+  /** Released pods no longer charged: node not Ready past the grace, or being deleted. */
+  readonly freedPods: readonly FreedPod[];
   readonly summary: PassSummary;
 }
 
@@ -58,13 +58,21 @@ export interface HeldPod {
   readonly owned: OwnedGate | undefined;
 }
 
-export interface FreedByNode {
+export interface FreedPod {
   readonly pod: PodLike;
-  readonly tenant: string;
+  readonly tenant: Tenant;
+  readonly reason: FreeReason;
   readonly message: string;
 }
 
-function freedByNodeMessage(pod: PodLike, tenant: Tenant, nodes: NodeReadiness): string {
+function freedMessage(
+  pod: PodLike,
+  tenant: Tenant,
+  reason: FreeReason,
+  nodes: NodeReadiness,
+): string {
+  if (reason === 'terminating')
+    return `no longer charged to tenant ${tenant.name}'s budget: the pod is being deleted`;
   const node = pod.spec?.nodeName ?? '';
   const since = new Date(nodes.notReadySince.get(node) ?? nodes.now).toISOString();
   return `no longer charged to tenant ${tenant.name}'s budget: node ${node} not Ready since ${since}, for longer than the tenant's budget.unreadyNodeGrace (${formatDuration(tenant.budget.unreadyNodeGraceMs)})`;
@@ -111,7 +119,7 @@ export function classifyPods(
   const inFlight = new Map<string, number>();
   let globalInFlight = 0;
   const inFlightPods: PodLike[] = [];
-  const freedByNode: FreedByNode[] = [];
+  const freedPods: FreedPod[] = [];
   const states: Record<string, Record<PodState, number>> = {};
   const charged: Record<string, Record<ChargeReason, number>> = {};
   const uncharged: Record<string, number> = {};
@@ -155,16 +163,14 @@ export function classifyPods(
         oldestGatedAt[tenant.name] = setAt;
     }
     const releasing = anyActing && acting[uid]?.write === 'release';
-    const freedBy = chargesBudget(podState) ? budgetFreedBy(pod, tenant, nodes) : undefined;
-    const reason = freedBy ? undefined : chargeReason(pod, podState, tenant, releasing);
-    if (freedBy) (freed[tenant.name] as Record<FreeReason, number>)[freedBy] += 1;
-    if (freedBy === 'nodeNotReady')
-      freedByNode.push({
-        pod,
-        tenant: tenant.name,
-        message: freedByNodeMessage(pod, tenant, nodes),
-      });
-    else if (reason) {
+    const reason = chargeReason(pod, podState, tenant, releasing);
+    // Only a pod that would be charged is freed (a pod never charged frees nothing).
+    const freedBy = reason ? budgetFreedBy(pod, tenant, nodes) : undefined;
+    if (freedBy) {
+      (freed[tenant.name] as Record<FreeReason, number>)[freedBy] += 1;
+      const message = freedMessage(pod, tenant, freedBy, nodes);
+      freedPods.push({ pod, tenant, reason: freedBy, message });
+    } else if (reason) {
       (charged[tenant.name] as Record<ChargeReason, number>)[reason] += 1;
       addUsage(usage.get(tenant.name) as Usage, { pods: 1, resources: podRequests(pod) });
     } else if (chargesBudget(podState)) uncharged[tenant.name] = (uncharged[tenant.name] ?? 0) + 1;
@@ -183,7 +189,7 @@ export function classifyPods(
     inFlight,
     globalInFlight,
     inFlightPods,
-    freedByNode,
+    freedPods,
     summary: {
       gated: gatedCounts.inOrder,
       states,

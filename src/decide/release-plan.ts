@@ -30,7 +30,8 @@ import type { ClusterSnapshot } from './objects.ts';
 import { normaliseServed, type Bucket, type Ramp } from './pacing.ts';
 import { admitUnits } from './release-admit.ts';
 import { gangReleasesOf, nextGangReleases, type GangReleases } from './release-gang-memory.ts';
-import { classifyPods, type FreedByNode } from './release-classify.ts';
+import { chargeChanges } from './budget-charge.ts';
+import { classifyPods, type FreedPod } from './release-classify.ts';
 import { judgePods } from './release-judge.ts';
 import { recordVerdicts, type HoldChange } from './release-record.ts';
 import { groupReleaseUnits } from './release-units.ts';
@@ -85,6 +86,8 @@ export interface PlanState {
   readonly blocked?: Readonly<Record<string, BlockedWrite>>;
   /** uid -> when its release with its whole gang was decided, while it keeps its gate (release-gang-memory.ts). */
   readonly gangReleases?: GangReleases;
+  /** uid -> why a released pod is not charged to its tenant's budget (budget-charge.ts). */
+  readonly freed?: Readonly<Record<string, FreeReason>>;
 }
 
 export const emptyPlanState: PlanState = {
@@ -122,8 +125,8 @@ export interface Plan {
   readonly decisions: readonly Decision[];
   /** Held pods whose exact hold reason changed (Events, metrics); the audit records fewer. */
   readonly holdChanges: readonly HoldChange[];
-  /** Released pods not charged because their node has not been Ready for the grace. */
-  readonly freedByNode: readonly FreedByNode[];
+  /** Released pods newly not charged this pass (node not Ready past the grace, or being deleted). */
+  readonly newlyFreed: readonly FreedPod[];
   readonly writes: readonly PlannedWrite[];
   readonly nextState: PlanState;
   /** When the next pass is due even if nothing changes (refill, expiry, re-check); undefined = only on change. */
@@ -138,12 +141,9 @@ export function planReleases(
   now: number,
   options: PlanOptions = {},
 ): Plan {
-  const classified = classifyPods(
-    policy,
-    [...snapshot.pods()],
-    state.acting,
-    nodeReadiness(snapshot.nodes(), now),
-  );
+  const nodes = nodeReadiness(snapshot.nodes(), now);
+  const classified = classifyPods(policy, [...snapshot.pods()], state.acting, nodes);
+  const charges = chargeChanges(policy, classified, state.freed ?? {}, nodes);
   const judged = judgePods(
     policy,
     snapshot,
@@ -171,9 +171,9 @@ export function planReleases(
   );
   const weights = new Map([...policy.tenants.values()].map((t) => [t.name, t.weight]));
   return {
-    decisions: recorded.decisions,
+    decisions: [...charges.decisions, ...recorded.decisions],
     holdChanges: recorded.holdChanges,
-    freedByNode: classified.freedByNode,
+    newlyFreed: charges.newlyFreed,
     writes: recorded.writes,
     nextState: {
       buckets: { ...state.buckets, ...admitted.buckets },
@@ -183,6 +183,7 @@ export function planReleases(
       acting: { ...classified.acting, ...recorded.acting },
       ...(state.blocked ? { blocked: state.blocked } : {}),
       ...(Object.keys(gangReleases).length > 0 ? { gangReleases } : {}),
+      ...(Object.keys(charges.freed).length > 0 ? { freed: charges.freed } : {}),
     },
     requeueAfterMs: earliestWakeup(
       [...judged.wakeups, ...admitted.wakeups, ...recorded.wakeups],

@@ -93,6 +93,31 @@ export const budgetFreedPods = getOrCreate(
     }),
 );
 
+/** How a released pod's charge to its tenant's budget changed (the audit's Uncharge and Recharge). */
+export const chargeChangeKinds = ['Uncharge', 'Recharge'] as const;
+
+export const budgetChargeChangesTotal = getOrCreate(
+  'tollgate_budget_charge_changes_total',
+  () =>
+    new Counter({
+      name: 'tollgate_budget_charge_changes_total',
+      help: "Released pods whose charge to a tenant's budget changed, by tenant and change: Uncharge (its node not Ready past budget.unreadyNodeGrace, or being deleted) or Recharge (its node Ready again: charged again, possibly above the tenant's limit).",
+      labelNames: ['tenant', 'change'],
+      registers: [registry],
+    }),
+);
+
+export const budgetOverLimitPods = getOrCreate(
+  'tollgate_budget_over_limit_pods',
+  () =>
+    new Gauge({
+      name: 'tollgate_budget_over_limit_pods',
+      help: "Pods charged to a tenant's budget beyond its pod limit (0 within it): pods charged again when their node came back Ready, or a lowered budget. No pod of the tenant is released while above 0.",
+      labelNames: ['tenant'],
+      registers: [registry],
+    }),
+);
+
 export const gateDwellSeconds = getOrCreate(
   'tollgate_gate_dwell_seconds',
   () =>
@@ -179,6 +204,8 @@ export function precreateGateReleaseSeries(policy: Policy): void {
     for (const reason of holdReasons) holdChangesTotal.inc({ tenant, reason }, 0);
     for (const reason of chargeReasons) budgetChargedPods.set({ tenant, reason }, 0);
     for (const reason of freeReasons) budgetFreedPods.set({ tenant, reason }, 0);
+    for (const change of chargeChangeKinds) budgetChargeChangesTotal.inc({ tenant, change }, 0);
+    budgetOverLimitPods.set({ tenant }, 0);
     gateDwellSeconds.zero({ tenant });
   }
   for (const gp of policy.gatePolicies) gatedPods.set({ tenant: gp.tenant, gate: gp.gate }, 0);
@@ -197,6 +224,9 @@ export function publishSummary(policy: Policy, summary: PassSummary): void {
   }
   for (const [tenant, reasons] of Object.entries(summary.charged)) {
     for (const reason of chargeReasons) budgetChargedPods.set({ tenant, reason }, reasons[reason]);
+    const limit = policy.tenants.get(tenant)?.budget.pods;
+    const charged = chargeReasons.reduce((sum, reason) => sum + reasons[reason], 0);
+    budgetOverLimitPods.set({ tenant }, limit === undefined ? 0 : Math.max(0, charged - limit));
   }
   for (const [tenant, count] of Object.entries(summary.uncharged))
     budgetUnchargedPods.set({ tenant }, count);

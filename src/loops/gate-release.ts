@@ -47,6 +47,7 @@ import { retargetOnLive } from '../decide/stale-live.ts';
 import type { ReleasedConditionSink } from './released-condition.ts';
 import {
   blockedWritesTotal,
+  budgetChargeChangesTotal,
   expiredTotal,
   gateDwellSeconds,
   holdChangesTotal,
@@ -233,8 +234,6 @@ class GateReleaseRunner {
   readonly #conflicted = new Map<ObjectKey, { resourceVersion: string; at: number }>();
   readonly #pending = new Set<Promise<void>>();
   #lastCommit: string | undefined;
-  /** Uids of released pods not charged because their node is not Ready (Event on entry). */
-  #freedByNode = new Set<string>();
 
   constructor(deps: GateReleaseDeps) {
     this.#deps = deps;
@@ -429,6 +428,7 @@ class GateReleaseRunner {
    */
   #emitPassEvents(policy: Policy, plan: Plan): void {
     this.#emitFreedByNode(plan);
+    this.#emitChargeChanges(plan);
     for (const change of plan.holdChanges) {
       holdChangesTotal.inc({ tenant: change.tenant, reason: holdReasonLabel(change.reasonKey) });
       const pod = this.#deps.view.pod(change.target.namespace, change.target.name);
@@ -766,16 +766,27 @@ class GateReleaseRunner {
 
   /** A `BudgetFreed` Event on each pod newly not charged because its node is not Ready. */
   #emitFreedByNode(plan: Plan): void {
-    const current = new Set<string>();
-    for (const freed of plan.freedByNode) {
-      const uid = freed.pod.metadata?.uid ?? '';
-      current.add(uid);
-      if (this.#freedByNode.has(uid)) continue;
+    for (const freed of plan.newlyFreed) {
+      if (freed.reason !== 'nodeNotReady') continue;
       const { namespace = '', name = '' } = freed.pod.metadata ?? {};
       const pod = this.#deps.view.pod(namespace, name);
       this.#emit(pod, 'Normal', 'BudgetFreed', 'Uncharge', freed.message);
     }
-    this.#freedByNode = current;
+  }
+
+  /**
+   * Each Uncharge and Recharge record counted; a `BudgetCharged` Event on each pod charged
+   * again, a Warning when that puts its tenant above its limit.
+   */
+  #emitChargeChanges(plan: Plan): void {
+    for (const d of plan.decisions) {
+      if (d.kind !== 'Uncharge' && d.kind !== 'Recharge') continue;
+      budgetChargeChangesTotal.inc({ tenant: d.tenant ?? '', change: d.kind });
+      if (d.kind !== 'Recharge') continue;
+      const pod = this.#deps.view.pod(d.target.namespace, d.target.name);
+      const over = d.inputs.some((i) => i.condition === 'Budget' && !i.met);
+      this.#emit(pod, over ? 'Warning' : 'Normal', 'BudgetCharged', 'Charge', d.reason);
+    }
   }
 
   #emit(

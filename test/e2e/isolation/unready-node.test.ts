@@ -8,8 +8,8 @@
  * The real node lifecycle controller (on in this file's control plane, with a short
  * monitor grace) marks the node Ready=Unknown; once the tenant's `unreadyNodeGrace` (2s
  * here) has passed since then, those pods no longer take from the budget and the next 2
- * are released, with tollgate_budget_freed_pods{reason="nodeNotReady"} 3 and one
- * BudgetFreed Event on each of the 3 pods. Tenant `ok`,
+ * are released, with tollgate_budget_freed_pods{reason="nodeNotReady"} 3, one
+ * BudgetFreed Event on each of the 3 pods and one Uncharge audit record each. Tenant `ok`,
  * on iso-node-1, releases its 6 pods within its budget meanwhile. Every wait is on the
  * condition that proves the step, with generous timeouts; an independent watcher holds
  * both tenants to their budgets, reading nodes live when a count is over.
@@ -20,6 +20,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { EventsV1Api, type V1Pod } from '@kubernetes/client-node';
 import { aPod } from '../../builders/pod.ts';
+import { auditRecords } from '../../support/audit-records.ts';
 import { eventually } from '../../support/eventually.ts';
 import { registry } from '../../../src/observe/metrics.ts';
 import type { Finisher } from '../gate-release/harness.ts';
@@ -166,6 +167,24 @@ describe('a node that fails while pods tollgate released run on it', () => {
       const mine = freedEvents.filter((e) => e.regarding?.name === n);
       assert.equal(mine.length, 1, n);
       assert.match(mine[0]?.note ?? '', new RegExp(`node ${doomed} not Ready since`));
+    }
+    // And one Uncharge record each in the audit trail, naming the node (issue 16).
+    const uncharged = await eventually(
+      'an Uncharge audit record for each pod of the failed node',
+      async () => {
+        const records = (await auditRecords(world.auditUrl, world.git.token)).filter(
+          (r) => r.kind === 'Uncharge' && r.target.namespace === ns.nr,
+        );
+        return first.every((n) => records.some((r) => r.target.name === n)) ? records : false;
+      },
+      { timeoutMs: 60_000, intervalMs: 1000 },
+    );
+    assert.deepEqual(uncharged.map((r) => r.target.name).sort(), first);
+    for (const r of uncharged) {
+      assert.deepEqual(r.inputs, [
+        { condition: 'Budget', met: true, value: { freedBy: 'nodeNotReady', node: doomed } },
+      ]);
+      assert.match(r.reason, new RegExp(`node ${doomed} not Ready since`));
     }
     // Released after the grace, counted from the condition's change (one clock: this machine's).
     const since = new Date(unknown.lastTransitionTime as unknown as string).getTime();

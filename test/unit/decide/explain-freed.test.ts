@@ -28,6 +28,12 @@ const cases = [
     line: 'Budget:     pods 1/2 (not charged: 1 on nodes not Ready for 5m or more, 1 being deleted)',
   },
   {
+    name: 'a tenant above its limit (pods charged again when their node came back Ready) says so',
+    pods: [released('a', 'n1'), released('b', 'n1'), released('c', 'n1')],
+    json: { nodeNotReady: 0, terminating: 0 },
+    line: 'Budget:     pods 3/2 (over its limit by 1: no pod of the tenant is released until it is under it)',
+  },
+  {
     name: 'nothing freed, nothing more said',
     pods: [released('ok', 'n1')],
     json: { nodeNotReady: 0, terminating: 0 },

@@ -13,6 +13,8 @@ import type { ClusterView } from '../../../src/cluster/types.ts';
 import type { Dispatcher } from '../../../src/dispatch/types.ts';
 import type { AuditSink } from '../../../src/audit/types.ts';
 import { RELEASED_ANNOTATION } from '../../../src/decide/lifecycle.ts';
+import type { Decision } from '../../../src/decide/decision.ts';
+import { registry } from '../../../src/observe/metrics.ts';
 import { ManualClock } from '../../../src/lib/clock.ts';
 import { aNode } from '../../builders/node.ts';
 import { aPod } from '../../builders/pod.ts';
@@ -98,4 +100,49 @@ test('a BudgetFreed Event once per pod no longer charged because its node is not
         `${n} Normal BudgetFreed: no longer charged to tenant team-a's budget: node dead not Ready since ${since}, for longer than the tenant's budget.unreadyNodeGrace (2m)`,
     ),
   );
+});
+
+test('Uncharge and Recharge reach the audit trail once, with a BudgetCharged Warning and the metrics, when the node comes back Ready over the budget', async () => {
+  const recorded: Decision[] = [];
+  const events: string[] = [];
+  let nodesNow = nodes;
+  const backView = { ...view, nodes: () => nodesNow } as unknown as ClusterView;
+  const loop = startGateReleaseLoop({
+    view: backView,
+    policy: () => policy,
+    dispatcher,
+    audit: { ...audit, record: (records) => void recorded.push(...records) },
+    clock,
+    autoStart: false,
+    events: (pod, e) => {
+      events.push(`${pod.metadata?.name} ${e.type} ${e.reason}`);
+    },
+  });
+  await (
+    await loop.pass()
+  ).settled;
+  await (
+    await loop.pass()
+  ).settled;
+  nodesNow = [aNode('n1').obj(), aNode('dead').obj()];
+  await (
+    await loop.pass()
+  ).settled;
+  await (
+    await loop.pass()
+  ).settled;
+  await loop.stop();
+  assert.deepEqual(
+    recorded
+      .filter((d) => d.kind === 'Uncharge' || d.kind === 'Recharge')
+      .map((d) => `${d.kind} ${d.target.name}`),
+    ['Uncharge lost-1', 'Uncharge lost-2', 'Recharge lost-1', 'Recharge lost-2'],
+  );
+  assert.deepEqual(events.filter((e) => e.includes('BudgetCharged')).sort(), [
+    'lost-1 Warning BudgetCharged',
+    'lost-2 Warning BudgetCharged',
+  ]);
+  const text = await registry.metrics();
+  assert.match(text, /tollgate_budget_charge_changes_total\{tenant="team-a",change="Recharge"\} 2/);
+  assert.match(text, /tollgate_budget_over_limit_pods\{tenant="team-a"\} 2/);
 });
