@@ -23,7 +23,7 @@
 import type { ConditionInput, Decision } from './decision.ts';
 import { matchesSelector, tenantOfNamespace } from './gates.ts';
 import { releasedByTollgate } from './lifecycle.ts';
-import type { PodLike } from './objects.ts';
+import { podTarget, type PodLike } from './objects.ts';
 import {
   releasedConditionType,
   shownReleasedCondition,
@@ -166,12 +166,7 @@ export function breakGlassDecision(
     loop: 'gate-release',
     kind: 'BreakGlass',
     tenant: tenant.name,
-    target: {
-      namespace: metadata.namespace ?? '',
-      name: metadata.name ?? '',
-      uid,
-      resourceVersion: metadata.resourceVersion ?? '',
-    },
+    target: podTarget(pod),
     policy: gatePolicy
       ? { commit: policy.commit, file: gatePolicy.source.file, name: gatePolicy.name }
       : { commit: policy.commit, file: tenant.source.file, name: tenant.name },

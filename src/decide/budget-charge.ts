@@ -14,7 +14,7 @@
 import type { ConditionInput, Decision } from './decision.ts';
 import { tenantOfNamespace } from './gates.ts';
 import { chargeReason, type FreeReason } from './lifecycle.ts';
-import type { PodLike } from './objects.ts';
+import { podTarget, type PodLike } from './objects.ts';
 import type { Classification, FreedPod } from './release-classify.ts';
 import type { NodeReadiness } from './unready-nodes.ts';
 import { formatDuration } from '../lib/clock.ts';
@@ -80,20 +80,14 @@ function recordOf(
   reason: string,
   now: number,
 ): Decision {
-  const metadata = pod.metadata ?? {};
-  const uid = metadata.uid ?? '';
+  const target = podTarget(pod);
   return {
-    id: `gate-release:${kind}:${uid}:${metadata.resourceVersion ?? ''}:${now}`,
+    id: `gate-release:${kind}:${target.uid}:${target.resourceVersion}:${now}`,
     at: now,
     loop: 'gate-release',
     kind,
     tenant: tenant.name,
-    target: {
-      namespace: metadata.namespace ?? '',
-      name: metadata.name ?? '',
-      uid,
-      resourceVersion: metadata.resourceVersion ?? '',
-    },
+    target,
     policy: { commit: policy.commit, file: tenant.source.file, name: tenant.name },
     inputs: [input],
     reason,

@@ -6,6 +6,7 @@
  * Timestamps may be `Date` (the client deserialises them) or RFC 3339 strings (test
  * builders, raw JSON); `timestampMs` reads either.
  */
+import type { Target } from './decision.ts';
 
 export type Quantities = Readonly<Record<string, string | number>> | undefined;
 
@@ -81,6 +82,16 @@ export function timestampMs(value: Date | string | undefined): number | undefine
   if (value === undefined) return undefined;
   const ms = value instanceof Date ? value.getTime() : Date.parse(value);
   return Number.isNaN(ms) ? undefined : ms;
+}
+
+/** The pod as a decision's target: namespace, name, uid and the resourceVersion decided on. */
+export function podTarget(pod: PodLike): Target {
+  return {
+    namespace: pod.metadata?.namespace ?? '',
+    name: pod.metadata?.name ?? '',
+    uid: pod.metadata?.uid ?? '',
+    resourceVersion: pod.metadata?.resourceVersion ?? '',
+  };
 }
 
 export function podKey(pod: PodLike): string {

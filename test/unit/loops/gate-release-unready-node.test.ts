@@ -64,6 +64,10 @@ const dispatcher: Dispatcher = {
   depth: 0,
   close: async () => undefined,
 };
+/** Runs `count` passes, each settled before the next. */
+async function passes(loop: { pass(): Promise<{ settled: Promise<void> }> }, count: number) {
+  for (let i = 0; i < count; i++) await (await loop.pass()).settled;
+}
 const audit: AuditSink = {
   recordIntents: async () => undefined,
   record: () => undefined,
@@ -85,12 +89,7 @@ test('a BudgetFreed Event once per pod no longer charged because its node is not
       events.push(`${pod.metadata?.name} ${e.type} ${e.reason}: ${e.message}`);
     },
   });
-  await (
-    await loop.pass()
-  ).settled;
-  await (
-    await loop.pass()
-  ).settled;
+  await passes(loop, 2);
   await loop.stop();
   const since = new Date(downSince).toISOString();
   assert.deepEqual(
@@ -118,19 +117,9 @@ test('Uncharge and Recharge reach the audit trail once, with a BudgetCharged War
       events.push(`${pod.metadata?.name} ${e.type} ${e.reason}`);
     },
   });
-  await (
-    await loop.pass()
-  ).settled;
-  await (
-    await loop.pass()
-  ).settled;
+  await passes(loop, 2);
   nodesNow = [aNode('n1').obj(), aNode('dead').obj()];
-  await (
-    await loop.pass()
-  ).settled;
-  await (
-    await loop.pass()
-  ).settled;
+  await passes(loop, 2);
   await loop.stop();
   assert.deepEqual(
     recorded
