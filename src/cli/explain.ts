@@ -10,6 +10,8 @@ import * as fs from 'node:fs';
 import type { Command } from 'commander';
 import git from 'isomorphic-git';
 import { openAuditSource, walkAuditHistory } from '../audit/reader.ts';
+import type { AuditRecord } from '../audit/record.ts';
+import { gangReleasesOf, type GangReleases } from '../decide/release-gang-memory.ts';
 import { createClusterView } from '../cluster/view.ts';
 import {
   explainPods,
@@ -76,13 +78,19 @@ export interface ClusterExplained {
   readonly explanations: Explanation[];
   /** The pod asked about, as the view had it (undefined when absent). */
   readonly target?: PodLike;
+  /** The pod's audit trail, when a reader was given and the pod is in the view. */
+  readonly trail?: PodTrail;
 }
+
+/** Reads the asked pod's audit trail (explain --audit). */
+export type TrailReader = (pod: PodLike) => Promise<PodTrail>;
 
 /** Loads the policy, lists the cluster read-only and explains every governed gated pod. */
 export async function explainCluster(
   options: ClusterReadOptions,
   io: ExplainIo,
   target?: { namespace: string; name: string },
+  readTrail?: TrailReader,
 ): Promise<ClusterExplained> {
   if (!['text', 'json', 'yaml'].includes(options.output))
     throw new UsageError(`-o must be text, json or yaml, got "${options.output}"`);
@@ -106,11 +114,13 @@ export async function explainCluster(
     await view.whenSynced(AbortSignal.timeout(options.syncTimeoutMs ?? 30_000));
     await objectsListed(view, references, options.syncTimeoutMs ?? 30_000);
     const pod = target ? view.pod(target.namespace, target.name) : undefined;
+    const trail = pod && readTrail ? await readTrail(pod) : undefined;
     return {
       policy,
       checkout,
-      explanations: explainPods(policy, view, io.now()),
+      explanations: explainPods(policy, view, io.now(), trail?.gangReleases),
       ...(pod ? { target: pod } : {}),
+      ...(trail ? { trail } : {}),
     };
   } catch (error) {
     if ((error as Error).name === 'TimeoutError' || (error as Error).name === 'AbortError')
@@ -150,36 +160,50 @@ export interface AuditedDecision {
   readonly outcome: string;
 }
 
+/** What explain reads of a pod's audit trail. */
+export interface PodTrail {
+  /** Its last decisions, newest first. */
+  readonly decisions: AuditedDecision[];
+  /** When its release was decided with its whole gang (tollgate run's memory for a straggler). */
+  readonly gangReleases: GangReleases;
+}
+
+const audited = (record: AuditRecord): AuditedDecision => ({
+  at: new Date(record.at).toISOString(),
+  kind: record.kind,
+  phase: record.phase,
+  reason: record.reason,
+  outcome: record.outcome.result,
+});
+
 /**
  * The pod's last `keep` decisions (newest first) within the newest `commits` audit
- * commits, matched by uid. Reads the audit branch only; a token comes from
- * TOLLGATE_GIT_TOKEN for an http(s) location.
+ * commits, matched by uid, and, for a gated pod, whether its release was decided with
+ * its whole gang: tollgate run remembers that for a gang's straggler, so explain reads
+ * on past the decisions shown until it finds such a Release or the commits end. Reads
+ * the audit branch only; a token comes from TOLLGATE_GIT_TOKEN for an http(s) location.
  */
-export async function lastDecisions(
+export async function podTrail(
   location: string,
   branch: string,
   uid: string,
   commits: number,
-  keep = 5,
-): Promise<AuditedDecision[]> {
+  options: { readonly gated: boolean; readonly keep?: number },
+): Promise<PodTrail> {
+  const keep = options.keep ?? 5;
   const token = process.env.TOLLGATE_GIT_TOKEN?.trim() || undefined;
   const source = await openAuditSource(location, branch, token ? { token } : {});
-  const found: AuditedDecision[] = [];
+  const decisions: AuditedDecision[] = [];
+  let gangReleases: GangReleases = {};
   try {
     for await (const commit of walkAuditHistory(source, { limit: commits })) {
-      const mine = commit.records.filter((r) => r.target.uid === uid);
-      for (const record of mine.reverse()) {
-        found.push({
-          at: new Date(record.at).toISOString(),
-          kind: record.kind,
-          phase: record.phase,
-          reason: record.reason,
-          outcome: record.outcome.result,
-        });
-        if (found.length >= keep) return found;
-      }
+      const mine = commit.records.filter((r) => r.target.uid === uid).reverse();
+      decisions.push(...mine.slice(0, keep - decisions.length).map(audited));
+      if (options.gated) gangReleases = { ...gangReleasesOf(mine), ...gangReleases };
+      const gangKnown = !options.gated || Object.hasOwn(gangReleases, uid);
+      if (decisions.length >= keep && gangKnown) break;
     }
-    return found;
+    return { decisions, gangReleases };
   } finally {
     source.close();
   }
@@ -312,7 +336,18 @@ export async function runExplain(
   io: ExplainIo,
 ): Promise<number> {
   try {
-    const explained = await explainCluster(options, io, splitTarget(target));
+    const readTrail: TrailReader | undefined =
+      options.audit === undefined
+        ? undefined
+        : (pod) =>
+            podTrail(
+              options.audit!,
+              options.auditBranch ?? 'tollgate/audit',
+              pod.metadata?.uid ?? '',
+              auditCommitCount(options.auditCommits),
+              { gated: (pod.spec?.schedulingGates ?? []).length > 0 },
+            );
+    const explained = await explainCluster(options, io, splitTarget(target), readTrail);
     const found = explanationFor(explained, target);
     if (!found) {
       io.stderr(
@@ -322,15 +357,7 @@ export async function runExplain(
     }
     const location = explained.checkout.location;
     const pod = 'gated' in found ? found.gated : found.released;
-    const decisions =
-      options.audit === undefined
-        ? undefined
-        : await lastDecisions(
-            options.audit,
-            options.auditBranch ?? 'tollgate/audit',
-            pod.uid,
-            auditCommitCount(options.auditCommits),
-          );
+    const decisions = explained.trail?.decisions;
     const value = { ...pod, policySource: location, ...(decisions ? { decisions } : {}) };
     const text = () =>
       ('gated' in found

@@ -34,6 +34,7 @@ import { podKey, type ClusterSnapshot, type PodLike } from './objects.ts';
 import { combinePacing } from './pacing.ts';
 import { admitUnits } from './release-admit.ts';
 import { classifyPods, type Classification } from './release-classify.ts';
+import type { GangReleases } from './release-gang-memory.ts';
 import { judgePods } from './release-judge.ts';
 import { emptyPlanState } from './release-plan.ts';
 import { groupReleaseUnits } from './release-units.ts';
@@ -202,14 +203,24 @@ function estimateOf(
 }
 
 /** Every gated pod tollgate governs, explained, grouped by tenant (by name) in release order. */
-export function explainPods(policy: Policy, snapshot: ClusterSnapshot, now: number): Explanation[] {
+/**
+ * `gangReleases`: the members whose release tollgate decided with their whole gang (the
+ * plan's memory, as a term reads it from the audit trail), so a gang's straggler is
+ * explained as tollgate run judges it.
+ */
+export function explainPods(
+  policy: Policy,
+  snapshot: ClusterSnapshot,
+  now: number,
+  gangReleases: GangReleases = {},
+): Explanation[] {
   const classified = classifyPods(
     policy,
     [...snapshot.pods()],
     {},
     nodeReadiness(snapshot.nodes(), now),
   );
-  const judged = judgePods(policy, snapshot, classified, now);
+  const judged = judgePods(policy, snapshot, classified, now, {}, gangReleases);
   const grouped = groupReleaseUnits(judged.candidates, classified);
   const admitted = admitUnits({
     policy,
