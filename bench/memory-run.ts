@@ -1,6 +1,7 @@
 /**
  * The `run` contender of bench/memory.ts: a whole `tollgate run` process, started as the
- * image starts it (`node bin/tollgate.js run`, the deployment's NODE_OPTIONS), with a
+ * image starts it (`node bin/tollgate.js run`, the image's malloc tunables and NODE_ENV,
+ * the deployment's NODE_OPTIONS), with a
  * policy that holds every pod of the bench namespace (a tenant budget of 0 pods), a real
  * Git server for policy and audit, and its own lease. Its resident memory is read from
  * /proc once it holds all N pods and has planned, then settled; peak is VmHWM.
@@ -9,12 +10,15 @@
  * gate-release passes, Hold records pushed to the audit repository, the Released pod
  * condition written through the dispatcher, metrics, Events, leader election.
  */
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ControlPlane } from '../test/support/control-plane.ts';
 import { pushTree, type GitServer } from '../test/support/git-server.ts';
+import { shippedRun } from '../test/soak/shipped-run.ts';
+import { groupsOf } from './audit-heap-diff.ts';
 import { benchPolicyFiles, median, rssOf } from './lib.ts';
 import {
   IMAGE_NODE_OPTIONS,
@@ -22,6 +26,19 @@ import {
   spawnTollgate,
   stopReplica,
 } from './tollgate-process.ts';
+
+const thisCheckout = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+/**
+ * What the image's own environment (the checkout's scripts/build-image.sh) sets that shapes
+ * a process's memory: glibc's malloc tunables, NODE_ENV. Not PATH, HOME or the cache folder.
+ */
+export function imageMemoryEnv(checkout: string): Record<string, string> {
+  const { imageEnv } = shippedRun(checkout);
+  return Object.fromEntries(
+    Object.entries(imageEnv).filter(([name]) => name === 'GLIBC_TUNABLES' || name === 'NODE_ENV'),
+  );
+}
 
 export interface RunMeasurement {
   readonly pods: number;
@@ -31,6 +48,61 @@ export interface RunMeasurement {
   readonly heapTotal: number;
   readonly maxRss: number;
   readonly nodeOptions: string;
+  /** Resident memory by kind of mapping (/proc/PID/smaps) at the last sample. */
+  readonly resident: ResidentBreakdown;
+  /** The heap snapshot taken after sampling, and its largest groups by constructor (self size). */
+  readonly heap?: HeapSummary;
+}
+
+/** Resident bytes of a process by kind of mapping. */
+export interface ResidentBreakdown {
+  /** The Node binary's own mapped pages (code and data). */
+  readonly nodeBinary: number;
+  /** glibc malloc's main arena (`[heap]`). */
+  readonly mallocHeap: number;
+  /** Anonymous mappings: V8's heap, malloc's thread arenas, WebAssembly memory. */
+  readonly anonymous: number;
+  /** Shared libraries and other mapped files. */
+  readonly files: number;
+  /** Stacks and the kernel's own ([vdso], [vvar]...). */
+  readonly other: number;
+}
+
+export interface HeapSummary {
+  readonly file: string;
+  readonly totalBytes: number;
+  readonly groups: readonly { key: string; count: number; bytes: number }[];
+}
+
+/** Sums the Rss of each mapping of /proc/PID/smaps into the kinds of `ResidentBreakdown`. */
+export function residentBreakdownOf(smaps: string): ResidentBreakdown {
+  const sums = { nodeBinary: 0, mallocHeap: 0, anonymous: 0, files: 0, other: 0 };
+  let kind: keyof typeof sums = 'other';
+  for (const line of smaps.split('\n')) {
+    const header = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \d+\s*(.*)$/.exec(line);
+    if (header) {
+      kind = mappingKind(header[1]!.trim());
+      continue;
+    }
+    const rss = /^Rss:\s+(\d+) kB/.exec(line);
+    if (rss) sums[kind] += Number(rss[1]) * 1024;
+  }
+  return sums;
+}
+
+function mappingKind(path: string): keyof ResidentBreakdown {
+  if (path === '' || path.startsWith('[anon')) return 'anonymous';
+  if (path === '[heap]') return 'mallocHeap';
+  if (path.startsWith('[')) return 'other';
+  return /\/node$/.test(path) ? 'nodeBinary' : 'files';
+}
+
+function residentOf(pid: number): ResidentBreakdown {
+  try {
+    return residentBreakdownOf(readFileSync(`/proc/${pid}/smaps`, 'utf8'));
+  } catch {
+    return { nodeBinary: NaN, mallocHeap: NaN, anonymous: NaN, files: NaN, other: NaN };
+  }
 }
 
 /** One value of a Prometheus text exposition, or NaN. */
@@ -98,10 +170,23 @@ export async function measureTollgateRun(options: {
   readonly tag: string;
   /** Added to the shipped NODE_OPTIONS, e.g. a control row's own young-generation size. */
   readonly extraNodeOptions?: string;
+  /** The checkout whose bin/tollgate.js and image environment to run (a same-run baseline); default this one. */
+  readonly checkout?: string;
+  /** Where to write a V8 heap snapshot of the process after sampling (SIGUSR2); none without. */
+  readonly heapSnapshotDir?: string;
+  /** More environment of the process, over the image's. */
+  readonly env?: Record<string, string>;
 }): Promise<RunMeasurement> {
-  const { cp, git, policyUrl, pods, settleMs, tag } = options;
-  const nodeOptions = `${IMAGE_NODE_OPTIONS} ${options.extraNodeOptions ?? ''}`.trim();
+  const { cp, git, policyUrl, pods, settleMs, tag, heapSnapshotDir } = options;
+  const checkout = options.checkout ?? thisCheckout;
+  const snapshotFlags = heapSnapshotDir
+    ? `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${heapSnapshotDir}`
+    : '';
+  const nodeOptions =
+    `${IMAGE_NODE_OPTIONS} ${options.extraNodeOptions ?? ''} ${snapshotFlags}`.trim();
   const replica = await spawnTollgate({
+    cli: join(checkout, 'bin/tollgate.js'),
+    env: { ...imageMemoryEnv(checkout), ...options.env },
     identity: `memory-${tag}`,
     cp,
     git,
@@ -135,6 +220,7 @@ export async function measureTollgateRun(options: {
     }
     await sleep(settleMs);
     const samples: { rss: number; heapUsed: number; heapTotal: number }[] = [];
+    let resident = residentOf(pid);
     for (let i = 0; i < 5; i++) {
       await sleep(1000);
       const now = await scrape(replica.url);
@@ -143,18 +229,52 @@ export async function measureTollgateRun(options: {
         heapUsed: metric(now, 'nodejs_heap_size_used_bytes'),
         heapTotal: metric(now, 'nodejs_heap_size_total_bytes'),
       });
+      resident = residentOf(pid);
       text = now;
     }
+    const maxRss = peakRssOf(pid);
+    const heap = heapSnapshotDir ? await heapSnapshotOf(replica, heapSnapshotDir) : undefined;
     return {
       pods: metric(text, 'tollgate_informer_objects', '{resource="pods"}'),
       syncMs,
       rss: median(samples.map((s) => s.rss)),
       heapUsed: median(samples.map((s) => s.heapUsed)),
       heapTotal: median(samples.map((s) => s.heapTotal)),
-      maxRss: peakRssOf(pid),
+      maxRss,
       nodeOptions,
+      resident,
+      ...(heap ? { heap } : {}),
     };
   } finally {
     await stopReplica(replica, 'SIGTERM');
   }
+}
+
+/**
+ * Has the process write a heap snapshot (SIGUSR2, `--heapsnapshot-signal`), waits until its
+ * metrics answer again (the snapshot is written on the main thread) and sums it by
+ * constructor: the largest groups by self size.
+ */
+async function heapSnapshotOf(
+  replica: { child: { pid?: number; kill(signal: NodeJS.Signals): boolean }; url: string },
+  dir: string,
+): Promise<HeapSummary> {
+  const before = new Set(readdirSync(dir));
+  replica.child.kill('SIGUSR2');
+  const deadline = Date.now() + 300_000;
+  let file: string | undefined;
+  while (!file || (await scrape(replica.url)) === '') {
+    if (Date.now() > deadline) throw new Error('tollgate run: no heap snapshot within 300 s');
+    await sleep(500);
+    file ??= readdirSync(dir).find((f) => f.endsWith('.heapsnapshot') && !before.has(f));
+  }
+  const path = join(dir, file);
+  const groups = [...groupsOf(path).entries()]
+    .map(([key, group]) => ({ key, ...group }))
+    .sort((a, b) => b.bytes - a.bytes);
+  return {
+    file: path,
+    totalBytes: groups.reduce((sum, group) => sum + group.bytes, 0),
+    groups: groups.slice(0, 25),
+  };
 }

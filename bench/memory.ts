@@ -22,13 +22,26 @@
  *   kubelet), the managed namespace's ResourceQuotas (none here), and one referenced
  *   ConfigMap, as a policy with an ObjectCondition makes it. Only the view: not the policy
  *   source, loops, dispatcher or audit writer of a whole `tollgate run` process.
- * - `run`: a whole `tollgate run` process started as the image starts it, holding every
+ * - `run`: a whole `tollgate run` process started as the image starts it (its entrypoint,
+ *   its malloc tunables and NODE_ENV from scripts/build-image.sh), holding every
  *   pod (bench/memory-run.ts); its RSS from /proc after it planned and `--settle` ms
  *   passed. The figure the 150 MB target is about. `--pods 0,...` measures it before any pod;
  *   `--run-node-options` adds to its NODE_OPTIONS (a control row: an operator's own
  *   `--max-semi-space-size` turns off the young-generation flag of src/cli/memory-flags.ts).
  * - `run-v8-young`: `run` with `--max-semi-space-size=64` added, V8's own young generation
  *   on this machine: the control row of the young-generation flag.
+ * - `run-baseline`: `run` started from another checkout (`--baseline DIR`, e.g. a copy of
+ *   main with its node_modules; its own bin/tollgate.js and image environment), alternating with `run` in one bench: a change's
+ *   effect as a ratio of the same run (`run / run-baseline`).
+ *
+ * `--run-env NAME=VALUE` (repeatable) adds to the environment of `run` only (not of
+ * `run-baseline` or `run-v8-young`): a setting's effect against a same-run baseline.
+ *
+ * `--heap-snapshots DIR` has every `run`-like contender write a V8 heap snapshot there after
+ * its samples (SIGUSR2) and reports its largest groups by constructor; every `run`-like row
+ * also gives its resident memory by kind of mapping (/proc/PID/smaps: the Node binary,
+ * malloc's main arena, anonymous mappings such as V8's heap and malloc's thread arenas,
+ * other files).
  *
  * All three use the unprivileged `tollgate` identity. Each child waits until it holds all
  * N pods (time to sync), runs gc() three times, samples process.memoryUsage() five times
@@ -52,11 +65,15 @@ import { holdAllPolicy, measureTollgateRun, type RunMeasurement } from './memory
 const here = dirname(fileURLToPath(import.meta.url));
 const self = fileURLToPath(import.meta.url);
 const childContenders = ['baseline', 'plain', 'tollgate'] as const;
-const allContenders = [...childContenders, 'run', 'run-v8-young'] as const;
+const runContenders = ['run', 'run-v8-young', 'run-baseline'] as const;
+const allContenders = [...childContenders, ...runContenders] as const;
 /** The control row of `run`: V8's own young generation (64 MiB semi-spaces on this machine), the flag of src/cli/memory-flags.ts off. */
 const v8YoungGeneration = '--max-semi-space-size=64';
 type ChildContender = (typeof childContenders)[number];
 type Contender = (typeof allContenders)[number];
+type RunContender = (typeof runContenders)[number];
+const isRunContender = (c: Contender): c is RunContender =>
+  (runContenders as readonly string[]).includes(c);
 
 const { values } = parseArgs({
   options: {
@@ -67,6 +84,9 @@ const { values } = parseArgs({
     settle: { type: 'string', default: '15000' },
     'run-node-options': { type: 'string', default: '' },
     'node-flags': { type: 'string', default: '' },
+    baseline: { type: 'string' },
+    'run-env': { type: 'string', multiple: true },
+    'heap-snapshots': { type: 'string' },
     child: { type: 'string' },
   },
 });
@@ -82,6 +102,8 @@ interface ChildReport {
   arrayBuffers: number;
   maxRss: number;
   samples: NodeJS.MemoryUsage[];
+  resident?: RunMeasurement['resident'];
+  heap?: RunMeasurement['heap'];
 }
 
 const gate = 'bench.tollgate.io/ready';
@@ -294,6 +316,18 @@ async function runParent(): Promise<void> {
   if (contenders.some((c) => !allContenders.includes(c)))
     throw new Error(`--contenders: some of ${allContenders.join(', ')}, got ${values.contenders}`);
   const settleMs = Number(values.settle);
+  const baselineCheckout = values.baseline;
+  if (contenders.includes('run-baseline') && !baselineCheckout)
+    throw new Error('--contenders run-baseline needs --baseline DIR (another checkout)');
+  const heapSnapshotDir = values['heap-snapshots'];
+  const runEnv = Object.fromEntries(
+    (values['run-env'] ?? []).map((pair) => {
+      const at = pair.indexOf('=');
+      if (at < 1) throw new Error(`--run-env: NAME=VALUE, got ${pair}`);
+      return [pair.slice(0, at), pair.slice(at + 1)];
+    }),
+  );
+  if (heapSnapshotDir) mkdirSync(heapSnapshotDir, { recursive: true });
   if (repeatList.some((n) => !Number.isInteger(n) || n < 1))
     throw new Error(`--repeat: positive integers, comma-separated, got ${values.repeat}`);
   if (!Number.isInteger(concurrency) || concurrency < 1)
@@ -306,7 +340,7 @@ async function runParent(): Promise<void> {
   const cp = await startControlPlane({ name: 'bench-memory' });
   const admin = cp.kubeConfig('admin');
   const { startGitServer } = await import('../test/support/git-server.ts');
-  const git = contenders.includes('run') ? await startGitServer() : undefined;
+  const git = contenders.some(isRunContender) ? await startGitServer() : undefined;
   const policyUrl = git ? await holdAllPolicy(git, namespace, gate) : '';
   const started = new Date().toISOString();
   const creation: { from: number; to: number; millis: number; podsPerSecond: number }[] = [];
@@ -356,24 +390,26 @@ async function runParent(): Promise<void> {
       for (let r = 0; r < repeatsAt(sizes.indexOf(size)); r++) {
         for (const contender of contenders) {
           loads.push(loadavg());
-          const report =
-            contender === 'run' || contender === 'run-v8-young'
-              ? runReport(
-                  contender,
-                  await measureTollgateRun({
-                    cp,
-                    git: git!,
-                    policyUrl,
-                    pods: size,
-                    settleMs,
-                    tag: `${size}-${r}-${Date.now().toString(36)}`,
-                    extraNodeOptions:
-                      contender === 'run'
-                        ? values['run-node-options']
-                        : `${values['run-node-options'] ?? ''} ${v8YoungGeneration}`,
-                  }),
-                )
-              : await spawnChild(contender, cp.tollgateKubeconfig, size);
+          const report = isRunContender(contender)
+            ? runReport(
+                contender,
+                await measureTollgateRun({
+                  cp,
+                  git: git!,
+                  policyUrl,
+                  pods: size,
+                  settleMs,
+                  tag: `${size}-${r}-${Date.now().toString(36)}`,
+                  extraNodeOptions:
+                    contender === 'run-v8-young'
+                      ? `${values['run-node-options'] ?? ''} ${v8YoungGeneration}`
+                      : values['run-node-options'],
+                  ...(contender === 'run-baseline' ? { checkout: baselineCheckout } : {}),
+                  ...(contender === 'run' ? { env: runEnv } : {}),
+                  ...(heapSnapshotDir ? { heapSnapshotDir } : {}),
+                }),
+              )
+            : await spawnChild(contender, cp.tollgateKubeconfig, size);
           runs.push({ ...report, pods: contender === 'baseline' ? size : report.pods });
           say(
             `${size} pods, repeat ${r + 1}, ${contender}: rss ${mb(report.rss)} MB, heap ${mb(report.heapUsed)} MB, peak ${mb(report.maxRss)} MB, sync ${(report.syncMs / 1000).toFixed(1)} s, load ${loadavg()[0]!.toFixed(1)}`,
@@ -390,7 +426,7 @@ async function runParent(): Promise<void> {
   }
 }
 
-function runReport(contender: 'run' | 'run-v8-young', run: RunMeasurement): ChildReport {
+function runReport(contender: RunContender, run: RunMeasurement): ChildReport {
   const { nodeOptions: _flags, ...figures } = run;
   return {
     contender,
@@ -483,6 +519,23 @@ function writeReport(state: ParentState): void {
         `| ${s.pods} | ${c} | ${mb(figures.rss)} | ${mb(figures.heapUsed)} | ${mb(figures.heapTotal)} | ${mb(figures.maxRss)} | ${(figures.syncMs / 1000).toFixed(1)} | ${cell(perPod?.rss)} | ${cell(perPod?.heapUsed)} |`,
       );
     }
+  }
+  for (const s of summary.filter((s) => s.run && s['run-baseline']))
+    lines.push(
+      `tollgate run / run-baseline at ${s.pods} pods: RSS ${(s.run.rss / s['run-baseline'].rss).toFixed(2)}, heapUsed ${(s.run.heapUsed / s['run-baseline'].heapUsed).toFixed(2)}`,
+    );
+  for (const run of runs.filter((r) => r.resident))
+    lines.push(
+      `${run.contender} at ${run.pods} pods, resident MB: node binary ${mb(run.resident!.nodeBinary)}, malloc [heap] ${mb(run.resident!.mallocHeap)}, anonymous ${mb(run.resident!.anonymous)}, files ${mb(run.resident!.files)}, other ${mb(run.resident!.other)}`,
+    );
+  for (const run of runs.filter((r) => r.heap)) {
+    lines.push(
+      `${run.contender} at ${run.pods} pods, heap snapshot ${run.heap!.file}: ${mb(run.heap!.totalBytes)} MB`,
+    );
+    for (const group of run.heap!.groups.slice(0, 15))
+      lines.push(
+        `  ${mb(group.bytes).padStart(7)} MB ${String(group.count).padStart(8)}  ${group.key}`,
+      );
   }
   for (const s of summary.filter((s) => s.run))
     lines.push(

@@ -91,6 +91,10 @@ export interface Spawn {
   cpuProfDir?: string;
   /** NODE_OPTIONS of the process; default the shipped deployment's. */
   nodeOptions?: string;
+  /** The `bin/tollgate.js` to start; default this checkout's (another checkout's: a same-run baseline). */
+  cli?: string;
+  /** More environment of the process (e.g. glibc's malloc tunables of a control row). */
+  env?: Record<string, string>;
   work: string;
 }
 
@@ -101,7 +105,7 @@ export async function spawnTollgate(s: Spawn): Promise<Replica> {
   const nodeArgs = s.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', s.cpuProfDir] : [];
   const args = [
     ...nodeArgs,
-    cli,
+    s.cli ?? cli,
     'run',
     '--kubeconfig',
     s.cp.tollgateKubeconfig,
@@ -137,6 +141,7 @@ export async function spawnTollgate(s: Spawn): Promise<Replica> {
     env: cleanEnv({
       BENCH_GIT_TOKEN: s.git.token,
       NODE_OPTIONS: s.nodeOptions ?? IMAGE_NODE_OPTIONS,
+      ...s.env,
     }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
