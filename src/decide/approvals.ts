@@ -1,11 +1,15 @@
 /**
  * Which pods an Approval reaches. An approval binds to pods, never to names:
  * - a Pod target with a uid: that one pod;
- * - a Pod target by name: the pod of that name created by the time the approval was
- *   merged (`mergedAt`, from Git), so a later pod of the same name (a StatefulSet
- *   replica, a re-created job) is not hit; a name-only approval hits one pod once;
+ * - a Pod target by name: the pod of that name created before the approval was merged
+ *   (`mergedAt`, from Git), so a later pod of the same name (a StatefulSet replica, a
+ *   re-created job) is not hit; a name-only approval hits one pod once;
  * - a group target (Pods by selector, a Gang, a whole GatePolicy): the pods it names
- *   that were created by `mergedAt`; without a merge time a group reaches nothing.
+ *   that were created before `mergedAt`; without a merge time a group reaches nothing.
+ * "Before" is in whole seconds: a pod's creationTimestamp and a Git commit time are both
+ * whole seconds, so a pod created in the second the approval was merged may be newer than
+ * it and is not hit (an approval must never reach a pod created after it); `plan` names
+ * such a pod, and its uid approves it.
  * Used by the gate-release judge and by `tollgate plan` (which pods an approval hits).
  */
 import type { Approval, ApprovalTarget, GatePolicy, Policy } from '../policy/model.ts';
@@ -13,15 +17,31 @@ import { gateSetAt } from './expiry.ts';
 import { matchesSelector, orphanedGate, ownedGate } from './gates.ts';
 import type { PodLike } from './objects.ts';
 
-/** Was the pod created by `mergedAt`? Unknown times: a Pod target by name matches, a group never. */
-function createdBy(pod: PodLike, mergedAt: number | undefined, group: boolean): boolean {
-  if (mergedAt === undefined) return !group;
+/**
+ * Whether an approval reaches a pod its target names: `hit`; `miss`; or `mergeSecond`,
+ * not hit because the pod was created in the second the approval was merged.
+ */
+export type ApprovalReach = 'hit' | 'miss' | 'mergeSecond';
+
+const secondOf = (ms: number): number => Math.floor(ms / 1_000);
+
+/**
+ * Was the pod created before `mergedAt`, in whole seconds? A creationTimestamp and a Git
+ * commit time are both truncated to the second, so the same second cannot tell which came
+ * first: `mergeSecond`, never a hit. A folder's merge time has milliseconds; its second
+ * is taken too, so the rule is the same for both sources. Unknown merge time: a Pod target
+ * by name matches, a group never; unknown creation time: never.
+ */
+function createdBefore(pod: PodLike, mergedAt: number | undefined, group: boolean): ApprovalReach {
+  if (mergedAt === undefined) return group ? 'miss' : 'hit';
   const created = gateSetAt(pod);
-  return created !== undefined && created <= mergedAt;
+  if (created === undefined) return 'miss';
+  const [c, m] = [secondOf(created), secondOf(mergedAt)];
+  return c < m ? 'hit' : c === m ? 'mergeSecond' : 'miss';
 }
 
 /** Does the approval's target name this pod (gated under `gatePolicy`, when known)? */
-export function approvalTargets(
+function targetNames(
   approval: Approval,
   pod: PodLike,
   gatePolicy: GatePolicy | undefined,
@@ -29,30 +49,56 @@ export function approvalTargets(
   const t = approval.target;
   const namespace = pod.metadata?.namespace;
   const labels = pod.metadata?.labels ?? {};
-  const by = (group: boolean) => createdBy(pod, approval.mergedAt, group);
   switch (t.kind) {
     case 'Pod':
-      if (t.namespace !== namespace || t.name !== pod.metadata?.name) return false;
-      return t.uid !== undefined ? t.uid === pod.metadata?.uid?.toLowerCase() : by(false);
+      return t.namespace === namespace && t.name === pod.metadata?.name;
     case 'Pods':
-      return t.namespace === namespace && matchesSelector(labels, t.selector) && by(true);
+      return t.namespace === namespace && matchesSelector(labels, t.selector);
     case 'Gang':
       return (
         t.namespace === namespace &&
         gatePolicy?.name === t.gatePolicy &&
-        labels[t.groupLabel] === t.gang &&
-        by(true)
+        labels[t.groupLabel] === t.gang
       );
     case 'GatePolicy':
-      return gatePolicy?.name === t.name && by(true);
+      return gatePolicy?.name === t.name;
     case 'ResizePolicy':
       return false;
   }
 }
 
+/** How the approval reaches this pod: by its uid, else by when the pod was created. */
+export function approvalReach(
+  approval: Approval,
+  pod: PodLike,
+  gatePolicy: GatePolicy | undefined,
+): ApprovalReach {
+  if (!targetNames(approval, pod, gatePolicy)) return 'miss';
+  const t = approval.target;
+  if (t.kind === 'Pod' && t.uid !== undefined)
+    return t.uid === pod.metadata?.uid?.toLowerCase() ? 'hit' : 'miss';
+  return createdBefore(pod, approval.mergedAt, t.kind !== 'Pod');
+}
+
+/** Does the approval reach this pod (gated under `gatePolicy`, when known)? */
+export function approvalTargets(
+  approval: Approval,
+  pod: PodLike,
+  gatePolicy: GatePolicy | undefined,
+): boolean {
+  return approvalReach(approval, pod, gatePolicy) === 'hit';
+}
+
 /** In force at `now`: not expired. */
 export function approvalInForce(approval: Approval, now: number): boolean {
   return approval.expiresAt === undefined || approval.expiresAt > now;
+}
+
+/** A pod as `tollgate plan` names it. */
+export interface PodRef {
+  readonly namespace: string;
+  readonly name: string;
+  readonly uid: string;
 }
 
 /** One approval of a policy and the pods it would reach now (`tollgate plan`). */
@@ -61,11 +107,9 @@ export interface ApprovalHit {
   readonly action: 'Release' | 'Cancel';
   readonly file: string;
   /** Pods tollgate holds (they carry one of its gates) that the approval reaches. */
-  readonly pods: readonly {
-    readonly namespace: string;
-    readonly name: string;
-    readonly uid: string;
-  }[];
+  readonly pods: readonly PodRef[];
+  /** Held pods its target names that it does not hit: created in the second it was merged. */
+  readonly mergeSecond?: readonly PodRef[];
   /** Why it reaches nothing at all, when that is the approval's state rather than the cluster's. */
   readonly note?: 'expired';
 }
@@ -84,15 +128,21 @@ export function approvalHits(policy: Policy, pods: readonly PodLike[], now: numb
     if (approval.action === 'Resume') return [];
     const base = { approval: approval.name, action: approval.action, file: approval.source.file };
     if (!approvalInForce(approval, now)) return [{ ...base, pods: [], note: 'expired' }];
-    const hit = held
-      .filter(({ pod, gatePolicy }) => approvalTargets(approval, pod, gatePolicy))
-      .map(({ pod }) => ({
-        namespace: pod.metadata?.namespace ?? '',
-        name: pod.metadata?.name ?? '',
-        uid: pod.metadata?.uid ?? '',
-      }));
-    return [{ ...base, pods: hit }];
+    const reached = (reach: ApprovalReach) =>
+      held
+        .filter(({ pod, gatePolicy }) => approvalReach(approval, pod, gatePolicy) === reach)
+        .map(({ pod }) => podRef(pod));
+    const mergeSecond = reached('mergeSecond');
+    return [{ ...base, pods: reached('hit'), ...(mergeSecond.length > 0 ? { mergeSecond } : {}) }];
   });
+}
+
+function podRef(pod: PodLike): PodRef {
+  return {
+    namespace: pod.metadata?.namespace ?? '',
+    name: pod.metadata?.name ?? '',
+    uid: pod.metadata?.uid ?? '',
+  };
 }
 
 /** A group target in words, for a warning. */
@@ -135,13 +185,18 @@ export function groupApprovalsHittingNothing(
 /** The plan's lines for the approvals: which pods each would hit. */
 export function formatApprovalHits(hits: readonly ApprovalHit[], markdown: boolean): string {
   if (hits.length === 0) return '';
+  const named = (pods: readonly PodRef[]) =>
+    pods.map((p) => `${p.namespace}/${p.name} (uid ${p.uid})`).join(', ');
   const line = (h: ApprovalHit) => {
-    const what =
+    const hits =
       h.note === 'expired'
         ? 'expired: hits no pod'
         : h.pods.length === 0
           ? 'hits no pod tollgate holds'
-          : `hits ${h.pods.map((p) => `${p.namespace}/${p.name} (uid ${p.uid})`).join(', ')}`;
+          : `hits ${named(h.pods)}`;
+    const what = h.mergeSecond
+      ? `${hits}; does not hit ${named(h.mergeSecond)}: created in the second the approval was merged, it may be newer than the approval (name its uid to approve it)`
+      : hits;
     return markdown
       ? `| ${h.approval} | ${h.action} | ${h.file} | ${what} |`
       : `  ${h.approval} (${h.action}, ${h.file}): ${what}`;

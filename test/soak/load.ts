@@ -11,7 +11,7 @@
 import { BatchV1Api, CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { aPod } from '../builders/pod.ts';
-import { creatable } from '../support/eventually.ts';
+import { creatable, pastTheSecondOf } from '../support/eventually.ts';
 import type { Exporter } from '../support/prometheus.ts';
 import { Finisher } from '../e2e/gate-release/harness.ts';
 import { foreignGate, gates, namespaces, queueMetric, type PolicyRepo } from './policy.ts';
@@ -52,6 +52,8 @@ export class Load {
   readonly #exporter: Exporter;
   readonly #finisher: Finisher;
   readonly #unapproved: string[] = [];
+  /** When the newest unapproved load was created (its create answered). */
+  #newestLoadAt = 0;
   #approving: Promise<void> = Promise.resolve();
   readonly #timers: NodeJS.Timeout[] = [];
   /** Finished pods by uid: when the reaper first saw them finished. */
@@ -167,6 +169,7 @@ export class Load {
           .obj(),
       );
       this.#unapproved.push(`load-${n}`);
+      this.#newestLoadAt = Date.now();
     }
     if (kind === 'gang')
       for (let member = 0; member < gangSize; member++) {
@@ -253,6 +256,9 @@ export class Load {
     // Taken off the list only once the commit is pushed: a failed attempt (API server or
     // Git away) is retried on the next turn, as a person would.
     const names = [...this.#unapproved];
+    // A name-only approval reaches only pods created in a second before its commit's
+    // (both times are whole seconds), as a reviewer's merge always is.
+    await pastTheSecondOf(this.#newestLoadAt);
     const existing = new Set(
       (await this.#core.listNamespacedPod({ namespace: namespaces.etl })).items.map(
         (p) => p.metadata?.name,

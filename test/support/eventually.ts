@@ -6,6 +6,16 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 
+/**
+ * Resolves once the wall clock is past the second `at` falls in. Git commit times and
+ * creationTimestamps are whole seconds: a commit made after this is in a later second
+ * than a pod created before it (a name-only approval reaches only such pods).
+ */
+export async function pastTheSecondOf(at: number): Promise<void> {
+  const next = (Math.floor(at / 1_000) + 1) * 1_000;
+  while (Date.now() < next) await sleep(next - Date.now());
+}
+
 /** Calls `probe` until it returns a value other than undefined/false, or throws after `timeoutMs`. */
 export async function eventually<T>(
   what: string,

@@ -34,7 +34,7 @@ export interface Approval {
      */
     action: 'Release' | 'Cancel' | 'Resume';
     /**
-     * A pod (Release, Cancel); a group of pods (Release, Cancel): pods a label selector picks in a namespace, a gang, or every pod of a GatePolicy; or a ResizePolicy workload (Resume). A pod named without its uid, and every group, binds only to pods created before the approval was merged (its commit time in Git), never to a later pod of the same name or group.
+     * A pod (Release, Cancel); a group of pods (Release, Cancel): pods a label selector picks in a namespace, a gang, or every pod of a GatePolicy; or a ResizePolicy workload (Resume). A pod named without its uid, and every group, binds only to pods created before the approval was merged (its commit time in Git), never to a later pod of the same name or group. Both times are whole seconds, so a pod created in the very second of the merge may be newer and is not reached: `tollgate plan` names it, and its uid approves it.
      */
     target:
       | {

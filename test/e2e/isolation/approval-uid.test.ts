@@ -13,8 +13,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { aPod } from '../../builders/pod.ts';
-import { eventually } from '../../support/eventually.ts';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { eventually, pastTheSecondOf } from '../../support/eventually.ts';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { pushTree } from '../../support/git-server.ts';
@@ -62,12 +61,6 @@ const policy = (approvals: ApprovalSpec[]): PolicyState => ({
   ],
   approvals,
 });
-
-/** Waits until the wall clock is past the second `at` falls in: Git and pods count whole seconds. */
-const pastTheSecondOf = async (at: number): Promise<void> => {
-  const next = (Math.floor(at / 1000) + 1) * 1000;
-  while (Date.now() < next) await sleep(next - Date.now());
-};
 
 const byName = (action: 'Release' | 'Cancel', pod: string): ApprovalSpec => ({
   name: `${action.toLowerCase()}-${pod}`,
@@ -287,6 +280,9 @@ describe('approvals bound to a pod uid', () => {
         .obj();
     await world.createPods([member('g-0'), member('g-1')]);
     await eventually('g-0 and g-1 created', async () => (await uidOf('g-0')) && uidOf('g-1'));
+    // Merged in a later second than they were created: a pod created in the merge's own
+    // second may be newer than the approval, and is not reached.
+    await pastTheSecondOf(Date.now());
     const gang: ApprovalSpec = {
       name: 'cancel-run-1',
       action: 'Cancel',

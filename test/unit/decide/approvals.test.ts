@@ -62,9 +62,27 @@ test('approvalTargets: an approval binds to pods, never to names', async (t) => 
       hits: true,
     },
     {
-      name: 'a name-only approval hits a pod created in the second it was merged',
+      name: 'a name-only approval hits a pod created the second before it was merged',
+      approval: anApproval('Cancel', byName, merged),
+      pod: job(merged - 1_000),
+      hits: true,
+    },
+    {
+      name: 'a name-only approval misses a pod created in the second it was merged (it may be newer)',
       approval: anApproval('Cancel', byName, merged),
       pod: job(merged),
+      hits: false,
+    },
+    {
+      name: 'a name-only approval read from a folder mid-second misses a pod created in that second',
+      approval: anApproval('Release', byName, merged + 700),
+      pod: job(merged),
+      hits: false,
+    },
+    {
+      name: 'a name-only approval read from a folder mid-second hits a pod of the second before',
+      approval: anApproval('Release', byName, merged + 700),
+      pod: job(merged - 1_000),
       hits: true,
     },
     {
@@ -84,6 +102,12 @@ test('approvalTargets: an approval binds to pods, never to names', async (t) => 
       approval: anApproval('Release', { kind: 'Pods', namespace: 'team-a', selector }, merged),
       pod: member('m-1', before),
       hits: true,
+    },
+    {
+      name: 'a selector approval misses a labelled pod created in the second it was merged',
+      approval: anApproval('Release', { kind: 'Pods', namespace: 'team-a', selector }, merged),
+      pod: member('m-1', merged),
+      hits: false,
     },
     {
       name: 'a selector approval misses a pod its selector does not pick',
@@ -130,6 +154,13 @@ test('approvalTargets: an approval binds to pods, never to names', async (t) => 
       pod: aPod('x', 'team-a').createdAt(before),
       gatePolicy: trainer,
       hits: true,
+    },
+    {
+      name: 'a GatePolicy approval misses a pod created in the second it was merged',
+      approval: anApproval('Release', { kind: 'GatePolicy', name: 'trainer' }, merged),
+      pod: aPod('x', 'team-a').createdAt(merged),
+      gatePolicy: trainer,
+      hits: false,
     },
     {
       name: 'a GatePolicy approval misses a pod another policy gates',
@@ -212,6 +243,37 @@ test('approvalHits: the pods tollgate holds that each approval would hit, for to
     ].join('\n'),
   );
   assert.equal(formatApprovalHits([], false), '');
+});
+
+test('plan names the pods an approval misses only because they were created in the second it was merged', () => {
+  const gated = 'team-a.tollgate.io/ready';
+  const policy = aPolicy()
+    .tenant(aTenant('team-a'))
+    .gatePolicy(aGatePolicy('ready', 'team-a'))
+    .approval(anApproval('Cancel', byName, merged))
+    .obj();
+  const pods = [
+    job(merged).uid('u-same-second').gated(gated).obj(),
+    aPod('job-1', 'team-a').uid('u-other').gated(gated).createdAt(merged).obj(),
+  ];
+  const hits = approvalHits(policy, pods, after);
+  assert.deepEqual(hits, [
+    {
+      approval: 'cancel-pod',
+      action: 'Cancel',
+      file: 'approvals/cancel-pod.yaml',
+      pods: [],
+      mergeSecond: [{ namespace: 'team-a', name: 'job-0', uid: 'u-same-second' }],
+    },
+  ]);
+  assert.equal(
+    formatApprovalHits(hits, false),
+    [
+      'Approvals:',
+      '  cancel-pod (Cancel, approvals/cancel-pod.yaml): hits no pod tollgate holds; does not hit team-a/job-0 (uid u-same-second): created in the second the approval was merged, it may be newer than the approval (name its uid to approve it)',
+      '',
+    ].join('\n'),
+  );
 });
 
 test('plan warns about a group approval in force that hits no pod tollgate holds', async (t) => {
