@@ -8,6 +8,10 @@
  * closed is pushed as a marked record naming B's outcome (a confirmation when the two
  * agree about whether the write was applied, a correction when not), and
  * `tollgate audit verify` passes. On a real Git server.
+ *
+ * And the other order: A's outcomes land while B's recovery is under way (after its read
+ * of the open intents, before its push); then A's are the outcomes and B's recovered ones
+ * are pushed as the marked records naming them.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -16,10 +20,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startGitServer, type GitServer } from '../../support/git-server.ts';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
-import type { IntentState } from '../../../src/audit/recover.ts';
+import { recover, type IntentState } from '../../../src/audit/recover.ts';
 import { verifyTrail } from '../../../src/audit/verify.ts';
 import { GitAuditWriter } from '../../../src/audit/writer.ts';
 import type { Decision, Outcome } from '../../../src/decide/decision.ts';
+import { systemClock } from '../../../src/lib/clock.ts';
 import { aDecision, outcomeOf } from '../../builders/decision.ts';
 import { captureLogs, successorRecovers } from './support.ts';
 
@@ -130,6 +135,78 @@ describe("a leader's outcomes pushed after its successor's recovery closed their
       const value = marked[0]?.inputs[0]?.value as { recorded: Outcome; actual: Outcome };
       assert.equal(value.recorded.result, row.recorded, `${row.pod}: names the recovered outcome`);
       assert.deepEqual(value.actual, row.a, `${row.pod}: holds A's own outcome`);
+    }
+  });
+
+  it("when they land while the successor's recovery is under way instead, they stay the intents' outcomes; the recovery's are pushed as records naming them; verify passes", async () => {
+    const url = server.createRepo('outcome-first');
+    const intents = rows.map((row) => aDecision('Release', row.pod).obj());
+
+    // A leads: its intents are pushed, then its pushes fail; the outcomes stay in its clone.
+    const { writer: a } = await writerOn(
+      mkdtempSync(join(tmpdir(), 'tollgate-first-a-')),
+      url,
+      'replica-a',
+      600_000,
+    );
+    await a.recordIntents(intents);
+    await a.flush();
+    server.refusePushes(503);
+    a.record(rows.map((row, i) => outcomeOf(intents[i] as Decision, row.a)));
+    await assert.rejects(a.flush());
+    await assert.rejects(a.flush());
+
+    // B leads: its recovery reads A's intents as open; while it looks the pods up, Git is
+    // back and A's outcomes land first.
+    const { writer: b } = await writerOn(
+      mkdtempSync(join(tmpdir(), 'tollgate-first-b-')),
+      url,
+      'replica-b',
+    );
+    const source = await b.reconcile();
+    assert.ok(source, 'reconcile gives the audit source to recover from');
+    const byId = new Map(intents.map((intent, i) => [intent.id, rows[i]!.b]));
+    let aLanded = false;
+    const recovered = await recover({
+      source,
+      cluster,
+      lookup: async (intent) => {
+        if (!aLanded) {
+          server.refusePushes(undefined);
+          await a.flush();
+          aLanded = true;
+        }
+        return byId.get(intent.id) ?? { state: 'unknown' };
+      },
+      sink: b,
+      clock: systemClock,
+    });
+    assert.equal(recovered.length, rows.length, "B's recovery judged every intent A left open");
+    assert.ok(aLanded, "A's outcomes landed before B's recovery pushed");
+    await b.close();
+    await a.close();
+
+    const remote = await openAuditSource(url, 'tollgate/audit', { token: server.token });
+    const history = await readAuditHistory(remote);
+    remote.close();
+    assert.deepEqual(verifyTrail(history).problems, []);
+    const records = history.flatMap((commit) => commit.records);
+    for (const [i, row] of rows.entries()) {
+      const id = (intents[i] as Decision).id;
+      assert.deepEqual(
+        records.filter((r) => r.id === id && r.phase === 'outcome').map((r) => r.outcome),
+        [row.a],
+        `${row.pod}: exactly one outcome, A's`,
+      );
+      const marked = records.filter((r) => r.id.startsWith(`${id}:`));
+      assert.deepEqual(
+        marked.map((r) => [r.id, r.phase]),
+        [[`${id}:${row.marked}`, 'record']],
+        `${row.pod}: B's recovered outcome kept, marked`,
+      );
+      const value = marked[0]?.inputs[0]?.value as { recorded: Outcome; actual: Outcome };
+      assert.deepEqual(value.recorded, row.a, `${row.pod}: names A's outcome`);
+      assert.equal(value.actual.result, row.recorded, `${row.pod}: holds B's recovered outcome`);
     }
   });
 });
