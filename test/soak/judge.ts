@@ -134,6 +134,25 @@ export function boundedCheck(
   };
 }
 
+/**
+ * Every decision a replica accepted reached Git by the end: a backlog left in a replica's
+ * clone (a standby's leftovers of earlier incarnations wait for it to lead again) is not
+ * in the trail, and is lost with the clone if the pod goes (its cache is an emptyDir).
+ * `undefined`: the replica did not answer, so its backlog is unknown.
+ */
+export function backlogCheck(backlogs: Readonly<Record<string, number | undefined>>): Check {
+  const entries = Object.entries(backlogs);
+  const describe = ([identity, n]: [string, number | undefined]): string =>
+    n === undefined
+      ? `${identity} did not answer`
+      : `${identity} ${n}${n > 0 ? ' not pushed' : ''}`;
+  return {
+    name: 'every decision the replicas accepted reached Git (audit backlog 0 at the end)',
+    pass: entries.every(([, n]) => n === 0),
+    detail: entries.map(describe).join(', '),
+  };
+}
+
 export interface AuditRelease {
   readonly uid: string;
   readonly phase: string;

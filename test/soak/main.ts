@@ -36,6 +36,7 @@ import { SoakWatcher } from './watcher.ts';
 import { Chaos } from './faults.ts';
 import { Timeline, format } from './timeline.ts';
 import {
+  backlogCheck,
   boundedCheck,
   gangsWhole,
   growthCheck,
@@ -291,16 +292,19 @@ async function settle(world: World, settleMs: number, chaos: Chaos): Promise<Che
  * Waits until every running replica has pushed what it accepted (tollgate_audit_backlog
  * 0), so the audit end checks do not race the last outcomes' batch (a release seen
  * just before settling has its outcome pushed up to a batch delay plus a push later).
- * Bounded: a backlog that does not drain is left for the checks to report.
+ * Bounded: what is still not pushed then fails the backlog check (a standby keeps its
+ * earlier incarnations' leftovers until it leads again: not in Git, and lost with its clone).
  */
-async function auditDrained(world: World, timeoutMs: number, chaos: Chaos): Promise<void> {
+async function auditDrained(world: World, timeoutMs: number, chaos: Chaos): Promise<Check> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const backlogs = await Promise.all(world.replicas.map((r) => r.auditBacklog()));
     const pending = backlogs.reduce<number>((sum, b) => sum + (b ?? 0), 0);
     if (pending === 0 || Date.now() >= deadline) {
       chaos.note(`audit backlog of the replicas: ${pending} decisions not pushed`);
-      return;
+      return backlogCheck(
+        Object.fromEntries(world.replicas.map((r, i) => [r.identity, backlogs[i]])),
+      );
     }
     await sleep(1000);
   }
@@ -422,7 +426,7 @@ async function main(): Promise<void> {
   chaos.note('chaos ends: faults over, load stream off, settling');
   const settleBegan = Date.now();
   const checks: Check[] = [await settle(world, opts.settleMinutes * 60_000, chaos)];
-  await auditDrained(world, 60_000, chaos);
+  const backlog = await auditDrained(world, 60_000, chaos);
   const settleMs = Date.now() - settleBegan;
   stopSampling();
   for (const replica of world.replicas) {
@@ -439,6 +443,7 @@ async function main(): Promise<void> {
     pass: violations.length === 0,
     detail: `${violations.length} violations`,
   });
+  checks.push(backlog);
   checks.push(graceKept(world.replicas));
   checks.push(await auditVerify(world));
   const audit = await auditReleases(world);

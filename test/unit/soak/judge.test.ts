@@ -1,6 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import {
+  backlogCheck,
   boundedCheck,
   gangsWhole,
   growthCheck,
@@ -210,4 +211,32 @@ describe('the soak end check on gangs', () => {
     assert.match(check.detail, /1 whole \(members released at most 2\.5 s apart\)/);
     assert.match(check.detail, /ns\/g2 \(1 of 2 released; e not\)/);
   });
+});
+
+describe('the soak end check on the audit backlog', () => {
+  for (const { name, backlogs, pass, detail } of [
+    {
+      name: 'every replica pushed all it accepted: passes',
+      backlogs: { 'replica-a': 0, 'replica-b': 0 },
+      pass: true,
+      detail: /^replica-a 0, replica-b 0$/,
+    },
+    {
+      name: 'a standby still holding leftover decisions fails, naming it and how many',
+      backlogs: { 'replica-a': 0, 'replica-b': 7794 },
+      pass: false,
+      detail: /^replica-a 0, replica-b 7794 not pushed$/,
+    },
+    {
+      name: 'a replica that did not answer fails: its backlog is unknown',
+      backlogs: { 'replica-a': 0, 'replica-b': undefined },
+      pass: false,
+      detail: /replica-b did not answer/,
+    },
+  ])
+    it(name, () => {
+      const check = backlogCheck(backlogs);
+      assert.equal(check.pass, pass);
+      assert.match(check.detail, detail);
+    });
 });
