@@ -153,6 +153,40 @@ export function backlogCheck(backlogs: Readonly<Record<string, number | undefine
   };
 }
 
+export interface GapOptions {
+  /** The chaos phase, in the same clock as the release times (ms). */
+  readonly fromMs: number;
+  readonly toMs: number;
+  /** A longer stretch without any release fails. */
+  readonly limitMs: number;
+}
+
+/** The longest stretch of the chaos phase without a release: [from, to]. */
+function longestGap(releasedAt: readonly number[], options: GapOptions): [number, number] {
+  const inside = releasedAt.filter((t) => t >= options.fromMs && t <= options.toMs);
+  const edges = [options.fromMs, ...[...inside].sort((a, b) => a - b), options.toMs];
+  let widest: [number, number] = [options.fromMs, options.fromMs];
+  for (let i = 1; i < edges.length; i++)
+    if (edges[i]! - edges[i - 1]! > widest[1] - widest[0]) widest = [edges[i - 1]!, edges[i]!];
+  return widest;
+}
+
+/**
+ * Releases go on through the chaos: the stream adds held pods every few seconds, so a
+ * long stretch without any release is tollgate not releasing (leaders whose terms end
+ * before their loops start), not a quiet cluster. Faults take a leader away for a lease
+ * and a term start at a time; the limit is far above that.
+ */
+export function releaseGapCheck(releasedAt: readonly number[], options: GapOptions): Check {
+  const [from, to] = longestGap(releasedAt, options);
+  const s = (ms: number): string => (ms / 1000).toFixed(0);
+  return {
+    name: `releases go on through the chaos (no ${s(options.limitMs)} s without one)`,
+    pass: to - from <= options.limitMs,
+    detail: `longest gap ${s(to - from)} s without a release (${s(from)} s to ${s(to)} s)`,
+  };
+}
+
 export interface AuditRelease {
   readonly uid: string;
   readonly phase: string;

@@ -42,6 +42,7 @@ import {
   growthCheck,
   memoryGrowth,
   memoryNotJudged,
+  releaseGapCheck,
   releasesInAudit,
   settleCheck,
   drainState,
@@ -67,6 +68,12 @@ const minutesToJudgeMemory = 10;
  * slow queue is waited for and a stuck one is not.
  */
 const settleStallMs = 120_000;
+/**
+ * During the chaos, a stretch this long without any release fails: a leader fault costs
+ * a lease (15 s) and a term start; Git down 60 s holds strict intents; five minutes is
+ * several of those back to back.
+ */
+const releaseGapLimitMs = 300_000;
 
 interface Options {
   minutes: number;
@@ -423,6 +430,7 @@ async function main(): Promise<void> {
   chaos.note('chaos begins: load stream on, both replicas ready');
   await Promise.all([chaos.run(schedule), sleep(opts.minutes * 60_000)]);
   await world.load.stopProducing();
+  const chaosEndedAt = Date.now();
   chaos.note('chaos ends: faults over, load stream off, settling');
   const settleBegan = Date.now();
   const checks: Check[] = [await settle(world, opts.settleMinutes * 60_000, chaos)];
@@ -444,6 +452,12 @@ async function main(): Promise<void> {
     detail: `${violations.length} violations`,
   });
   checks.push(backlog);
+  checks.push(
+    releaseGapCheck(
+      [...world.watcher.releases.values()].map((r) => r.at),
+      { fromMs: startedAt, toMs: chaosEndedAt, limitMs: releaseGapLimitMs },
+    ),
+  );
   checks.push(graceKept(world.replicas));
   checks.push(await auditVerify(world));
   const audit = await auditReleases(world);

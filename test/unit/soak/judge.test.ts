@@ -7,6 +7,7 @@ import {
   growthCheck,
   memoryGrowth,
   memoryNotJudged,
+  releaseGapCheck,
   releasesInAudit,
 } from '../../soak/judge.ts';
 import type { MemorySample } from '../../soak/replicas.ts';
@@ -236,6 +237,42 @@ describe('the soak end check on the audit backlog', () => {
   ])
     it(name, () => {
       const check = backlogCheck(backlogs);
+      assert.equal(check.pass, pass);
+      assert.match(check.detail, detail);
+    });
+});
+
+describe('the soak check that releases go on through the chaos', () => {
+  const s = 1000;
+  const options = { fromMs: 0, toMs: 1800 * s, limitMs: 300 * s };
+  for (const { name, at, pass, detail } of [
+    {
+      name: 'a stretch of twenty minutes without a release fails, naming it',
+      at: [10, 70, 200, 260, 1500, 1790].map((t) => t * s),
+      pass: false,
+      detail: /^longest gap 1240 s without a release \(260 s to 1500 s\)/,
+    },
+    {
+      name: 'no gap longer than the limit: passes',
+      at: Array.from({ length: 10 }, (_, i) => (i * 200 + 100) * s),
+      pass: true,
+      detail: /^longest gap 200 s without a release \(100 s to 300 s\)/,
+    },
+    {
+      name: 'no release after a point until the chaos ends: the gap runs to the end',
+      at: [10, 100].map((t) => t * s),
+      pass: false,
+      detail: /^longest gap 1700 s without a release \(100 s to 1800 s\)/,
+    },
+    {
+      name: 'no release at all: one gap over the whole chaos',
+      at: [],
+      pass: false,
+      detail: /^longest gap 1800 s without a release \(0 s to 1800 s\)/,
+    },
+  ])
+    it(name, () => {
+      const check = releaseGapCheck(at, options);
       assert.equal(check.pass, pass);
       assert.match(check.detail, detail);
     });
