@@ -34,13 +34,14 @@ import { trimObject } from './trim.ts';
 import type { ObjectKey } from './types.ts';
 
 /** Why an informer (re)started its list or watch; the closed label set of tollgate_informer_restarts_total. */
-export type RestartReason = 'gone' | 'closed' | 'timeout' | 'error' | 'filter';
+export type RestartReason = 'gone' | 'closed' | 'timeout' | 'error' | 'filter' | 'relist';
 export const restartReasons: readonly RestartReason[] = [
   'gone',
   'closed',
   'timeout',
   'error',
   'filter',
+  'relist',
 ];
 
 export interface InformerHooks {
@@ -248,10 +249,24 @@ export class Informer {
    */
   setFilter(filter: (object: KubernetesObject) => boolean): void {
     this.#filter = filter;
+    this.#listAfresh('filter');
+  }
+
+  /**
+   * Lists afresh, as after a filter change: `current` is false until that list has
+   * completed. A new leader term asks for it, so its first pass plans on what the API
+   * server holds now (the previous leader's releases among it), not on what a lagging
+   * watch has delivered so far.
+   */
+  relist(): void {
+    this.#listAfresh('relist');
+  }
+
+  #listAfresh(reason: 'filter' | 'relist'): void {
     this.#needRelist = true;
     this.#filterVersion += 1;
     if (this.#running) {
-      this.#hooks.restarted?.('filter');
+      this.#hooks.restarted?.(reason);
       this.#interruptNow();
     }
   }

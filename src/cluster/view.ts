@@ -253,6 +253,15 @@ export class LiveClusterView implements ClusterView {
     return () => this.#listeners.delete(listener);
   }
 
+  /**
+   * Lists pods, nodes and quotas afresh (a new leader term): `synced` is false until those
+   * lists are in, so a pass waits for them (the catch-up barrier of a term: a tenant is
+   * never planned on a watch that has not delivered the previous leader's releases yet).
+   */
+  relist(): void {
+    for (const informer of this.#coreInformers()) informer.relist();
+  }
+
   /** Replaces the managed namespaces (undefined = all); relists the pod informer if the set changed. */
   setNamespaces(namespaces: readonly string[] | undefined): void {
     const next = namespaces ? new Set(namespaces) : undefined;

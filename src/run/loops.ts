@@ -103,6 +103,21 @@ export function superviseLoops(parts: LoopParts): LeaderLoops {
 type PodRead = ReturnType<typeof podReader>;
 
 /**
+ * A leader term's start for the view: pods, nodes and quotas are listed afresh, and no
+ * pass plans before those lists are in (the loops wait for `view.whenSynced`, bounded and
+ * retried). A standby's watch may not have delivered the previous leader's last releases
+ * yet: planned on it, a tenant whose budget they fill would be released into again. Then
+ * the stale-guards' catch-up for destructive acts (beginTermCatchUp).
+ */
+export function beginLeaderTerm(
+  parts: Pick<LoopParts, 'guards' | 'view' | 'kubeConfig'>,
+  log: Logger,
+): { stop(): void } {
+  parts.view.relist();
+  return beginTermCatchUp(parts, log);
+}
+
+/**
  * The failover catch-up barrier: this replica's written-version map is empty at the start
  * of a term and its cache may not hold the previous leader's last writes. Destructive
  * acts take live reads until the view has shown the revision of a fresh read taken now
@@ -166,7 +181,7 @@ async function startTermLoops(
     { fencingToken: term ? formatFencingToken(term.token) : undefined },
     'leading: recovering audit outcomes, then starting loops',
   );
-  const catchUp = beginTermCatchUp(parts, log);
+  const catchUp = beginLeaderTerm(parts, log);
   let fromTrail: Awaited<ReturnType<typeof recoverFromTrail>> = { blocked: {}, gangReleases: {} };
   // Retried within the term while it fails (the audit remote down); see recoverOutcomes.
   await recoverOutcomes({

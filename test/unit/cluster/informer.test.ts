@@ -324,6 +324,27 @@ test('after a filter change the informer is not current until the relist has lis
   await informer.stop();
 });
 
+test('relist (a new leader term) lists afresh: not current until that list is in, which shows what the held watch missed', async () => {
+  const { source, informer, changes, restarts } = harness();
+  source.queueList(page('10', [pod('a', '5')]));
+  informer.start();
+  const first = await source.nextWatch();
+  assert.equal(informer.current, true);
+  informer.relist();
+  assert.equal(informer.current, false, 'a term start asked for a fresh list');
+  while (source.listCalls.length < 2) await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(informer.current, false, 'the fresh list is in flight');
+  // What the watch never delivered: another writer released b and deleted a.
+  source.queueList(page('20', [pod('b', '19')]));
+  await informer.whenCurrent();
+  const second = await source.nextWatch();
+  assert.equal(first.stopped, true);
+  assert.equal(second.start.resourceVersion, '20');
+  assert.deepEqual(changes, ['ADDED team-a/a@5', 'ADDED team-a/b@19', 'DELETED team-a/a@5']);
+  assert.deepEqual(restarts, ['relist']);
+  await informer.stop();
+});
+
 test('whenSynced rejects when its signal aborts before the first list', async () => {
   const { informer } = harness();
   informer.start();
