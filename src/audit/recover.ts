@@ -197,9 +197,11 @@ export interface RecoverOptions {
   readonly clock: Clock;
   /** Only intents committed after this (epoch ms); older ones are left to `audit verify`. */
   readonly since?: number;
+  /** Wait until the outcomes are pushed (default true); a term start does not (they go behind its backlog). */
+  readonly awaitPush?: boolean;
 }
 
-/** Records outcomes for intents left without one and pushes them; returns what was recorded. */
+/** Records outcomes for intents left without one and pushes them (see awaitPush); returns what was recorded. */
 export async function recover(options: RecoverOptions): Promise<Decision[]> {
   const open = await openIntents(
     options.source,
@@ -211,6 +213,6 @@ export async function recover(options: RecoverOptions): Promise<Decision[]> {
   for (const intent of open)
     outcomes.push(recoveredOutcome(intent, await options.lookup(intent), options.clock.now()));
   options.sink.record(outcomes);
-  await options.sink.flush();
+  if (options.awaitPush !== false) await options.sink.flush();
   return outcomes;
 }

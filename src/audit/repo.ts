@@ -68,6 +68,15 @@ export const defaultRetry: RetryOptions = {
   maxDelayMs: 5_000,
 };
 
+export interface PushOptions {
+  /**
+   * At most this many commits (the oldest unpushed) in one push; the rest stay for the
+   * next call. A long backlog then lands in bounded pushes, each one kept by the remote
+   * whatever happens to the next. Over SSH the system git pushes the whole branch.
+   */
+  readonly maxCommits?: number;
+}
+
 export interface AuditRepoOptions {
   /** Local cache folder holding the bare clone; persisted so unpushed commits survive a restart. */
   readonly dir: string;
@@ -194,6 +203,12 @@ function packIndexOids(idx: Buffer): string[] {
   for (let index = 0; index < count; index += 1)
     oids.push(idx.subarray(start + index * 20, start + (index + 1) * 20).toString('hex'));
   return oids;
+}
+
+/** The decisions an audit commit holds, from its trailer (0 when it names none). */
+function decisionsOf(message: string): number {
+  const count = Number.parseInt(parseTrailers(message).get(trailerKeys.decisions)?.[0] ?? '0', 10);
+  return Number.isFinite(count) ? count : 0;
 }
 
 function errorCode(error: unknown): string {
@@ -420,7 +435,39 @@ export class AuditRepo implements Repo {
       committer: person,
     });
     await this.#setRef(this.#localRef, oid);
+    await this.#extendUnpushed(parent, oid, finalPath, blob);
     return { oid, path: finalPath };
+  }
+
+  /**
+   * A commit made on the local tip the last `unpushed` answer ended at extends that
+   * answer, so a backlog pushed in chunks while new commits land is walked once, not
+   * again after every commit.
+   */
+  async #extendUnpushed(
+    parent: string | undefined,
+    oid: string,
+    path: string,
+    blob: string,
+  ): Promise<void> {
+    const last = this.#lastUnpushed;
+    if (last === undefined || last.local !== parent) return;
+    const { commit } = await git.readCommit({
+      fs: this.fs,
+      gitdir: this.gitdir,
+      oid,
+      cache: this.cache,
+    });
+    const added: LocalCommit = {
+      oid,
+      parent,
+      path,
+      blob,
+      message: commit.message,
+      author: commit.author,
+      decisions: decisionsOf(commit.message),
+    };
+    this.#lastUnpushed = { ...last, local: oid, commits: [...last.commits, added] };
   }
 
   async #writeCommit(commit: Omit<CommitObject, 'gpgsig'>): Promise<string> {
@@ -522,10 +569,6 @@ export class AuditRepo implements Repo {
       if (added.length !== 1 || !(added[0] as { path: string }).path.startsWith('audit/')) break;
       const file = added[0] as { path: string; oid: string };
       if ((await lookup(this, remoteTree, file.path)) === file.oid) break;
-      const count = Number.parseInt(
-        parseTrailers(commit.message).get(trailerKeys.decisions)?.[0] ?? '0',
-        10,
-      );
       found.push({
         oid,
         parent,
@@ -533,7 +576,7 @@ export class AuditRepo implements Repo {
         blob: file.oid,
         message: commit.message,
         author: commit.author,
-        decisions: Number.isFinite(count) ? count : 0,
+        decisions: decisionsOf(commit.message),
       });
       oid = parent;
     }
@@ -858,6 +901,19 @@ export class AuditRepo implements Repo {
   }
 
   /**
+   * Term start: the unpushed commits, when they sit on another base than the remote tip
+   * (the remote moved since), are rebuilt on it locally, so the clone reads as the remote
+   * will once they are pushed. Returns how many commits are unpushed.
+   */
+  async rebase(): Promise<number> {
+    const pending = await this.unpushed();
+    const base = await this.trackingTip();
+    if (pending.length === 0 || (pending[0] as LocalCommit).parent === base) return pending.length;
+    await this.#rebuild(pending, base);
+    return (await this.unpushed()).length;
+  }
+
+  /**
    * Pushes the local branch to the remote's: over SSH by the system git; over HTTP with
    * the commits `pending` holds on `base` (receive-pack.ts), so a push reads only what
    * it sends, whatever the history. A branch the remote does not have yet takes
@@ -882,6 +938,16 @@ export class AuditRepo implements Repo {
     });
     if (packfile === undefined) throw new Error('packing the audit commits gave no pack');
     await sendPack(target, advertised, { ref: this.#localRef, old: current, new: tip }, packfile);
+  }
+
+  /**
+   * A push landed `chunk`: the remote-tracking ref moves to its last commit, and `rest`
+   * (already based on it) becomes the answer of `unpushed` (no walk of the rest follows).
+   */
+  async #pushed(chunk: readonly LocalCommit[], rest: readonly LocalCommit[]): Promise<void> {
+    const tip = (chunk.at(-1) as LocalCommit).oid;
+    await this.#setRef(this.#trackingRef, tip);
+    this.#lastUnpushed = { local: await this.localTip(), remote: tip, commits: rest };
   }
 
   /** What the commits add over their parents: each commit, its changed trees and its blob. */
@@ -928,12 +994,16 @@ export class AuditRepo implements Repo {
   }
 
   /**
-   * Pushes every unpushed commit. Returns the number of decisions that landed. When the
+   * Pushes the unpushed commits, the oldest `options.maxCommits` of them when that is
+   * given (PushOptions). Returns the number of decisions that landed. When the
    * remote moved under them, `replan` may first commit them anew on its tip (the writer
    * plans them against what the remote recorded meanwhile: leftovers.ts).
    * Throws AuditPushError after the attempt or time bound; the commits stay local.
    */
-  async push(replan?: (pending: readonly LocalCommit[]) => Promise<void>): Promise<number> {
+  async push(
+    replan?: (pending: readonly LocalCommit[]) => Promise<void>,
+    options: PushOptions = {},
+  ): Promise<number> {
     if (this.#refused) {
       auditPushFailuresTotal.inc({ reason: 'rewritten' });
       throw new AuditPushError(this.#refused.message, 'rewritten');
@@ -957,11 +1027,11 @@ export class AuditRepo implements Repo {
         if (pending.length === 0) return landed;
       }
       attempt += 1;
+      const chunk = this.#ssh ? pending : pending.slice(0, options.maxCommits ?? pending.length);
       try {
-        await this.#pushBranch(pending, base);
-        const tip = await this.localTip();
-        if (tip) await this.#setRef(this.#trackingRef, tip);
-        landed += pending.reduce((sum, commit) => sum + commit.decisions, 0);
+        await this.#pushBranch(chunk, base);
+        await this.#pushed(chunk, pending.slice(chunk.length));
+        landed += chunk.reduce((sum, commit) => sum + commit.decisions, 0);
         auditPushSeconds.observe((performance.now() - wallStart) / 1000);
         return landed;
       } catch (error) {

@@ -17,15 +17,17 @@ export interface AuditSink {
   /** Commit and push everything pending now. */
   flush(): Promise<void>;
   /**
-   * Term start, before recovery: push what an earlier run or term left unpushed and
-   * bring the local clone to the remote tip; resolves with that clone to read recovery
-   * from (undefined when the sink keeps none). Rejects while leftovers cannot be pushed.
+   * Term start, before recovery: plan what an earlier run or term left unpushed against
+   * the remote and rebuild it on the remote tip, locally (its push goes on behind);
+   * resolves with that clone to read recovery from (undefined when the sink keeps none).
+   * Rejects while the remote cannot be read.
    */
   reconcile?(): Promise<AuditSource | undefined>;
   /**
    * A leader term begins / its recovery is done: in between, the sink remembers the
-   * intents it commits, so a recovery retried later in the term leaves the term's own
-   * intents to the loops that sent them (`recordedThisTerm`).
+   * intents it commits and those it accepted an outcome for, so a recovery retried later
+   * in the term leaves the term's own intents to the loops that sent them, and does not
+   * close twice what an earlier attempt closed (`recordedThisTerm`).
    */
   beginTerm?(): void;
   endTerm?(): void;

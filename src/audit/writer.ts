@@ -61,6 +61,7 @@ import {
   AuditHistoryRewrittenError,
   AuditRepo,
   type LocalCommit,
+  type PushOptions,
   type RetryOptions,
 } from './repo.ts';
 import type { SshSigner } from './sign.ts';
@@ -74,11 +75,15 @@ export interface AuditStore {
     message: string,
   ): Promise<{ oid: string; path: string }>;
   /**
-   * Pushes every unpushed commit; rejects when the bounded retries are exhausted. When
+   * Pushes the unpushed commits (at most `options.maxCommits`, the oldest, when given);
+   * rejects when the bounded retries are exhausted. When
    * the remote moved under them, `replan` is called first with them (it may commit them
    * anew on the remote tip: leftovers.ts), then what is still based elsewhere is rebuilt.
    */
-  push(replan?: (pending: readonly LocalCommit[]) => Promise<void>): Promise<number>;
+  push(
+    replan?: (pending: readonly LocalCommit[]) => Promise<void>,
+    options?: PushOptions,
+  ): Promise<number>;
   unpushed(): Promise<readonly { readonly decisions: number }[]>;
   redact?(text: string): string;
   /** Refreshes from the remote and moves a local branch with nothing unpushed to the remote tip. */
@@ -138,6 +143,13 @@ export interface AuditWriterOptions {
   readonly maintainEvery?: number;
   /** A checkpoint of open intents (checkpoint.ts) after this many commits (default 200). */
   readonly checkpointEvery?: number;
+  /**
+   * Commits per push (default 100): a backlog (leftovers found at term start, commits
+   * queued while Git was down) lands in pushes of at most this many, each kept by the
+   * remote whatever happens to the next, and the writer commits what fell due between
+   * two of them.
+   */
+  readonly maxCommitsPerPush?: number;
   /** First delay before a background push retry after a failed cycle; doubles up to 5 minutes. */
   readonly retryIntervalMs?: number;
   readonly clock?: Clock;
@@ -175,6 +187,12 @@ interface IntentWaiter {
   readonly decisions: readonly Decision[];
   resolve(): void;
   reject(error: Error): void;
+}
+
+/** What one cycle took on: the intent waiters it settles, the intents it committed. */
+interface CycleTurn {
+  readonly waiters: IntentWaiter[];
+  readonly committedIntents: Set<string>;
 }
 
 const pad = (value: number, width = 2): string => String(value).padStart(width, '0');
@@ -232,13 +250,17 @@ export class GitAuditWriter implements AuditSink {
   #open: OpenIntents | undefined;
   #commitsSinceCheckpoint = 0;
   readonly #checkpointEvery: number;
+  readonly #maxCommitsPerPush: number;
   /**
    * Commits an earlier process or term left unpushed: another leader may have closed
    * their intents meanwhile, so they are planned against the remote (leftovers.ts)
    * before anything is pushed.
    */
   #leftovers = false;
-  /** Intents this process committed since `beginTerm` (recovery leaves them to their loops). */
+  /**
+   * Intents this process committed since `beginTerm`, and intents it accepted an outcome
+   * for (recovery's own, queued or pushed behind the backlog): a recovery retry leaves them.
+   */
   readonly #termIntents = new Set<string>();
   #trackingTermIntents = false;
 
@@ -251,6 +273,7 @@ export class GitAuditWriter implements AuditSink {
     this.#maxBacklog = options.maxBacklog ?? 100_000;
     this.#maintainEvery = options.maintainEvery ?? 200;
     this.#checkpointEvery = options.checkpointEvery ?? 200;
+    this.#maxCommitsPerPush = options.maxCommitsPerPush ?? 100;
     this.#retryIntervalMs = options.retryIntervalMs ?? Math.max(1_000, options.batch.maxDelayMs);
     this.#retryDelay = this.#retryIntervalMs;
     this.#clock = options.clock ?? systemClock;
@@ -266,6 +289,11 @@ export class GitAuditWriter implements AuditSink {
     });
     if (!Number.isInteger(this.#maxBacklog) || this.#maxBacklog < 1) {
       throw new Error(`audit maxBacklog must be a positive integer, got ${this.#maxBacklog}`);
+    }
+    if (!Number.isInteger(this.#maxCommitsPerPush) || this.#maxCommitsPerPush < 1) {
+      throw new Error(
+        `audit maxCommitsPerPush must be a positive integer, got ${this.#maxCommitsPerPush}`,
+      );
     }
     this.#untrack = trackBacklog(this);
   }
@@ -408,43 +436,61 @@ export class GitAuditWriter implements AuditSink {
   }
 
   /**
-   * Term start, before recovery reads the trail: refresh from the remote, push what an
-   * earlier run or term left unpushed, and move the local branch to the remote tip, so
-   * the clone recovery reads holds every intent and outcome exactly once. Rejects while
-   * leftovers cannot be pushed: recovery reading a trail without them would give their
-   * intents a second outcome (or none).
+   * Term start, before recovery reads the trail: refresh from the remote, plan what an
+   * earlier run or term left unpushed against it (leftovers.ts) and rebuild it on the
+   * remote tip, locally, so the clone recovery reads holds every intent and outcome
+   * exactly once, as the remote will once it is pushed. The push of that backlog goes on
+   * behind (the writer's own push path, in bounded pushes), so recovery and the loops do
+   * not wait for it; in strict mode their writes do, since a strict intent is settled
+   * only once pushed and it is pushed after the backlog. Rejects while the remote cannot
+   * be read: leftovers not planned against it could give an intent a second outcome.
    */
   async reconcile(): Promise<AuditSource | undefined> {
     const sync = this.#store.sync?.bind(this.#store);
-    const run = this.#chain.then(async () => {
-      if (sync) await sync();
-      await this.#checkAnchor();
-      await this.#replayLeftovers();
-      const left = await this.#store.unpushed();
-      this.#unpushed = left.reduce((sum, commit) => sum + commit.decisions, 0);
-      this.#unpushedCommits = left.length;
-    });
-    this.#chain = run.catch(() => undefined);
-    await run;
-    await this.#requestCycle(true);
     // On the chain: no commit may land between the read of the open intents and the
     // seed it becomes (a recovery retry runs while the loops record), or an outcome
     // committed meanwhile would be lost from the open intents and the next checkpoint
     // would list its intent as open.
-    const seeded = this.#chain.then(() => this.#seedFromClone());
-    this.#chain = seeded.catch(() => undefined);
-    return seeded;
-  }
-
-  /** Reconcile's last step, run on the chain: nothing unpushed, then the open intents at the local tip. */
-  async #seedFromClone(): Promise<AuditSource | undefined> {
-    const left = await this.#store.unpushed();
-    if (left.length > 0) {
-      const decisions = left.reduce((sum, commit) => sum + commit.decisions, 0);
-      throw new AuditWriteError(
-        `${decisions} audit decisions not pushed; recovery waits until they are (the remote is unreachable or refuses pushes)`,
+    const run = this.#chain.then(async () => {
+      if (sync) await sync();
+      await this.#checkAnchor();
+      const planned = await this.#replayLeftovers();
+      await this.#rebaseOnRemote(planned);
+      await this.#countUnpushed();
+      return this.#seedFromClone();
+    });
+    this.#chain = run.catch(() => undefined);
+    const source = await run;
+    if (this.#unpushedCommits > 0) {
+      this.#logger.info(
+        {
+          commits: this.#unpushedCommits,
+          decisions: this.#unpushed,
+          maxCommitsPerPush: this.#maxCommitsPerPush,
+        },
+        'audit: commits not yet pushed at term start, planned and rebuilt on the remote tip; recovery and the loops start now, the backlog is pushed behind (tollgate_audit_backlog)',
       );
     }
+    if (this.#unpushedCommits > 0) void this.#requestCycle(true);
+    return source;
+  }
+
+  /**
+   * Unpushed commits on a base the remote moved past are planned against what it
+   * recorded since (as a push that finds the remote moved does; `planned`: the leftover
+   * replay just did), then rebuilt on its tip.
+   */
+  async #rebaseOnRemote(planned: boolean): Promise<void> {
+    const repo = this.#store;
+    if (!(repo instanceof AuditRepo)) return;
+    const pending = await repo.unpushed();
+    if (pending.length === 0 || pending[0]?.parent === (await repo.trackingTip())) return;
+    if (!planned) await this.#replanMoved(pending);
+    await repo.rebase();
+  }
+
+  /** Reconcile's last step, run on the chain: the open intents at the local tip. */
+  async #seedFromClone(): Promise<AuditSource | undefined> {
     if (!(this.#store instanceof AuditRepo)) return undefined;
     const stats = { commits: 0 };
     this.seedOpenIntents(await openIntentsDeepening(this.#store, this.#cluster, stats));
@@ -519,6 +565,7 @@ export class GitAuditWriter implements AuditSink {
           continue;
         }
       }
+      if (phase === 'outcome' && this.#trackingTermIntents) this.#termIntents.add(decision.id);
       this.#batcher.add(batchOf(phase), [decision], now);
     }
     this.#afterAdd();
@@ -594,70 +641,126 @@ export class GitAuditWriter implements AuditSink {
     return this.#store.redact ? this.#store.redact(text) : text;
   }
 
-  /** Commits what is due, pushes everything unpushed, settles the intent waiters. Never rejects. */
+  /**
+   * Commits what is due, pushes everything unpushed (in pushes of at most
+   * `maxCommitsPerPush` commits, committing what fell due between two), settles the
+   * intent waiters. Never rejects.
+   */
   async #cycle(flushAll: boolean): Promise<Error | undefined> {
     const now = this.#clock.now();
     const kinds = flushAll
       ? batchKinds.filter((batch) => this.#batcher.sizeOf(batch) > 0)
       : this.#batcher.due(now);
-    const waiters = kinds.includes('intents') ? this.#waiters.splice(0) : [];
-    if (!this.#fence()) return this.#dropUnfenced(kinds, waiters);
-    let failure: Error | undefined;
-    // Intents that reached a commit: only those get a cancellation when the cycle fails.
-    const committedIntents = new Set<string>();
-    for (const batch of kinds) {
-      const chunks = this.#batcher.take(batch);
-      for (const [index, chunk] of chunks.entries()) {
-        if (failure) {
-          // Keep what was not committed, in order, for the next cycle. Intents are not
-          // kept: their callers are told to hold the writes, so recording them later would be false.
-          if (batch !== 'intents') this.#batcher.add(batch, chunks.slice(index).flat(), now);
-          break;
-        }
-        this.#inFlight += chunk.length;
-        try {
-          await this.#commit(batch, chunk);
-          this.#unpushed += chunk.length;
-          if (batch === 'intents') for (const decision of chunk) committedIntents.add(decision.id);
-        } catch (error) {
-          failure = new AuditWriteError(
-            `audit commit failed: ${this.#redact((error as Error).message)}`,
-          );
-          this.#logger.error({ err: failure.message, batch }, 'audit commit failed');
-          if (batch !== 'intents') this.#batcher.add(batch, chunks.slice(index).flat(), now);
-        } finally {
-          this.#inFlight -= chunk.length;
-        }
-      }
+    const turn: CycleTurn = { waiters: [], committedIntents: new Set() };
+    if (!this.#fence()) {
+      const waiters = kinds.includes('intents') ? this.#waiters.splice(0) : [];
+      return this.#dropUnfenced(kinds, waiters);
     }
+    let failure = await this.#commitBatches(kinds, turn);
     if (!failure && this.#fence()) failure = await this.#checkpointIfDue();
     if (this.#unpushedCommits > 0 && !failure && !this.#fence()) {
       this.#leftovers = true;
       failure = new AuditNotLeaderError(`${this.#unpushed} decisions kept local, not pushed`);
       this.#logger.warn({ backlog: this.backlog }, failure.message);
     } else if (this.#unpushedCommits > 0 && !failure) {
-      try {
-        await this.#replayLeftovers();
-        await this.#store.push((pending) => this.#replanMoved(pending));
-        this.#unpushed = 0;
-        this.#unpushedCommits = 0;
-        this.#retryDelay = this.#retryIntervalMs;
-        await this.#writeAnchor();
-        await this.#maintain();
-      } catch (error) {
-        failure = error instanceof Error ? error : new Error(String(error));
-        this.#logger.error(
-          { err: this.#redact(failure.message), backlog: this.backlog },
-          'audit push failed; commits kept locally',
-        );
-      }
+      failure = await this.#pushBacklog(turn);
     }
     if (failure && this.#unpushedCommits > 0 && !(failure instanceof AuditNotLeaderError))
       this.#scheduleRetry();
-    if (waiters.length > 0) this.#settle(waiters, failure, committedIntents);
+    if (turn.waiters.length > 0) this.#settle(turn.waiters, failure, turn.committedIntents);
     this.#store.releaseCache?.();
     this.#arm();
     return failure;
+  }
+
+  /**
+   * Commits the queued decisions of `kinds`, at most `maxDecisions` per commit; the intent
+   * waiters of this moment join the turn. After a failed commit, what was not committed
+   * is kept, in order, for the next cycle; intents are not kept (their callers are told
+   * to hold the writes, so recording them later would be false).
+   */
+  async #commitBatches(kinds: readonly BatchKind[], turn: CycleTurn): Promise<Error | undefined> {
+    if (kinds.includes('intents')) turn.waiters.push(...this.#waiters.splice(0));
+    const now = this.#clock.now();
+    for (const batch of kinds) {
+      const chunks = this.#batcher.take(batch);
+      for (const [index, chunk] of chunks.entries()) {
+        this.#inFlight += chunk.length;
+        try {
+          await this.#commit(batch, chunk);
+          this.#unpushed += chunk.length;
+          // Only intents that reached a commit get a cancellation when the cycle fails.
+          if (batch === 'intents')
+            for (const decision of chunk) turn.committedIntents.add(decision.id);
+        } catch (error) {
+          const failure = new AuditWriteError(
+            `audit commit failed: ${this.#redact((error as Error).message)}`,
+          );
+          this.#logger.error({ err: failure.message, batch }, 'audit commit failed');
+          if (batch !== 'intents') this.#batcher.add(batch, chunks.slice(index).flat(), now);
+          // Later kinds stay queued, except intents (their waiters are told to hold the writes).
+          if (kinds.indexOf('intents') > kinds.indexOf(batch)) this.#batcher.take('intents');
+          return failure;
+        } finally {
+          this.#inFlight -= chunk.length;
+        }
+      }
+    }
+    return undefined;
+  }
+
+  /**
+   * Pushes the unpushed commits in pushes of at most `maxCommitsPerPush`. Between two, the
+   * fence is asked again (a process that lost the lease stops after the push under way,
+   * the rest kept local for the next term) and what fell due meanwhile is committed, so
+   * a long backlog does not hold the loops' records back until it is all pushed (strict
+   * intents committed meanwhile are settled when the push reaches them, at the turn's end).
+   */
+  async #pushBacklog(turn: CycleTurn): Promise<Error | undefined> {
+    try {
+      await this.#replayLeftovers();
+      let pushes = 0;
+      while (this.#unpushedCommits > 0) {
+        if (!this.#fence()) {
+          this.#leftovers = true;
+          const error = new AuditNotLeaderError(
+            `${this.#unpushed} decisions kept local, not pushed`,
+          );
+          this.#logger.warn({ backlog: this.backlog }, error.message);
+          return error;
+        }
+        await this.#store.push((pending) => this.#replanMoved(pending), {
+          maxCommits: this.#maxCommitsPerPush,
+        });
+        pushes += 1;
+        await this.#countUnpushed();
+        this.#retryDelay = this.#retryIntervalMs;
+        await this.#writeAnchor();
+        if (this.#unpushedCommits === 0) break;
+        this.#logger.info(
+          { pushes, commits: this.#unpushedCommits, decisions: this.#unpushed },
+          'audit backlog: a push landed, commits still to push',
+        );
+        const failure = await this.#commitBatches(this.#batcher.due(this.#clock.now()), turn);
+        if (failure) return failure;
+      }
+      await this.#maintain();
+      return undefined;
+    } catch (error) {
+      const failure = error instanceof Error ? error : new Error(String(error));
+      this.#logger.error(
+        { err: this.#redact(failure.message), backlog: this.backlog },
+        'audit push failed; commits kept locally',
+      );
+      return failure;
+    }
+  }
+
+  /** The unpushed counts from the store (after a push, a replay or a rebuild). */
+  async #countUnpushed(): Promise<void> {
+    const left = await this.#store.unpushed();
+    this.#unpushed = left.reduce((sum, commit) => sum + commit.decisions, 0);
+    this.#unpushedCommits = left.length;
   }
 
   /**
@@ -666,16 +769,18 @@ export class GitAuditWriter implements AuditSink {
    * tollgate_audit_leftover_records_dropped_total), an outcome that contradicts the
    * remote's becomes a correction record, the rest is committed again on the remote tip.
    * Rejects while the remote cannot be read (the leftovers stay, nothing is pushed).
+   * True when it planned them.
    */
-  async #replayLeftovers(): Promise<void> {
+  async #replayLeftovers(): Promise<boolean> {
     const repo = this.#store;
-    if (!this.#leftovers) return;
+    if (!this.#leftovers) return false;
     if (repo instanceof AuditRepo) {
       await repo.fetch();
       const left = await repo.unpushed();
       if (left.length > 0) await this.#replay(repo, left);
     }
     this.#leftovers = false;
+    return true;
   }
 
   /**
@@ -751,7 +856,7 @@ export class GitAuditWriter implements AuditSink {
     this.#trackingTermIntents = false;
   }
 
-  /** Whether this process committed the intent in the current term (see beginTerm). */
+  /** Whether this process committed the intent, or accepted an outcome for it, in the current term (see beginTerm). */
   recordedThisTerm(id: string): boolean {
     return this.#termIntents.has(id);
   }

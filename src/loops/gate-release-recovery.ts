@@ -8,6 +8,9 @@
  * a pod still at the decided resourceVersion was not written (cancelled, re-decided),
  * a pod gone is `unknown`; resize intents are judged by `resizeIntentState`.
  *
+ * The outcomes are recorded, not awaited on the remote: they are pushed behind whatever
+ * the term start found unpushed (the writer's own push path), like the loops' records.
+ *
  * Safety never depends on this step: the loops derive their state from the cluster.
  * It only completes the record. A failure rejects; the caller (src/run/audit.ts) logs it,
  * starts the loops anyway and retries within the term. Intents the term's own loops
@@ -53,8 +56,9 @@ export async function recoverOpenIntents(deps: OpenIntentRecoveryDeps): Promise<
   for (const intent of open)
     recovered.push(recoveredOutcome(intent, await lookup(intent), deps.clock.now()));
   if (recovered.length > 0) {
+    // Not flushed here: the push goes on behind the term's backlog (a term start does not
+    // wait for it); a retry of recovery knows them (recordedThisTerm).
     deps.audit.record(recovered);
-    await deps.audit.flush();
     deps.log.info(
       {
         outcomes: recovered.length,

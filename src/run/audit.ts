@@ -83,7 +83,8 @@ export async function openAudit(options: {
     mode: first.settings.audit.mode,
     batch: first.settings.audit.batch,
     logger: log,
-    // Pushed by the first term's reconcile, before its recovery reads the trail.
+    // Planned and rebuilt on the remote tip by the first term's reconcile, before its
+    // recovery reads the trail; pushed behind it.
     leftoversAtTermStart: true,
     ...(signer ? { signer } : {}),
   });
@@ -246,7 +247,9 @@ export interface RecoverOutcomesOptions {
  * after it); when it fails (the audit remote down or refusing pushes) it is logged, the
  * loops start anyway (every write re-checks state; strict writes stay held while their
  * intents cannot be pushed) and recovery is retried with backoff within the term until
- * it succeeds, `tollgate_audit_recovery_pending` 1 meanwhile.
+ * it succeeds, `tollgate_audit_recovery_pending` 1 meanwhile. What the term start found
+ * unpushed and recovery's outcomes are pushed behind, in bounded pushes: the loops do not
+ * wait for them (strict writes do: their intents are pushed after them).
  */
 export async function recoverOutcomes(options: RecoverOutcomesOptions): Promise<TermRecovery> {
   options.audit.beginTerm?.();
@@ -289,12 +292,13 @@ function sleep(timers: Timers, ms: number, signal: AbortSignal | undefined): Pro
   });
 }
 
-/** One attempt; true when the open intents were checked and their outcomes pushed. */
+/** One attempt; true when the open intents were checked and their outcomes recorded. */
 async function recoverOnce(options: RecoverOutcomesOptions, attempt: number): Promise<boolean> {
   const started = Date.now();
   try {
     // First the writer's own clone is reconciled with the remote (what an earlier run or
-    // term left unpushed is pushed), so each open intent is decided exactly once.
+    // term left unpushed is planned against it and rebuilt on its tip), so each open
+    // intent is decided exactly once.
     const reconciled = await options.audit.reconcile?.();
     const source =
       reconciled ??

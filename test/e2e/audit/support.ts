@@ -83,13 +83,15 @@ export function openTestWriter(
 /**
  * A successor's term start: its writer reconciles, then recovery closes the open intents
  * with what the cluster shows (`states[i]` for `intents[i]`), recorded through the same
- * writer. Returns how many intents recovery closed.
+ * writer, pushed before it returns unless `awaitPush` is false (a term start's own
+ * recovery: its outcomes go behind the backlog). Returns how many intents recovery closed.
  */
 export async function successorRecovers(
   writer: GitAuditWriter,
   cluster: string,
   intents: readonly Decision[],
   states: readonly IntentState[],
+  options: { readonly awaitPush?: boolean } = {},
 ): Promise<number> {
   const source = await writer.reconcile();
   if (!source) throw new Error('reconcile gave no audit source to recover from');
@@ -100,6 +102,7 @@ export async function successorRecovers(
     lookup: (intent) => byId.get(intent.id) ?? { state: 'unknown' },
     sink: writer,
     clock: systemClock,
+    ...options,
   });
   return recovered.length;
 }

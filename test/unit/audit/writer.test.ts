@@ -2,7 +2,7 @@
  * Batching, strict/async modes and the backlog bound of GitAuditWriter, over an
  * in-memory store and a manual clock (the git side is proven in test/e2e/audit/).
  */
-import { test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   AuditBacklogFullError,
@@ -13,6 +13,7 @@ import {
 } from '../../../src/audit/writer.ts';
 import { parseBatch } from '../../../src/audit/record.ts';
 import { parseTrailers } from '../../../src/audit/message.ts';
+import type { PushOptions } from '../../../src/audit/repo.ts';
 import { ManualClock } from '../../../src/lib/clock.ts';
 import { aDecision, outcomeOf } from '../../builders/decision.ts';
 
@@ -20,27 +21,43 @@ class MemoryStore implements AuditStore {
   commits: { path: string; content: string; message: string; pushed: boolean }[] = [];
   failPushes = 0;
   failCommits = 0;
+  failSyncs = 0;
+  afterPush: (() => void) | undefined;
   pushCalls = 0;
+  /** What happened, in order: `commit <path>` and `push <commits>`. */
+  readonly events: string[] = [];
   async commitFile(path: string, content: string, message: string) {
     if (this.failCommits > 0) {
       this.failCommits -= 1;
       throw new Error('disk full');
     }
     this.commits.push({ path, content, message, pushed: false });
+    this.events.push(`commit ${path}`);
     return { oid: String(this.commits.length), path };
   }
-  async push() {
+  async push(_replan?: unknown, options: PushOptions = {}) {
     this.pushCalls += 1;
     if (this.failPushes > 0) {
       this.failPushes -= 1;
       throw new Error('remote unavailable');
     }
+    const chunk = this.commits
+      .filter((item) => !item.pushed)
+      .slice(0, options.maxCommits ?? this.commits.length);
     let landed = 0;
-    for (const commit of this.commits.filter((item) => !item.pushed)) {
+    for (const commit of chunk) {
       commit.pushed = true;
       landed += parseBatch(commit.content, commit.path).length;
     }
+    this.events.push(`push ${chunk.length}`);
+    this.afterPush?.();
     return landed;
+  }
+  async sync() {
+    if (this.failSyncs > 0) {
+      this.failSyncs -= 1;
+      throw new Error('remote unreachable');
+    }
   }
   async unpushed() {
     return this.commits
@@ -282,16 +299,125 @@ test('commits made while leading but not pushed when the lease is lost stay loca
   assert.equal(store.commits[0]?.pushed, false, 'not pushed without the lease');
   leading = true;
   await writer.reconcile();
+  await writer.flush();
   assert.equal(store.commits[0]?.pushed, true);
   assert.equal(writer.backlog, 0);
 });
 
-test('reconcile rejects while leftovers cannot be pushed, so recovery does not read a trail that lacks them', async () => {
+test('reconcile rejects while the remote cannot be read, so leftovers are never planned against a stale remote', async () => {
   const { store, writer } = setup({ mode: 'async', maxDelayMs: 10 });
-  store.failPushes = 2;
+  store.failPushes = 1;
   writer.record([outcomeOf(aDecision('Release', 'p1').obj())]);
   await assert.rejects(writer.flush(), /remote unavailable/);
-  await assert.rejects(writer.reconcile(), /1 audit decisions? not pushed; recovery waits/);
+  store.failSyncs = 1;
+  await assert.rejects(writer.reconcile(), /remote unreachable/);
   await writer.reconcile();
+  await writer.flush();
   assert.equal(store.commits[0]?.pushed, true);
+});
+
+test('reconcile does not wait for leftovers it cannot push: they stay in the backlog, pushed behind with retries', async () => {
+  const { store, writer, timers } = setup({ mode: 'async', maxDelayMs: 10 });
+  store.failPushes = 3;
+  writer.record([outcomeOf(aDecision('Release', 'p1').obj())]);
+  await assert.rejects(writer.flush(), /remote unavailable/);
+  await writer.reconcile();
+  await settle();
+  assert.equal(store.commits[0]?.pushed, false, 'the push after reconcile failed too');
+  assert.equal(writer.backlog, 1, 'the leftover is in the backlog');
+  writer.record([aDecision('Hold', 'p2').obj()]);
+  await timers.advance(60_000);
+  await timers.advance(60_000);
+  assert.deepEqual(
+    store.commits.map((commit) => commit.pushed),
+    [true, true],
+    'the retries pushed the leftover and the record made after reconcile',
+  );
+  assert.equal(writer.backlog, 0);
+});
+
+test("an outcome accepted during a term's recovery marks its intent as this term's, so a recovery retry does not close it again", async () => {
+  const { writer } = setup({ mode: 'async' });
+  const intent = aDecision('Release', 'left-open').obj();
+  writer.beginTerm();
+  writer.record([outcomeOf(intent, { result: 'cancelled', message: 'not sent' })]);
+  assert.equal(writer.recordedThisTerm(intent.id), true, 'queued, not yet pushed');
+  writer.endTerm();
+  writer.beginTerm();
+  assert.equal(writer.recordedThisTerm(intent.id), false, 'a new term starts empty');
+});
+
+describe('a backlog is pushed in bounded pushes', () => {
+  /** A writer whose store holds `leftovers` unpushed commits of one record each. */
+  async function backlogOf(leftovers: number, maxCommitsPerPush: number) {
+    const clock = new ManualClock();
+    const timers = new ManualTimers(clock);
+    const store = new MemoryStore();
+    store.failPushes = leftovers;
+    const writer = new GitAuditWriter({
+      store,
+      cluster: 'prod',
+      controller: 'tollgate-0',
+      mode: 'async',
+      batch: { maxDecisions: 100, maxDelayMs: 10 },
+      maxCommitsPerPush,
+      clock,
+      timers,
+    });
+    for (let seq = 0; seq < leftovers; seq += 1) {
+      writer.record([aDecision('Hold', `left-${seq}`).obj()]);
+      await writer.flush().catch(() => undefined);
+    }
+    store.failPushes = 0;
+    store.events.length = 0;
+    return { store, writer, clock };
+  }
+
+  const pushes = (store: MemoryStore): string[] =>
+    store.events.filter((event) => event.startsWith('push'));
+
+  test('N commits land in ceil(N/K) pushes of at most K commits each', async () => {
+    for (const [leftovers, perPush, expected] of [
+      [10, 3, ['push 3', 'push 3', 'push 3', 'push 1']],
+      [6, 3, ['push 3', 'push 3']],
+      [2, 100, ['push 2']],
+    ] as const) {
+      const { store, writer } = await backlogOf(leftovers, perPush);
+      assert.equal(writer.backlog, leftovers);
+      await writer.flush();
+      assert.deepEqual(pushes(store), expected, `${leftovers} commits, ${perPush} per push`);
+      assert.equal(writer.backlog, 0);
+    }
+  });
+
+  test('a lease lost after the first push stops the backlog there: N-K commits stay local for the next term', async () => {
+    const { store, writer } = await backlogOf(10, 4);
+    writer.setFence(() => pushes(store).length === 0);
+    await assert.rejects(writer.flush(), /not the leader/);
+    assert.deepEqual(pushes(store), ['push 4']);
+    assert.equal(store.commits.filter((commit) => !commit.pushed).length, 6);
+    assert.equal(writer.backlog, 6, 'the rest is kept, counted in the backlog');
+    writer.setFence(() => true);
+    await writer.reconcile();
+    await writer.flush();
+    assert.deepEqual(pushes(store), ['push 4', 'push 4', 'push 2']);
+    assert.equal(store.commits.length, 10, 'nothing recorded twice');
+  });
+
+  test('a decision recorded while the backlog is pushed is committed between two pushes, before the last one', async () => {
+    const { store, writer, clock } = await backlogOf(9, 3);
+    store.afterPush = () => {
+      store.afterPush = undefined;
+      writer.record([aDecision('Hold', 'after-the-first-push').obj()]);
+      clock.advance(10);
+    };
+    await writer.flush();
+    const committed = store.events.findIndex((event) => event.includes('commit'));
+    assert.ok(committed > 0, `committed after a push: ${store.events.join(', ')}`);
+    assert.ok(
+      committed < store.events.lastIndexOf('push 3'),
+      `committed before the backlog's last push: ${store.events.join(', ')}`,
+    );
+    assert.equal(writer.backlog, 0);
+  });
 });
