@@ -365,7 +365,7 @@ export class GitAuditWriter implements AuditSink {
       this.#leftovers = true;
       this.#logger.info(
         { commits: left.length, decisions: this.#unpushed },
-        'audit commits left unpushed by a previous run; pushed at the start of the next term',
+        'audit commits left unpushed by a previous run; planned and rebuilt on the remote tip at the start of the next term, pushed behind it',
       );
     } else if (left.length > 0) {
       this.#logger.info(
