@@ -106,6 +106,7 @@ function setup(
     maxDecisions?: number;
     maxDelayMs?: number;
     maxBacklog?: number;
+    maxCommitsPerPush?: number;
   } = {},
 ) {
   const clock = new ManualClock();
@@ -118,6 +119,9 @@ function setup(
     mode: options.mode ?? 'strict',
     batch: { maxDecisions: options.maxDecisions ?? 100, maxDelayMs: options.maxDelayMs ?? 5_000 },
     ...(options.maxBacklog === undefined ? {} : { maxBacklog: options.maxBacklog }),
+    ...(options.maxCommitsPerPush === undefined
+      ? {}
+      : { maxCommitsPerPush: options.maxCommitsPerPush }),
     clock,
     timers,
   });
@@ -350,20 +354,8 @@ test("an outcome accepted during a term's recovery marks its intent as this term
 describe('a backlog is pushed in bounded pushes', () => {
   /** A writer whose store holds `leftovers` unpushed commits of one record each. */
   async function backlogOf(leftovers: number, maxCommitsPerPush: number) {
-    const clock = new ManualClock();
-    const timers = new ManualTimers(clock);
-    const store = new MemoryStore();
+    const { store, writer, clock } = setup({ mode: 'async', maxDelayMs: 10, maxCommitsPerPush });
     store.failPushes = leftovers;
-    const writer = new GitAuditWriter({
-      store,
-      cluster: 'prod',
-      controller: 'tollgate-0',
-      mode: 'async',
-      batch: { maxDecisions: 100, maxDelayMs: 10 },
-      maxCommitsPerPush,
-      clock,
-      timers,
-    });
     for (let seq = 0; seq < leftovers; seq += 1) {
       writer.record([aDecision('Hold', `left-${seq}`).obj()]);
       await writer.flush().catch(() => undefined);
