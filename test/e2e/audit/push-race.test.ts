@@ -2,10 +2,11 @@
  * Two writers racing on one branch (the soak's `audit-push-race`: a second writer's push
  * was refused as not a fast-forward 8 times in 29.6 s with Git up, under load 15 while
  * the leader pushed). Is a refused push retried on a stale remote tip? Counted on a real
- * Git server, no timing: writer S commits, then writer L pushes a commit before each of
- * S's attempts (through S's injected backoff sleep, so the order is fixed). If S re-read
- * the remote after every refusal, it is refused exactly once per push L landed in its
- * way and its next attempt lands; a stale tip would be refused again with L idle.
+ * Git server, no timing: writer S commits, then writer L pushes a commit before S's
+ * attempts (the first, and right after S's re-reads of the remote, so the order is
+ * fixed). If S re-reads the remote after every refusal, it is refused exactly once per
+ * push L landed in its way and its next attempt lands; a stale tip would be refused again
+ * with L idle. A push of L during S's backoff, before S re-reads, is no refusal at all.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -23,8 +24,18 @@ const branch = 'tollgate/audit';
 const git = gitServerForFile('tollgate-audit-push-race-');
 const clock = new ManualClock(Date.UTC(2026, 11, 2, 4, 0, 0));
 
-async function cloneOf(url: string, sleep?: () => Promise<void>): Promise<AuditRepo> {
-  const repo = new AuditRepo({
+/** A clone whose `afterFetch` runs after each of its reads of the remote. */
+class RacedRepo extends AuditRepo {
+  afterFetch: (() => Promise<void>) | undefined;
+  override async fetch(): Promise<string | undefined> {
+    const tip = await super.fetch();
+    await this.afterFetch?.();
+    return tip;
+  }
+}
+
+async function cloneOf(url: string, sleep?: () => Promise<void>): Promise<RacedRepo> {
+  const repo = new RacedRepo({
     dir: git.tempDir(),
     url,
     branch,
@@ -66,15 +77,22 @@ describe('a push refused because another writer pushed first', () => {
       await commitOne(leader, 'prod', 'leader');
       await leader.push();
       let sleeps = 0;
-      // L pushes before S's first attempt (below) and, through S's backoff, before the
-      // next `inTheWay - 1` attempts; then L is idle.
+      let fetches = 0;
       const second = await cloneOf(url, async () => {
         sleeps += 1;
-        if (sleeps < inTheWay) {
+        // During S's backoff, before it re-reads the remote: not in S's way.
+        await commitOne(leader, 'prod', 'leader');
+        await leader.push();
+      });
+      // L pushes before S's first attempt (below) and right after S's next `inTheWay - 1`
+      // re-reads of the remote; then L pushes only during S's backoff.
+      second.afterFetch = async () => {
+        fetches += 1;
+        if (fetches < inTheWay) {
           await commitOne(leader, 'prod', 'leader');
           await leader.push();
         }
-      });
+      };
       await commitOne(second, 'other', 'second');
       await commitOne(leader, 'prod', 'leader');
       await leader.push();
@@ -87,7 +105,8 @@ describe('a push refused because another writer pushed first', () => {
       const source = await openAuditSource(url, branch, { token: git.server().token });
       const history = await readAuditHistory(source);
       source.close();
-      assert.equal(history.length, inTheWay + 2, 'every commit of both landed once');
+      // L: its first, the one before S's first attempt, one per backoff and one per re-read in S's way.
+      assert.equal(history.length, 2 + 2 * inTheWay, 'every commit of both landed once');
     });
   }
 });
