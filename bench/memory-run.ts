@@ -184,9 +184,11 @@ export async function measureTollgateRun(options: {
     : '';
   const nodeOptions =
     `${IMAGE_NODE_OPTIONS} ${options.extraNodeOptions ?? ''} ${snapshotFlags}`.trim();
+  const work = mkdtempSync(join(tmpdir(), 'tollgate-memory-run-'));
   const replica = await spawnTollgate({
     cli: join(checkout, 'bin/tollgate.js'),
-    env: { ...imageMemoryEnv(checkout), ...options.env },
+    // TMPDIR: an empty compile cache, as at a pod's first start (its /tmp emptyDir is new).
+    env: { ...imageMemoryEnv(checkout), TMPDIR: work, ...options.env },
     identity: `memory-${tag}`,
     cp,
     git,
@@ -195,7 +197,7 @@ export async function measureTollgateRun(options: {
     leaseName: `memory-${tag}`,
     timings: SHIPPED_LEASE,
     nodeOptions,
-    work: mkdtempSync(join(tmpdir(), 'tollgate-memory-run-')),
+    work,
   });
   try {
     const pid = replica.child.pid!;
