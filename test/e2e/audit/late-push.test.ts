@@ -73,24 +73,37 @@ function writerOn(cacheDir: string, url: string, controller: string, retryInterv
   });
 }
 
+/** A leads: its intents are pushed, then its pushes fail; the outcomes stay in its clone. */
+async function aLeaderWhosePushesFail(url: string) {
+  const intents = rows.map((row) => aDecision('Release', row.pod).obj());
+  const { writer: a } = await writerOn(
+    mkdtempSync(join(tmpdir(), 'tollgate-late-a-')),
+    url,
+    'replica-a',
+    600_000,
+  );
+  await a.recordIntents(intents);
+  await a.flush();
+  server.refusePushes(503);
+  a.record(rows.map((row, i) => outcomeOf(intents[i] as Decision, row.a)));
+  await assert.rejects(a.flush());
+  await assert.rejects(a.flush()); // after any cycle its batch timer started meanwhile
+  return { a, intents };
+}
+
+/** The remote trail's records, once `verifyTrail` finds no problem in it. */
+async function verifiedRecords(url: string) {
+  const remote = await openAuditSource(url, 'tollgate/audit', { token: server.token });
+  const history = await readAuditHistory(remote);
+  remote.close();
+  assert.deepEqual(verifyTrail(history).problems, []);
+  return history.flatMap((commit) => commit.records);
+}
+
 describe("a leader's outcomes pushed after its successor's recovery closed their intents", () => {
   it('are pushed as records naming the recovered outcome: one outcome per intent, nothing lost, verify passes', async () => {
     const url = server.createRepo('late-push');
-    const intents = rows.map((row) => aDecision('Release', row.pod).obj());
-
-    // A leads: its intents are pushed, then its pushes fail; the outcomes stay in its clone.
-    const { writer: a } = await writerOn(
-      mkdtempSync(join(tmpdir(), 'tollgate-late-a-')),
-      url,
-      'replica-a',
-      600_000,
-    );
-    await a.recordIntents(intents);
-    await a.flush();
-    server.refusePushes(503);
-    a.record(rows.map((row, i) => outcomeOf(intents[i] as Decision, row.a)));
-    await assert.rejects(a.flush());
-    await assert.rejects(a.flush()); // after any cycle its batch timer started meanwhile
+    const { a, intents } = await aLeaderWhosePushesFail(url);
 
     // B leads (A has not noticed yet): its recovery closes A's intents and pushes.
     const { writer: b } = await writerOn(
@@ -114,11 +127,7 @@ describe("a leader's outcomes pushed after its successor's recovery closed their
     await a.flush();
     await a.close();
 
-    const remote = await openAuditSource(url, 'tollgate/audit', { token: server.token });
-    const history = await readAuditHistory(remote);
-    remote.close();
-    assert.deepEqual(verifyTrail(history).problems, []);
-    const records = history.flatMap((commit) => commit.records);
+    const records = await verifiedRecords(url);
     for (const [i, row] of rows.entries()) {
       const id = (intents[i] as Decision).id;
       assert.deepEqual(
@@ -140,21 +149,7 @@ describe("a leader's outcomes pushed after its successor's recovery closed their
 
   it("when they land while the successor's recovery is under way instead, they stay the intents' outcomes; the recovery's are pushed as records naming them; verify passes", async () => {
     const url = server.createRepo('outcome-first');
-    const intents = rows.map((row) => aDecision('Release', row.pod).obj());
-
-    // A leads: its intents are pushed, then its pushes fail; the outcomes stay in its clone.
-    const { writer: a } = await writerOn(
-      mkdtempSync(join(tmpdir(), 'tollgate-first-a-')),
-      url,
-      'replica-a',
-      600_000,
-    );
-    await a.recordIntents(intents);
-    await a.flush();
-    server.refusePushes(503);
-    a.record(rows.map((row, i) => outcomeOf(intents[i] as Decision, row.a)));
-    await assert.rejects(a.flush());
-    await assert.rejects(a.flush());
+    const { a, intents } = await aLeaderWhosePushesFail(url);
 
     // B leads: its recovery reads A's intents as open; while it looks the pods up, Git is
     // back and A's outcomes land first.
@@ -186,11 +181,7 @@ describe("a leader's outcomes pushed after its successor's recovery closed their
     await b.close();
     await a.close();
 
-    const remote = await openAuditSource(url, 'tollgate/audit', { token: server.token });
-    const history = await readAuditHistory(remote);
-    remote.close();
-    assert.deepEqual(verifyTrail(history).problems, []);
-    const records = history.flatMap((commit) => commit.records);
+    const records = await verifiedRecords(url);
     for (const [i, row] of rows.entries()) {
       const id = (intents[i] as Decision).id;
       assert.deepEqual(
