@@ -139,6 +139,46 @@ export function recoveredOutcome(intent: AuditRecord, state: IntentState, now: n
   }
 }
 
+/** Kinds whose write happens once per pod: a gate is removed once, a pod deleted once. */
+const oncePerPod = new Set<Decision['kind']>(['Release', 'Expire', 'Cancel']);
+
+/**
+ * At most one `succeeded` per pod and kind among recovered outcomes. A killed leader can
+ * leave two open intents for one pod (a write answered 422, then the one it decided
+ * again); the pod shows the gate gone for both, but a gate is removed once. The newest
+ * intent (the leader decided it after the older write's answer) keeps `succeeded`; an
+ * older one becomes `unknown`, naming the one recorded instead. `outcomes` are in the
+ * intents' order, oldest first.
+ */
+export function oneSuccessPerPod(outcomes: readonly Decision[]): Decision[] {
+  const newest = new Map<string, string>();
+  for (const d of outcomes)
+    if (oncePerPod.has(d.kind) && d.outcome.result === 'succeeded')
+      newest.set(`${d.kind}/${d.target.uid}`, d.id);
+  return outcomes.map((d) => {
+    const kept = newest.get(`${d.kind}/${d.target.uid}`);
+    if (d.outcome.result !== 'succeeded' || kept === undefined || kept === d.id) return d;
+    return {
+      ...d,
+      outcome: {
+        result: 'unknown',
+        message: `a later ${d.kind} intent for the same pod (${kept}) is recorded as the write that removed its gate or deleted it; whether this earlier write was applied cannot be known`,
+      },
+    };
+  });
+}
+
+/** The recovered outcome of each open intent (oldest first), at most one success per pod. */
+export async function recoveredOutcomes(
+  open: readonly AuditRecord[],
+  lookup: IntentStateLookup,
+  now: number,
+): Promise<Decision[]> {
+  const outcomes: Decision[] = [];
+  for (const intent of open) outcomes.push(recoveredOutcome(intent, await lookup(intent), now));
+  return oneSuccessPerPod(outcomes);
+}
+
 /**
  * The default lookup for pod intents. `ownsGate` says which scheduling gates are
  * tollgate's: its policy's gate names and its tenants' gate prefixes, so a gate renamed
@@ -209,9 +249,7 @@ export async function recover(options: RecoverOptions): Promise<Decision[]> {
     options.since === undefined ? {} : { since: options.since },
   );
   if (open.length === 0) return [];
-  const outcomes: Decision[] = [];
-  for (const intent of open)
-    outcomes.push(recoveredOutcome(intent, await options.lookup(intent), options.clock.now()));
+  const outcomes = await recoveredOutcomes(open, options.lookup, options.clock.now());
   options.sink.record(outcomes);
   if (options.awaitPush !== false) await options.sink.flush();
   return outcomes;

@@ -17,7 +17,7 @@
  * recorded meanwhile (`AuditSink.recordedThisTerm`) are left to them.
  */
 import type { AuditSource } from '../audit/reader.ts';
-import { openIntents, podStateLookup, recoveredOutcome } from '../audit/recover.ts';
+import { openIntents, podStateLookup, recoveredOutcomes } from '../audit/recover.ts';
 import type { AuditSink } from '../audit/types.ts';
 import type { ClusterView } from '../cluster/types.ts';
 import type { Decision } from '../decide/decision.ts';
@@ -52,9 +52,7 @@ export async function recoverOpenIntents(deps: OpenIntentRecoveryDeps): Promise<
   const open = (await openIntents(deps.source, deps.cluster)).filter(
     (i) => deps.audit.recordedThisTerm?.(i.id) !== true,
   );
-  const recovered: Decision[] = [];
-  for (const intent of open)
-    recovered.push(recoveredOutcome(intent, await lookup(intent), deps.clock.now()));
+  const recovered = await recoveredOutcomes(open, lookup, deps.clock.now());
   if (recovered.length > 0) {
     // Not flushed here: the push goes on behind the term's backlog (a term start does not
     // wait for it); a retry of recovery knows them (recordedThisTerm).
