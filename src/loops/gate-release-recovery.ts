@@ -33,6 +33,11 @@ export interface OpenIntentRecoveryDeps {
   readonly audit: AuditSink;
   readonly clock: Clock;
   readonly log: Logger;
+  /**
+   * The term's: an attempt still running when its term ends records nothing (the next
+   * term, maybe of this same process, recovers the same intents itself).
+   */
+  readonly signal?: AbortSignal;
 }
 
 export async function recoverOpenIntents(deps: OpenIntentRecoveryDeps): Promise<Decision[]> {
@@ -53,6 +58,7 @@ export async function recoverOpenIntents(deps: OpenIntentRecoveryDeps): Promise<
     (i) => deps.audit.recordedThisTerm?.(i.id) !== true,
   );
   const recovered = await recoveredOutcomes(open, lookup, deps.clock.now());
+  if (deps.signal?.aborted) return [];
   if (recovered.length > 0) {
     // Not flushed here: the push goes on behind the term's backlog (a term start does not
     // wait for it); a retry of recovery knows them (recordedThisTerm).

@@ -259,7 +259,9 @@ export async function recoverOutcomes(options: RecoverOutcomesOptions): Promise<
 }
 
 function finished(options: RecoverOutcomesOptions): TermRecovery {
-  options.audit.endTerm?.();
+  // A term that ended first leaves the tracking to the next term's beginTerm (the same
+  // process may lead again before this retry loop returns).
+  if (!options.signal?.aborted) options.audit.endTerm?.();
   auditRecoveryPending.set(0);
   return { done: Promise.resolve() };
 }
@@ -315,6 +317,7 @@ async function recoverOnce(options: RecoverOutcomesOptions, attempt: number): Pr
         audit: options.audit,
         clock: systemClock,
         log: options.log,
+        ...(options.signal ? { signal: options.signal } : {}),
       });
       options.log.info(
         { recovered: recovered.length, attempt, ms: Date.now() - started },

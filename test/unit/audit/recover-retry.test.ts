@@ -167,3 +167,39 @@ test("term-start recovery closes every loop's open intents, not only gate-releas
   );
   term.abort();
 });
+
+test("a recovery attempt still running when its term ends records nothing, and leaves the next term's own intents tracked (soak seed 4: a term's retry recorded 16 outcomes again after the same process's next term had recorded them)", async () => {
+  const source = await trailWithOpenIntents(aDecision('Release', 'left-open').obj());
+  let release: () => void = () => undefined;
+  const readHeld = new Promise<void>((resolve) => (release = resolve));
+  let reconciles = 0;
+  let ended = 0;
+  const recorded: Decision[] = [];
+  const sink: AuditSink = {
+    recordIntents: () => Promise.resolve(),
+    record: (decisions) => void recorded.push(...decisions),
+    flush: () => Promise.resolve(),
+    // The first attempt fails (Git down); the retry's read is held until the term ended.
+    reconcile: async () => {
+      reconciles += 1;
+      if (reconciles === 1) throw new Error('connect ECONNREFUSED (audit remote down)');
+      await readHeld;
+      return source();
+    },
+    beginTerm: () => undefined,
+    endTerm: () => void (ended += 1),
+    backlog: 0,
+    close: () => Promise.resolve(),
+  };
+  const timers = new ManualTimers();
+  const term = new AbortController();
+  const run = await termStartRecovery(sink, timers, term.signal, gatedPod);
+  await timers.advance(1_000); // the retry starts and waits on its read
+  await settleFully();
+  term.abort(new Error('leadership lost')); // the term ends; the next one has begun
+  release();
+  await run.done;
+  assert.equal(reconciles, 2, 'the retry ran');
+  assert.deepEqual(recorded, [], "the ended term's attempt records no outcome");
+  assert.equal(ended, 0, "nor ends the tracking the next term's beginTerm started");
+});
