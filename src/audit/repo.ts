@@ -177,16 +177,28 @@ function looseObjects(gitdir: string): Map<string, string> {
 }
 
 /**
- * Which packs to merge so the rest form a geometric progression (factor 2): sorted by
- * size, every pack smaller than twice the sum of all smaller ones is merged. What is
- * kept is then at most about log2(total) packs, and an object is rewritten about
- * log2(total) times over the life of the clone, not at every maintenance.
+ * The most pack bytes one merge takes: a merge (isomorphic-git's packObjects) reads every
+ * object of its packs into memory, several times their packed size, so merging a whole
+ * clone of tens of MB at once costs hundreds of MB of RSS. Packs above it stay as they are.
  */
-export function packsToMerge<T extends { readonly size: number }>(packs: readonly T[]): T[] {
+export const maxMergeBytes = 16 * 1024 * 1024;
+
+/**
+ * Which packs to merge so the rest form a geometric progression (factor 2): sorted by
+ * size, every pack smaller than twice the sum of all smaller ones is merged, never more
+ * than `maxBytes` of them at once. What is kept is then at most about log2(total) packs
+ * below that size plus one pack per `maxBytes` above it, and an object is rewritten
+ * about log2(maxBytes) times over the life of the clone, not at every maintenance.
+ */
+export function packsToMerge<T extends { readonly size: number }>(
+  packs: readonly T[],
+  maxBytes: number = maxMergeBytes,
+): T[] {
   const sorted = [...packs].sort((a, b) => a.size - b.size);
   let below = 0;
   let split = 0;
   for (const [index, pack] of sorted.entries()) {
+    if (below + pack.size > maxBytes) break;
     if (index > 0 && pack.size < 2 * below) split = index + 1;
     below += pack.size;
   }
