@@ -16,7 +16,7 @@ import assert from 'node:assert/strict';
 import { parse, stringify } from 'yaml';
 import { aPod } from '../../builders/pod.ts';
 import { auditRecords } from '../../support/audit-records.ts';
-import { eventually } from '../../support/eventually.ts';
+import { eventually, pastTheSecondOf } from '../../support/eventually.ts';
 import { pushTree } from '../../support/git-server.ts';
 import type { Finisher } from '../gate-release/harness.ts';
 import type { Clock } from '../../../src/lib/clock.ts';
@@ -69,7 +69,7 @@ const state: PolicyState = {
     { name: 'drained', tenant: 'pc', gate: drained, conditions: [{ type: 'Approved' }] },
   ],
 };
-/** Merged after drain-early exists: an Approval by name reaches pods created before it. */
+/** Merged in a later second than drain-early was created: an Approval by name reaches pods created before it. */
 const releaseEarly: PolicyState = {
   ...state,
   approvals: [
@@ -178,6 +178,9 @@ describe('a reviewed commit holds, schedules or drains a whole GatePolicy', () =
 
   test('drain: what waits is cancelled with a record, what was released runs on', async () => {
     await world.createPods([aPod('drain-early', namespace).gated(drained).obj()]);
+    // A name-only approval reaches a pod created in an earlier second than its merge.
+    const early = await world.core.readNamespacedPod({ namespace, name: 'drain-early' });
+    await pastTheSecondOf(new Date(early.metadata?.creationTimestamp ?? Date.now()).getTime());
     await push(withSpec({}, releaseEarly), 'approve drain-early');
     await released(['drain-early']);
     const waiting = ['drain-0', 'drain-1'];
@@ -198,8 +201,8 @@ describe('a reviewed commit holds, schedules or drains a whole GatePolicy', () =
       const left = new Set(pods.items.map((p) => p.metadata?.name));
       return waiting.every((n) => !left.has(n));
     });
-    const early = await world.core.readNamespacedPod({ namespace, name: 'drain-early' });
-    assert.equal(early.metadata?.deletionTimestamp, undefined, 'the released pod runs on');
+    const stillThere = await world.core.readNamespacedPod({ namespace, name: 'drain-early' });
+    assert.equal(stillThere.metadata?.deletionTimestamp, undefined, 'the released pod runs on');
     stillGated(waiting);
   });
 });
