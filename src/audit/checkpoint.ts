@@ -12,8 +12,15 @@
  * an outcome after the checkpoint closes a listed intent, an intent after it is new.
  * Readers of decisions skip checkpoint files (their lines are copies, not decisions);
  * `audit verify` checks that each one lists exactly the intents open at its place.
+ *
+ * The header also carries, in its optional `carried` field, the Blocked writes still in
+ * force and the gang memory (decide/release-carried.ts), so a new term knows every
+ * Blocked pod from its last checkpoint on, however old (audit/carried.ts). The field
+ * keeps schema version 1: a checkpoint written before it (no field) is read as before,
+ * and a tollgate older than it reads a checkpoint with it and ignores the field.
  */
 import type { Decision } from '../decide/decision.ts';
+import type { Carried, CarriedBlock } from '../decide/release-carried.ts';
 import { trailerKeys } from './message.ts';
 import { parseBatch, phaseOf, serializeBatch, shortDigest, type AuditRecord } from './record.ts';
 
@@ -29,16 +36,32 @@ export function checkpointPath(recordsPath: string): string {
   return recordsPath.replace(/\.jsonl$/, checkpointSuffix);
 }
 
-export function serializeCheckpoint(cluster: string, open: readonly Decision[]): string {
-  const header = JSON.stringify({ v: 1, kind, cluster, open: open.length });
+export function serializeCheckpoint(
+  cluster: string,
+  open: readonly Decision[],
+  carried?: Carried,
+): string {
+  const header = JSON.stringify({
+    v: 1,
+    kind,
+    cluster,
+    open: open.length,
+    ...(carried ? { carried } : {}),
+  });
   return `${header}\n${serializeBatch(open)}`;
 }
 
-/** The open intents a checkpoint file lists; throws naming the file and what is wrong. */
-export function parseCheckpoint(text: string, file: string): AuditRecord[] {
+export interface ParsedCheckpoint {
+  readonly open: AuditRecord[];
+  /** Absent in a checkpoint written before checkpoints carried it. */
+  readonly carried?: Carried;
+}
+
+/** The open intents (and carried state) a checkpoint file lists; throws naming the file and what is wrong. */
+export function parseCheckpoint(text: string, file: string): ParsedCheckpoint {
   const newline = text.indexOf('\n');
   const first = newline < 0 ? text : text.slice(0, newline);
-  let header: { v?: unknown; kind?: unknown; open?: unknown };
+  let header: { v?: unknown; kind?: unknown; open?: unknown; carried?: unknown };
   try {
     header = JSON.parse(first) as typeof header;
   } catch (error) {
@@ -55,7 +78,53 @@ export function parseCheckpoint(text: string, file: string): AuditRecord[] {
     );
   const notIntent = open.find((record) => record.phase !== 'intent');
   if (notIntent) throw new Error(`${file}: lists ${notIntent.id}, which is not an intent`);
-  return open;
+  if (header.carried === undefined) return { open };
+  return { open, carried: parseCarried(header.carried, `${file}:1: carried`) };
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+function parseCarried(value: unknown, where: string): Carried {
+  if (!isRecord(value) || !Array.isArray(value.blocked) || !isRecord(value.gangReleases))
+    throw new Error(`${where}: not {blocked: [...], gangReleases: {...}}`);
+  const blocked = value.blocked.map((block, index) =>
+    parseBlock(block, `${where}.blocked[${index}]`),
+  );
+  const gangReleases: Record<string, number> = {};
+  for (const [uid, at] of Object.entries(value.gangReleases)) {
+    if (typeof at !== 'number') throw new Error(`${where}.gangReleases.${uid}: not a time`);
+    gangReleases[uid] = at;
+  }
+  return { blocked, gangReleases };
+}
+
+function parseBlock(value: unknown, where: string): CarriedBlock {
+  const target = isRecord(value) ? value.target : undefined;
+  const policy = isRecord(value) ? value.policy : undefined;
+  const strings = (object: unknown, keys: readonly string[]) =>
+    isRecord(object) && keys.every((key) => typeof object[key] === 'string');
+  if (
+    !isRecord(value) ||
+    typeof value.at !== 'number' ||
+    !strings(value, ['id', 'reason']) ||
+    !strings(target, ['namespace', 'name', 'uid', 'resourceVersion']) ||
+    !strings(policy, ['commit'])
+  )
+    throw new Error(`${where}: not a Blocked state (id, at, target, policy.commit, reason)`);
+  const t = target as Record<string, string>;
+  return {
+    id: value.id as string,
+    at: value.at,
+    target: {
+      namespace: t.namespace!,
+      name: t.name!,
+      uid: t.uid!,
+      resourceVersion: t.resourceVersion!,
+    },
+    policy: { commit: (policy as Record<string, string>).commit! },
+    reason: value.reason as string,
+  };
 }
 
 export function checkpointMessage(

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import git, { Errors } from 'isomorphic-git';
 import { isCheckpointFile, parseCheckpoint } from './checkpoint.ts';
 import { parseTrailers } from './message.ts';
+import type { Carried } from '../decide/release-carried.ts';
 import { parseBatch, type AuditRecord } from './record.ts';
 import { AuditRepo } from './repo.ts';
 import type { TokenSource } from '../policy/credentials.ts';
@@ -31,8 +32,15 @@ export interface AuditCommit {
   readonly records: readonly (AuditRecord & { readonly file: string; readonly line?: number })[];
   /** Files that could not be parsed, with the reason (named file, line and field). */
   readonly errors: readonly string[];
-  /** A checkpoint of open intents the commit added (checkpoint.ts); its lines are not records. */
-  readonly checkpoint?: { readonly file: string; readonly open: readonly AuditRecord[] };
+  /**
+   * A checkpoint of open intents the commit added (checkpoint.ts); its lines are not
+   * records. `carried`: the Blocked writes and gang memory it carries, when it does.
+   */
+  readonly checkpoint?: {
+    readonly file: string;
+    readonly open: readonly AuditRecord[];
+    readonly carried?: Carried;
+  };
   /** The commit's SSH/GPG signature and the exact bytes it signs, when signed. */
   readonly signature?: { readonly armored: string; readonly payload: string };
 }
@@ -174,7 +182,7 @@ async function readOneCommit(
     const text = Buffer.from(blob).toString('utf8');
     try {
       if (isCheckpointFile(change.path))
-        checkpoint = { file: change.path, open: parseCheckpoint(text, change.path) };
+        checkpoint = { file: change.path, ...parseCheckpoint(text, change.path) };
       else
         for (const [index, record] of parseBatch(text, change.path).entries())
           records.push({ ...record, file: change.path, line: index + 1 });

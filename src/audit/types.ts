@@ -3,6 +3,7 @@
  * them into deterministic commits on the audit branch (see writer.ts).
  */
 import type { Decision } from '../decide/decision.ts';
+import type { Carried } from '../decide/release-carried.ts';
 import type { AuditSource } from './reader.ts';
 
 export interface AuditSink {
@@ -32,6 +33,12 @@ export interface AuditSink {
   beginTerm?(): void;
   endTerm?(): void;
   recordedThisTerm?(id: string): boolean;
+  /**
+   * Which of the Blocked writes and gang memory the checkpoints carry are still in force
+   * (decide/release-carried.ts `carriedInForce`), asked at each checkpoint; the run sets
+   * it at each term start. Absent: the sink writes no checkpoints.
+   */
+  keepCarriedWhile?(inForce: (carried: Carried) => Carried): void;
   /** Decisions not yet pushed (for metrics and /readyz). */
   readonly backlog: number;
   close(): Promise<void>;

@@ -38,6 +38,8 @@ import {
   OpenIntents,
   serializeCheckpoint,
 } from './checkpoint.ts';
+import { CarriedState, readCarried } from './carried.ts';
+import { noCarried, type Carried } from '../decide/release-carried.ts';
 import { planLeftovers, readLeftovers, remoteRecords } from './leftovers.ts';
 import { commitMessage } from './message.ts';
 import {
@@ -248,6 +250,10 @@ export class GitAuditWriter implements AuditSink {
   readonly #maintainEvery: number;
   /** This cluster's open intents, known from term start on (undefined before: no checkpoint). */
   #open: OpenIntents | undefined;
+  /** The Blocked writes and gang memory each checkpoint carries (carried.ts), from term start on. */
+  #carried: CarriedState | undefined;
+  /** What of them is still in force; until the run says (keepCarriedWhile), all. */
+  #carriedInForce: (carried: Carried) => Carried = (carried) => carried;
   #commitsSinceCheckpoint = 0;
   readonly #checkpointEvery: number;
   readonly #maxCommitsPerPush: number;
@@ -493,7 +499,14 @@ export class GitAuditWriter implements AuditSink {
   async #seedFromClone(): Promise<AuditSource | undefined> {
     if (!(this.#store instanceof AuditRepo)) return undefined;
     const stats = { commits: 0 };
-    this.seedOpenIntents(await openIntentsDeepening(this.#store, this.#cluster, stats));
+    const open = await openIntentsDeepening(this.#store, this.#cluster, stats);
+    const read = await readCarried(await repoSource(this.#store), this.#cluster);
+    if (read.error !== undefined)
+      this.#logger.warn(
+        { err: read.error, commits: read.commits },
+        'audit: Blocked writes and gang memory read back only in part at term start (the end of a shallow clone); the next checkpoint carries what was read',
+      );
+    this.seedOpenIntents(open, read.carried);
     // As far from the last checkpoint as recovery read: a trail without one (written
     // before checkpoints) gets its first with the term's first cycle.
     this.#commitsSinceCheckpoint = stats.commits;
@@ -505,8 +518,19 @@ export class GitAuditWriter implements AuditSink {
    * keeps them as its commits land and writes them as a checkpoint every
    * `checkpointEvery` commits.
    */
-  seedOpenIntents(open: readonly Decision[]): void {
+  seedOpenIntents(open: readonly Decision[], carried: Carried = noCarried): void {
     this.#open = new OpenIntents(open);
+    this.#carried = new CarriedState(carried);
+  }
+
+  /**
+   * Which of the carried Blocked writes and gang memory are still in force, asked at
+   * each checkpoint (decide/release-carried.ts `carriedInForce` over the view and the
+   * policy in force): what it drops is not carried again, so a checkpoint's carried
+   * state is bounded by the pods that exist.
+   */
+  keepCarriedWhile(inForce: (carried: Carried) => Carried): void {
+    this.#carriedInForce = inForce;
   }
 
   get backlog(): number {
@@ -865,12 +889,13 @@ export class GitAuditWriter implements AuditSink {
   async #checkpointIfDue(): Promise<Error | undefined> {
     if (!this.#open || this.#commitsSinceCheckpoint < this.#checkpointEvery) return undefined;
     const open = this.#open.list();
+    const carried = this.#carried?.take(this.#carriedInForce);
     this.#sequence += 1;
     const path = auditFilePath(this.#cluster, this.#controller, this.#clock.now(), this.#sequence);
     try {
       await this.#store.commitFile(
         checkpointPath(path),
-        serializeCheckpoint(this.#cluster, open),
+        serializeCheckpoint(this.#cluster, open, carried),
         checkpointMessage(open.length, { controller: this.#controller, cluster: this.#cluster }),
       );
       this.#commitsSinceCheckpoint = 0;
@@ -934,6 +959,7 @@ export class GitAuditWriter implements AuditSink {
     if (batch === 'intents' && this.#trackingTermIntents)
       for (const decision of decisions) this.#termIntents.add(decision.id);
     this.#open?.committed(decisions);
+    this.#carried?.committed(decisions);
     this.#unpushedCommits += 1;
     this.#commitsSinceCheckpoint += 1;
     this.#commitsSinceMaintenance += 1;

@@ -94,16 +94,9 @@ export interface BlockedRecordLike {
 export function blockedFromRecords(
   records: Iterable<BlockedRecordLike>,
 ): Record<string, BlockedWrite> {
-  const latest = new Map<string, BlockedRecordLike>();
-  for (const record of records) {
-    if (record.loop !== 'gate-release' || record.phase === 'outcome') continue;
-    const known = latest.get(record.target.uid);
-    if (!known || record.at > known.at) latest.set(record.target.uid, record);
-  }
   const blocked: Record<string, BlockedWrite> = {};
-  for (const [uid, record] of latest) {
-    if (record.kind !== 'Blocked') continue;
-    blocked[uid] = {
+  for (const record of latestBlocked(records)) {
+    blocked[record.target.uid] = {
       resourceVersion: record.target.resourceVersion,
       commit: record.policy.commit,
       attempts: maxFinalFailures,
@@ -113,4 +106,19 @@ export function blockedFromRecords(
     };
   }
   return blocked;
+}
+
+/**
+ * The records of the pods whose latest gate-release decision (by `at`; of two at the
+ * same time, the first given) is `Blocked`: the rule `blockedFromRecords` and the
+ * checkpoints' carried state (release-carried.ts) share.
+ */
+export function latestBlocked<R extends BlockedRecordLike>(records: Iterable<R>): R[] {
+  const latest = new Map<string, R>();
+  for (const record of records) {
+    if (record.loop !== 'gate-release' || record.phase === 'outcome') continue;
+    const known = latest.get(record.target.uid);
+    if (!known || record.at > known.at) latest.set(record.target.uid, record);
+  }
+  return [...latest.values()].filter((record) => record.kind === 'Blocked');
 }

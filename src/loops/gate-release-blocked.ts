@@ -1,24 +1,29 @@
 /**
  * A restart does not re-send a write that failed for good: before the first pass, the
- * Blocked states the audit trail holds (each pod's latest gate-release decision, read
- * from the newest commits back, at most `limit` commits and no further than the clone
- * holds: a term's clone reaches at least its last checkpoint) are handed to the
- * gate-release loop as its starting state, so a Blocked pod stays blocked until the pod
- * or the policy changes, as it would have without the restart. A read that fails part-way
- * (the end of a shallow clone) keeps what it read, logged; a pod blocked further back
- * costs its attempts again, recorded as before.
+ * Blocked states the audit trail holds are handed to the gate-release loop as its
+ * starting state, so a Blocked pod stays blocked until the pod or the policy changes, as
+ * it would have without the restart, however far back it was Blocked.
+ *
+ * The read goes back to the cluster's last checkpoint only: each checkpoint carries the
+ * Blocked states still in force and the gang memory (audit/carried.ts,
+ * decide/release-carried.ts), and the records after it supersede or add to them. A trail
+ * whose last checkpoint does not carry them (written before checkpoints did) is read as
+ * before, back at most `limit` commits (1,000): there a pod blocked further back costs
+ * its attempts again. A read that fails part-way (the end of a shallow clone) keeps what
+ * it read, logged.
  */
-import { walkAuditHistory, type AuditSource } from '../audit/reader.ts';
-import type { AuditRecord } from '../audit/record.ts';
-import { blockedFromRecords, type BlockedWrite } from '../decide/release-blocked.ts';
-import { gangReleasesOf, type GangReleases } from '../decide/release-gang-memory.ts';
+import { readCarried, uncheckpointedLimit } from '../audit/carried.ts';
+import type { AuditSource } from '../audit/reader.ts';
+import type { BlockedWrite } from '../decide/release-blocked.ts';
+import { blockedWritesOf } from '../decide/release-carried.ts';
+import type { GangReleases } from '../decide/release-gang-memory.ts';
 import type { Logger } from '../observe/log.ts';
 
 export async function recoverBlockedWrites(
   source: AuditSource,
   cluster: string,
   log: Logger,
-  limit = 1_000,
+  limit = uncheckpointedLimit,
 ): Promise<Record<string, BlockedWrite>> {
   return (await recoverFromTrail(source, cluster, log, limit)).blocked;
 }
@@ -34,21 +39,25 @@ export async function recoverFromTrail(
   source: AuditSource,
   cluster: string,
   log: Logger,
-  limit = 1_000,
+  limit = uncheckpointedLimit,
 ): Promise<{ blocked: Record<string, BlockedWrite>; gangReleases: GangReleases }> {
-  const records: AuditRecord[] = [];
-  try {
-    const walk = walkAuditHistory(source, { pathPrefix: `audit/${cluster}/`, limit });
-    for await (const commit of walk) records.push(...commit.records);
-  } catch (error) {
+  const read = await readCarried(source, cluster, limit);
+  if (read.error !== undefined)
     log.warn(
-      { err: error, records: records.length },
+      { err: read.error, commits: read.commits },
       'gate-release: the audit trail was read back only in part for Blocked writes',
     );
-  }
-  const blocked = blockedFromRecords(records);
+  else if (!read.fromCheckpoint && read.commits >= limit)
+    log.info(
+      { commits: read.commits },
+      'gate-release: no checkpoint carrying Blocked writes within the commits read; a pod Blocked further back is decided again',
+    );
+  const blocked = blockedWritesOf(read.carried.blocked);
   const count = Object.keys(blocked).length;
   if (count > 0)
-    log.info({ blocked: count }, 'gate-release: Blocked writes carried over from the audit trail');
-  return { blocked, gangReleases: gangReleasesOf(records) };
+    log.info(
+      { blocked: count, commits: read.commits, fromCheckpoint: read.fromCheckpoint },
+      'gate-release: Blocked writes carried over from the audit trail',
+    );
+  return { blocked, gangReleases: read.carried.gangReleases };
 }

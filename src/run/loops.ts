@@ -29,6 +29,7 @@ import { createPrometheusClient } from '../signals/prometheus.ts';
 import { parseStateKeys, type StateKeyRing } from '../decide/resize-seal.ts';
 import { recoverOutcomes, type AuditTarget } from './audit.ts';
 import { recoverFromTrail } from '../loops/gate-release-blocked.ts';
+import { carriedInForce } from '../decide/release-carried.ts';
 import type { TokenSource } from '../policy/credentials.ts';
 import type { SshAccess } from '../policy/git-ssh.ts';
 import type { PolicyFeed } from './policy.ts';
@@ -161,6 +162,20 @@ export function beginTermCatchUp(
   };
 }
 
+/**
+ * The audit checkpoints carry only the Blocked writes and gang memory still in force
+ * (decide/release-carried.ts), judged against the view and the policy in force when each
+ * checkpoint is written. While the view is not synced or no policy is in force nothing is
+ * dropped: a pod missing from a partial list is not gone.
+ */
+function keepCarriedInForce(parts: Pick<LoopParts, 'audit' | 'view' | 'policies'>): void {
+  parts.audit.keepCarriedWhile?.((carried) => {
+    const policy = parts.policies.current();
+    if (!parts.view.synced || policy === undefined) return carried;
+    return carriedInForce(carried, parts.view.pods(), policy);
+  });
+}
+
 async function startTermLoops(
   parts: LoopParts & { readonly readPod: PodRead },
   leaderTerm: LeaderTermLike,
@@ -181,6 +196,7 @@ async function startTermLoops(
     { fencingToken: term ? formatFencingToken(term.token) : undefined },
     'leading: recovering audit outcomes, then starting loops',
   );
+  keepCarriedInForce(parts);
   const catchUp = beginLeaderTerm(parts, log);
   let fromTrail: Awaited<ReturnType<typeof recoverFromTrail>> = { blocked: {}, gangReleases: {} };
   // Retried within the term while it fails (the audit remote down); see recoverOutcomes.
