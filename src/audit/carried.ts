@@ -32,6 +32,12 @@ export interface CarriedRead {
   readonly commits: number;
   /** Whether the read ended at a checkpoint that carries the state (else: the root, or `limit`). */
   readonly fromCheckpoint: boolean;
+  /**
+   * Whether the trail predates carried checkpoints: the read passed a checkpoint without
+   * the carried field, or stopped at `limit` with none. The writer then checkpoints at
+   * its first cycle, so what the read found does not fall behind the limit.
+   */
+  readonly predatesCarried: boolean;
   /** A read that failed part-way (the end of a shallow clone): what it read is kept. */
   readonly error?: unknown;
 }
@@ -48,6 +54,14 @@ export async function readCarried(
   const prefix = `audit/${cluster}/`;
   const records: CarriedRecordLike[] = [];
   let commits = 0;
+  let uncarriedCheckpoint = false;
+  const without = (error?: unknown): CarriedRead => ({
+    carried: carriedFromRecords(records),
+    commits,
+    fromCheckpoint: false,
+    predatesCarried: uncarriedCheckpoint || commits >= limit,
+    ...(error === undefined ? {} : { error }),
+  });
   try {
     for await (const commit of walkAuditHistory(source, { pathPrefix: prefix })) {
       commits += 1;
@@ -60,13 +74,19 @@ export async function readCarried(
         ? commit.checkpoint.carried
         : undefined;
       if (carried)
-        return { carried: carriedFromRecords(records, carried), commits, fromCheckpoint: true };
+        return {
+          carried: carriedFromRecords(records, carried),
+          commits,
+          fromCheckpoint: true,
+          predatesCarried: false,
+        };
+      if (commit.checkpoint?.file.startsWith(prefix)) uncarriedCheckpoint = true;
       if (commits >= limit) break;
     }
   } catch (error) {
-    return { carried: carriedFromRecords(records), commits, fromCheckpoint: false, error };
+    return without(error);
   }
-  return { carried: carriedFromRecords(records), commits, fromCheckpoint: false };
+  return without();
 }
 
 /**

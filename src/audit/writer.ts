@@ -508,8 +508,12 @@ export class GitAuditWriter implements AuditSink {
       );
     this.seedOpenIntents(open, read.carried);
     // As far from the last checkpoint as recovery read: a trail without one (written
-    // before checkpoints) gets its first with the term's first cycle.
-    this.#commitsSinceCheckpoint = stats.commits;
+    // before checkpoints) gets its first with the term's first cycle; so does a trail
+    // whose checkpoints do not carry the Blocked writes (written before they were
+    // carried), so what the read found does not fall behind its commit limit.
+    this.#commitsSinceCheckpoint = read.predatesCarried
+      ? Math.max(stats.commits, this.#checkpointEvery)
+      : stats.commits;
     return repoSource(this.#store);
   }
 

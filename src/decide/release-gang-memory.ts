@@ -8,7 +8,8 @@
  * Without this the straggler would wait for `GangComplete` forever.
  *
  * The memory is the plan's state within a leader term; a new term starts it from the
- * audit trail's Release records (the same function over records).
+ * last audit checkpoint's carried gang memory and the Release records after it
+ * (release-carried.ts, the same function over records).
  */
 import type { ConditionInput, Decision } from './decision.ts';
 import { ownedGate } from './gates.ts';

@@ -4,12 +4,14 @@
  * gang memory), so a new term reads back to its last checkpoint only and still knows a
  * pod Blocked 1,500 commits back; a state lifted since (pod gone, changed, policy
  * changed, decided again) is not carried; an older checkpoint without the carried field
- * is read as before, back to the commit limit. A real bare repository on disk, written
- * through the real writer.
+ * is read as before, back to the commit limit, and a term on such a trail writes a
+ * carrying checkpoint at once. A real bare repository on disk, written through the real
+ * writer.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { V1Pod } from '@kubernetes/client-node';
+import { readCarried } from '../../../src/audit/carried.ts';
 import { checkpointPath } from '../../../src/audit/checkpoint.ts';
 import { openAuditSource } from '../../../src/audit/reader.ts';
 import type { AuditSink } from '../../../src/audit/types.ts';
@@ -268,4 +270,47 @@ test('gang memory is carried by the checkpoint while its pod keeps its gate', as
   await otherCommits(trail, 1_200);
   const carried = await newTerm(trail);
   assert.deepEqual(carried.gangReleases, { 'uid-team-a-m2': Date.UTC(2026, 10, 29, 7) });
+});
+
+test('a term on a trail whose last checkpoint does not carry Blocked states writes one that does at its first cycle, with what its read found', async () => {
+  const { dir, clock, repo } = await localClone();
+  // The clone is its own remote: nothing to fetch, every commit counts as pushed.
+  repo.sync = async () => undefined;
+  repo.push = async () => 0;
+  repo.unpushed = async () => [];
+  clock.advance(1_000);
+  await repo.commitFile(
+    auditFilePath('prod', 'old', clock.now(), 1),
+    serializeBatch([blockedRecord('stuck', clock.now())]),
+    'records: 1 decision\n',
+  );
+  clock.advance(1_000);
+  await repo.commitFile(
+    checkpointPath(auditFilePath('prod', 'old', clock.now(), 2)),
+    `${JSON.stringify({ v: 1, kind: 'tollgate-open-intents', cluster: 'prod', open: 0 })}\n`,
+    'checkpoint: 0 open intents\n',
+  );
+  const writer = new GitAuditWriter({
+    store: repo,
+    cluster: 'prod',
+    controller: 'c1',
+    batch: { maxDecisions: 100, maxDelayMs: 1_000 },
+    clock,
+  });
+  await writer.reconcile();
+  clock.advance(1_000);
+  writer.record([aDecision('Hold', 'other').at(clock.now()).recorded().obj()]);
+  await writer.flush();
+
+  const source = await openAuditSource(dir, 'tollgate/audit');
+  try {
+    const read = await readCarried(source, 'prod');
+    assert.equal(read.fromCheckpoint, true, 'a carrying checkpoint was written');
+    assert.deepEqual(
+      read.carried.blocked.map((block) => block.target.uid),
+      ['uid-team-a-stuck'],
+    );
+  } finally {
+    source.close();
+  }
 });
