@@ -44,6 +44,8 @@ import type { AuditRepo, LocalCommit } from './repo.ts';
 
 export interface LeftoverCommit {
   readonly path: string;
+  /** The writer that made it (its `Tollgate-Controller` trailer), when named. */
+  readonly controller?: string;
   /** The batch kind from the commit's trailer; `checkpoint` for a checkpoint file. */
   readonly batch: BatchKind | 'checkpoint';
   readonly records: readonly AuditRecord[];
@@ -75,6 +77,7 @@ export interface LeftoverPlan {
   /** The commits to replay, in order (those left with no record are gone). */
   readonly commits: readonly {
     readonly path: string;
+    readonly controller?: string;
     readonly batch: BatchKind;
     readonly records: readonly Decision[];
     /** Replayed as it was (see LeftoverCommit.verbatim). */
@@ -173,7 +176,13 @@ export function planLeftovers(
       }
       kept.push(withoutLocation(record));
     }
-    if (kept.length > 0) commits.push({ path: commit.path, batch: commit.batch, records: kept });
+    if (kept.length > 0)
+      commits.push({
+        path: commit.path,
+        ...(commit.controller === undefined ? {} : { controller: commit.controller }),
+        batch: commit.batch,
+        records: kept,
+      });
   }
   return {
     commits,
@@ -182,6 +191,76 @@ export function planLeftovers(
     confirmations,
     changed: dropped.length > 0,
   };
+}
+
+/** A commit of the rebuild: planned records in one file, or a verbatim commit as it was. */
+export interface RebuiltCommit {
+  readonly path: string;
+  readonly records: readonly Decision[];
+  readonly verbatim?: LeftoverCommit['verbatim'];
+}
+
+/**
+ * The planned commits as the commits that rebuild them on the remote tip. Every commit
+ * rewrites the trees along its file's path, its hour folder's the largest (hundreds of
+ * files in a busy hour), so rebuilding N leftovers one for one costs N times that
+ * folder. Instead the records of consecutive planned commits of the same folder and the
+ * same writer are concatenated, in order, and cut into files of at most `maxRecords`
+ * records (the writer's `batch.maxDecisions`: no file larger than one it makes itself);
+ * a run of R records becomes ceil(R / maxRecords) commits. A verbatim commit stays one
+ * commit, as it was, and ends the run. Records are independent lines, each with its own
+ * phase: which file holds a line changes nothing readers decide (recovery and verify
+ * read a file's lines in order, the branch's files oldest first).
+ */
+export function rebuiltCommits(
+  commits: LeftoverPlan['commits'],
+  maxRecords: number,
+): RebuiltCommit[] {
+  const rebuilt: RebuiltCommit[] = [];
+  // `paths[i]`: the file the run's record i was left in; a rebuilt file takes its first record's.
+  let run: { key: string; paths: string[]; records: Decision[] } | undefined;
+  const close = (): void => {
+    if (run) rebuilt.push(...cut(run.paths, run.records, maxRecords));
+    run = undefined;
+  };
+  for (const commit of commits) {
+    if (commit.verbatim) {
+      close();
+      rebuilt.push({ path: commit.path, records: [], verbatim: commit.verbatim });
+      continue;
+    }
+    const key = `${folderOf(commit.path)}\n${commit.controller ?? ''}`;
+    if (run?.key !== key) {
+      close();
+      run = { key, paths: [], records: [] };
+    }
+    for (const record of commit.records) {
+      run.records.push(record);
+      run.paths.push(commit.path);
+    }
+  }
+  close();
+  return rebuilt;
+}
+
+/**
+ * The records in files of at most `maxRecords`, each at the path its first record was
+ * left in (a name taken by the file before it gets a numeric suffix when committed).
+ */
+function cut(
+  paths: readonly string[],
+  records: readonly Decision[],
+  maxRecords: number,
+): RebuiltCommit[] {
+  const size = Math.max(1, Math.floor(maxRecords));
+  const files: RebuiltCommit[] = [];
+  for (let start = 0; start < records.length; start += size)
+    files.push({ path: paths[start] as string, records: records.slice(start, start + size) });
+  return files;
+}
+
+function folderOf(path: string): string {
+  return path.slice(0, path.lastIndexOf('/') + 1);
 }
 
 /** The leftover's own line already on the remote (its push landed after all). */
@@ -217,11 +296,18 @@ export async function readLeftovers(
       commits.push({ path: commit.path, batch: 'checkpoint', records: [] });
       continue;
     }
-    const named = parseTrailers(commit.message).get(trailerKeys.batch)?.[0];
+    const trailers = parseTrailers(commit.message);
+    const named = trailers.get(trailerKeys.batch)?.[0];
     const batch = batchKinds.find((kind) => kind === named) ?? 'records';
+    const controller = trailers.get(trailerKeys.controller)?.[0];
     const text = await repo.readText(commit.blob);
     try {
-      commits.push({ path: commit.path, batch, records: parseBatch(text, commit.path) });
+      commits.push({
+        path: commit.path,
+        ...(controller === undefined ? {} : { controller }),
+        batch,
+        records: parseBatch(text, commit.path),
+      });
     } catch (error) {
       const unreadable = (error as Error).message;
       commits.push({

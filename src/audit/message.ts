@@ -16,7 +16,7 @@
  * `git log --format=%(trailers:key=Tollgate-Policy)` works.
  */
 import { decisionKinds, type Decision, type DecisionKind } from '../decide/decision.ts';
-import type { BatchKind } from './record.ts';
+import { batchKinds, batchOf, phaseOf, type BatchKind } from './record.ts';
 
 export interface MessageContext {
   readonly batch: BatchKind;
@@ -114,6 +114,40 @@ export function commitMessage(decisions: readonly Decision[], context: MessageCo
     `${trailerKeys.batch}: ${context.batch}`,
   ];
   return `${summaryLine(decisions, context.batch)}\n\n${trailers.join('\n')}\n`;
+}
+
+/**
+ * The message of a commit rebuilt from leftover records (leftovers.ts
+ * `rebuiltCommits`): the batch comes from the records' phases, not from the commits they
+ * were left in. Records of one batch kind give exactly the writer's own message. Several
+ * consecutive leftover commits merged into one file hold several kinds: the summary is
+ * each kind's summary in the order intents, outcomes, records, joined by "; ", and
+ * there is one `Tollgate-Batch` trailer per kind, in that order (a repeated trailer, as
+ * `Tollgate-Policy` is). `Tollgate-Decisions` counts the file's records either way.
+ */
+export function rebuiltCommitMessage(
+  decisions: readonly Decision[],
+  context: Omit<MessageContext, 'batch'>,
+): string {
+  const byBatch = new Map<BatchKind, Decision[]>();
+  for (const decision of decisions) {
+    const batch = batchOf(phaseOf(decision));
+    const list = byBatch.get(batch) ?? [];
+    list.push(decision);
+    byBatch.set(batch, list);
+  }
+  const batches = batchKinds.filter((batch) => byBatch.has(batch));
+  const [first] = batches;
+  const single = commitMessage(decisions, { ...context, batch: first ?? 'records' });
+  if (batches.length < 2) return single;
+  const summary = batches.map((batch) => summaryLine(byBatch.get(batch) ?? [], batch)).join('; ');
+  const trailers = single
+    .slice(single.indexOf('\n\n') + 2)
+    .replace(
+      /^Tollgate-Batch: .*\n$/m,
+      batches.map((batch) => `${trailerKeys.batch}: ${batch}\n`).join(''),
+    );
+  return `${summary}\n\n${trailers}`;
 }
 
 /** Reads the trailers back (repeated keys give several values). */

@@ -40,8 +40,8 @@ import {
 } from './checkpoint.ts';
 import { CarriedState, readCarried } from './carried.ts';
 import { noCarried, type Carried } from '../decide/release-carried.ts';
-import { planLeftovers, readLeftovers, remoteRecords } from './leftovers.ts';
-import { commitMessage } from './message.ts';
+import { planLeftovers, readLeftovers, rebuiltCommits, remoteRecords } from './leftovers.ts';
+import { commitMessage, rebuiltCommitMessage } from './message.ts';
 import {
   auditCommitsTotal,
   auditDecisionsTotal,
@@ -491,7 +491,7 @@ export class GitAuditWriter implements AuditSink {
     if (!(repo instanceof AuditRepo)) return;
     const pending = await repo.unpushed();
     if (pending.length === 0 || pending[0]?.parent === (await repo.trackingTip())) return;
-    if (!planned) await this.#replanMoved(pending);
+    if (!planned) await this.#replanMoved(pending, true);
     await repo.rebase();
   }
 
@@ -805,7 +805,7 @@ export class GitAuditWriter implements AuditSink {
     if (repo instanceof AuditRepo) {
       await repo.fetch();
       const left = await repo.unpushed();
-      if (left.length > 0) await this.#replay(repo, left);
+      if (left.length > 0) await this.#replay(repo, left, { termStart: true });
     }
     this.#leftovers = false;
     return true;
@@ -817,23 +817,43 @@ export class GitAuditWriter implements AuditSink {
    * outcome the other leader's recovery already recorded is kept as a record naming it,
    * not recorded as a second outcome.
    */
-  async #replanMoved(pending: readonly LocalCommit[]): Promise<void> {
-    if (this.#store instanceof AuditRepo) await this.#replay(this.#store, pending, true);
+  async #replanMoved(pending: readonly LocalCommit[], termStart = false): Promise<void> {
+    if (this.#store instanceof AuditRepo)
+      await this.#replay(this.#store, pending, { rebased: true, termStart });
   }
 
-  async #replay(repo: AuditRepo, left: readonly LocalCommit[], rebased = false): Promise<void> {
+  /**
+   * Plans `left` against the remote (leftovers.ts) and, when the plan drops anything or
+   * `termStart` finds the remote moved past their base, commits the plan anew on the
+   * remote tip. At a term start the planned commits are rebuilt in chunks
+   * (rebuiltCommits: files of at most batch.maxDecisions records), each chunk one commit
+   * rewriting its hour folder once, so the rebuild costs the leftovers' records, not
+   * their number times their folder. A push that found the remote moved (not a term
+   * start) replays them one for one: those are this term's commits, few, and a strict
+   * intent's waiter is settled by the push of the commits it is in.
+   */
+  async #replay(
+    repo: AuditRepo,
+    left: readonly LocalCommit[],
+    options: { readonly rebased?: boolean; readonly termStart?: boolean } = {},
+  ): Promise<void> {
     const leftovers = await readLeftovers(repo, left);
     const ids = new Set(leftovers.flatMap((commit) => commit.records.map((record) => record.id)));
     const base = left[0]?.parent;
     const remote = await remoteRecords(repo, base, this.#cluster, ids);
+    const remoteMoved = (await repo.trackingTip()) !== base;
     const plan = planLeftovers(leftovers, remote, {
       now: this.#clock.now(),
-      remoteMoved: (await repo.trackingTip()) !== base,
-      rebased,
+      remoteMoved,
+      rebased: options.rebased ?? false,
     });
-    if (!plan.changed) return;
+    const inChunks = options.termStart === true && remoteMoved;
+    if (!plan.changed && !inChunks) return;
     await repo.resetToRemote();
-    for (const commit of plan.commits) {
+    const commits = inChunks
+      ? rebuiltCommits(plan.commits, this.#limits.maxDecisions)
+      : plan.commits;
+    for (const commit of commits) {
       if (commit.verbatim) {
         this.#logger.warn(
           { file: commit.path, err: commit.verbatim.unreadable },
@@ -842,8 +862,7 @@ export class GitAuditWriter implements AuditSink {
         await repo.commitFile(commit.path, commit.verbatim.text, commit.verbatim.message);
         continue;
       }
-      const message = commitMessage(commit.records, {
-        batch: commit.batch,
+      const message = rebuiltCommitMessage(commit.records, {
         controller: this.#controller,
         cluster: this.#cluster,
       });
@@ -854,6 +873,12 @@ export class GitAuditWriter implements AuditSink {
     const now = await repo.unpushed();
     this.#unpushed = now.reduce((sum, commit) => sum + commit.decisions, 0);
     this.#unpushedCommits = now.length;
+    if (inChunks)
+      this.#logger.info(
+        { leftovers: left.length, rebuilt: commits.length, maxRecords: this.#limits.maxDecisions },
+        'audit leftovers rebuilt on the remote tip, consecutive commits of one hour folder and writer merged into files of at most maxRecords records',
+      );
+    if (!plan.changed) return;
     auditLeftoversDroppedTotal.inc(plan.dropped.length);
     this.#logger.warn(
       {

@@ -1,7 +1,12 @@
 /** planLeftovers: which leftover records are replayed, dropped or turned into a correction. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { planLeftovers, type LeftoverCommit } from '../../../src/audit/leftovers.ts';
+import {
+  planLeftovers,
+  rebuiltCommits,
+  type LeftoverCommit,
+  type LeftoverPlan,
+} from '../../../src/audit/leftovers.ts';
 import { phaseOf, recordSchemaVersion, type AuditRecord } from '../../../src/audit/record.ts';
 import type { Decision, Outcome } from '../../../src/decide/decision.ts';
 import { aDecision, outcomeOf } from '../../builders/decision.ts';
@@ -161,3 +166,90 @@ test('a leftover commit whose file is not audit records is replayed as it was, i
     [['audit/prod/manual.jsonl', '{}\n']],
   );
 });
+
+const hour7 = 'audit/prod/2026/11/29/07';
+const planned = (path: string, controller: string, count: number, name: string) => ({
+  path: `${path}.jsonl`,
+  controller,
+  batch: 'intents' as const,
+  records: Array.from({ length: count }, (_, index) =>
+    aDecision('Release', `${name}-${index}`).obj(),
+  ),
+});
+const verbatimCommit = {
+  path: `${hour7}/manual.jsonl`,
+  batch: 'records' as const,
+  records: [],
+  verbatim: { text: '{}\n', message: 'manual\n', unreadable: 'not records' },
+};
+
+const chunkRows: {
+  name: string;
+  commits: LeftoverPlan['commits'];
+  maxRecords: number;
+  files: [string, number][];
+}[] = [
+  {
+    name: 'consecutive commits of one hour folder and writer become files of at most maxRecords records, each at its first record’s path',
+    commits: [
+      planned(`${hour7}/a1`, 'a', 3, 'a1'),
+      planned(`${hour7}/a2`, 'a', 3, 'a2'),
+      planned(`${hour7}/a3`, 'a', 3, 'a3'),
+    ],
+    maxRecords: 4,
+    files: [
+      [`${hour7}/a1.jsonl`, 4],
+      [`${hour7}/a2.jsonl`, 4],
+      [`${hour7}/a3.jsonl`, 1],
+    ],
+  },
+  {
+    name: 'another hour folder starts a new file',
+    commits: [
+      planned(`${hour7}/a1`, 'a', 2, 'a1'),
+      planned('audit/prod/2026/11/29/08/a2', 'a', 2, 'a2'),
+    ],
+    maxRecords: 10,
+    files: [
+      [`${hour7}/a1.jsonl`, 2],
+      ['audit/prod/2026/11/29/08/a2.jsonl', 2],
+    ],
+  },
+  {
+    name: 'another writer starts a new file',
+    commits: [planned(`${hour7}/a1`, 'a', 2, 'a1'), planned(`${hour7}/b1`, 'b', 2, 'b1')],
+    maxRecords: 10,
+    files: [
+      [`${hour7}/a1.jsonl`, 2],
+      [`${hour7}/b1.jsonl`, 2],
+    ],
+  },
+  {
+    name: 'a verbatim commit stays one commit, as it was, between the files before and after it',
+    commits: [
+      planned(`${hour7}/a1`, 'a', 2, 'a1'),
+      verbatimCommit,
+      planned(`${hour7}/a2`, 'a', 2, 'a2'),
+    ],
+    maxRecords: 10,
+    files: [
+      [`${hour7}/a1.jsonl`, 2],
+      [`${hour7}/manual.jsonl`, 0],
+      [`${hour7}/a2.jsonl`, 2],
+    ],
+  },
+];
+
+for (const { name, commits, maxRecords, files } of chunkRows)
+  test(`rebuiltCommits: ${name}`, () => {
+    const rebuilt = rebuiltCommits(commits, maxRecords);
+    assert.deepEqual(
+      rebuilt.map((commit) => [commit.path, commit.records.length]),
+      files,
+    );
+    assert.deepEqual(
+      rebuilt.flatMap((commit) => commit.records.map((record) => record.id)),
+      commits.flatMap((commit) => commit.records.map((record) => record.id)),
+      'every record, in order',
+    );
+  });

@@ -1,6 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { commitMessage, parseTrailers, summaryLine } from '../../../src/audit/message.ts';
+import {
+  commitMessage,
+  parseTrailers,
+  rebuiltCommitMessage,
+  summaryLine,
+} from '../../../src/audit/message.ts';
 import type { BatchKind } from '../../../src/audit/record.ts';
 import type { Decision } from '../../../src/decide/decision.ts';
 import { aDecision } from '../../builders/decision.ts';
@@ -106,4 +111,33 @@ test('an identity that could break a path or a trailer is refused by name', () =
       commitMessage(releases(1, 'a'), { batch: 'intents', controller: 'bad/name', cluster: 'x' }),
     /controller identity "bad\/name"/,
   );
+});
+
+test('a rebuilt commit of one batch kind reads exactly as the writer’s own commit of it', () => {
+  const outcomes = [aDecision('Release', 'p1').succeeded().obj()];
+  const context = { controller: 'tollgate-0', cluster: 'prod' };
+  assert.equal(
+    rebuiltCommitMessage(outcomes, context),
+    commitMessage(outcomes, { ...context, batch: 'outcomes' }),
+  );
+});
+
+test('a rebuilt commit of several batch kinds summarizes each in the order intents, outcomes, records, with one Tollgate-Batch trailer per kind and every record counted', () => {
+  const intent = aDecision('Release', 'p2').obj();
+  const message = rebuiltCommitMessage(
+    [
+      aDecision('Hold', 'h1').recorded().obj(),
+      aDecision('Release', 'p1').succeeded().obj(),
+      intent,
+    ],
+    { controller: 'tollgate-0', cluster: 'prod' },
+  );
+  assert.equal(
+    message.split('\n')[0],
+    'release 1 pod in team-a; release 1 pod in team-a (1 succeeded); hold 1 pod in team-a',
+  );
+  const trailers = parseTrailers(message);
+  assert.deepEqual(trailers.get('Tollgate-Batch'), ['intents', 'outcomes', 'records']);
+  assert.deepEqual(trailers.get('Tollgate-Decisions'), ['3']);
+  assert.deepEqual(trailers.get('Tollgate-Controller'), ['tollgate-0']);
 });
