@@ -127,13 +127,18 @@ async function leftoversBehindTheRemote(name: string, count: number) {
   return { url, bare, repo, open, leftovers, files };
 }
 
+/**
+ * One decision per commit (maxDecisions 1): a term start rebuilds its leftovers in files
+ * of at most maxDecisions records, so the backlog stays one commit per leftover and the
+ * pushes counted here are those of a backlog of `count` commits (a Git outage's too).
+ */
 function writerOn(repo: AuditRepo, maxCommitsPerPush: number): GitAuditWriter {
   return new GitAuditWriter({
     store: repo,
     cluster,
     controller: 'a',
     mode: 'strict',
-    batch: { maxDecisions: 100, maxDelayMs: 20 },
+    batch: { maxDecisions: 1, maxDelayMs: 20 },
     maxCommitsPerPush,
     retryIntervalMs: 600_000,
     clock,

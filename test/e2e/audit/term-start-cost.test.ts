@@ -15,7 +15,9 @@ import assert from 'node:assert/strict';
 import { countingFs, type CountingFs } from '../../support/counting-fs.ts';
 import { commitMessage } from '../../../src/audit/message.ts';
 import { serializeBatch } from '../../../src/audit/record.ts';
+import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
 import type { AuditRepo } from '../../../src/audit/repo.ts';
+import { verifyTrail } from '../../../src/audit/verify.ts';
 import { auditFilePath, GitAuditWriter } from '../../../src/audit/writer.ts';
 import { ManualClock } from '../../../src/lib/clock.ts';
 import { aDecision } from '../../builders/decision.ts';
@@ -90,10 +92,23 @@ describe("a term start's cost with commits left unpushed behind a moved remote",
     await writer.close({ flush: false });
 
     const bare = `${git.server().root}/leftovers-${leftovers}-${moved}.git`;
+    // The term start rebuilt the leftovers in files of at most maxDecisions (100) records.
     assert.equal(
       (await gitCli(bare, 'rev-list', '--count', `refs/heads/${branch}`)).trim(),
-      String(1 + moved + leftovers),
-      'the remote holds every commit once',
+      String(1 + moved + Math.ceil(leftovers / 100)),
+      'the remote holds the leftovers rebuilt as one commit',
+    );
+    const source = await openAuditSource(url, branch, { token: git.server().token });
+    const history = await readAuditHistory(source).finally(() => source.close());
+    assert.deepEqual(verifyTrail(history).problems, []);
+    assert.deepEqual(
+      history.flatMap((commit) => commit.records.map((record) => record.target.name)),
+      [
+        'base-1',
+        ...Array.from({ length: moved }, (_, i) => `b-${i + 1}`),
+        ...Array.from({ length: leftovers }, (_, i) => `a-${i + 1}`),
+      ],
+      'every record once, in order',
     );
     assert.ok(walk > 0, 'the count sees a walk read objects');
     assert.ok(
