@@ -263,6 +263,38 @@ function folderOf(path: string): string {
   return path.slice(0, path.lastIndexOf('/') + 1);
 }
 
+/**
+ * Outcomes for the intents a standby's leftovers leave open (GitAuditWriter pushes a
+ * standby's leftovers itself). They never reached the remote, so no leader's recovery
+ * saw them, and the process that decided them no longer leads. In strict mode a write is
+ * sent only once its intent is pushed, so an intent never pushed was never sent:
+ * `cancelled`. In async mode the write goes out before its intent is committed, so
+ * whether it was applied cannot be told from the trail: `unknown`. Call it after
+ * planLeftovers' replay, so outcomes the remote already holds are accounted for.
+ */
+export function closeUnpushedIntents(
+  leftovers: readonly LeftoverCommit[],
+  mode: 'strict' | 'async',
+  at: number,
+): Decision[] {
+  const records = leftovers.flatMap((commit) => commit.records);
+  const closed = new Set(
+    records.filter((record) => record.phase === 'outcome').map((record) => record.id),
+  );
+  const message =
+    mode === 'strict'
+      ? 'not sent: its intent never reached Git while its term led, and a strict write is sent only once its intent is pushed (closed by the same replica as a standby, pushing what its terms left unpushed)'
+      : 'whether the write was applied cannot be told: its intent never reached Git while its term led, and an async write may go out before its intent is pushed (closed by the same replica as a standby, pushing what its terms left unpushed)';
+  return records
+    .filter((record) => record.phase === 'intent' && !closed.has(record.id))
+    .map((record) => ({
+      ...withoutLocation(record),
+      at,
+      outcome:
+        mode === 'strict' ? { result: 'cancelled', message } : { result: 'unknown', message },
+    }));
+}
+
 /** The leftover's own line already on the remote (its push landed after all). */
 function sameRecord(leftover: AuditRecord, remote: AuditRecord): boolean {
   return serializeRecord(leftover) === serializeRecord(remote);

@@ -68,6 +68,12 @@ export const auditLeftoversDroppedTotal = new Counter({
   registers: [registry],
 });
 
+export const auditStandbyClosedTotal = new Counter({
+  name: 'tollgate_audit_standby_closed_intents_total',
+  help: "Intents a standby closed when it pushed the commits its earlier terms left unpushed: they never reached Git, so no leader's recovery could close them (cancelled in strict mode, where such a write is never sent; unknown in async mode).",
+  registers: [registry],
+});
+
 export const auditRecoveryPending = new Gauge({
   name: 'tollgate_audit_recovery_pending',
   help: "1 while the leader's term-start recovery of open intents has not succeeded (the audit remote unreachable or refusing pushes); retried with backoff within the term.",

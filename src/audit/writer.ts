@@ -40,13 +40,20 @@ import {
 } from './checkpoint.ts';
 import { CarriedState, readCarried } from './carried.ts';
 import { noCarried, type Carried } from '../decide/release-carried.ts';
-import { planLeftovers, readLeftovers, rebuiltCommits, remoteRecords } from './leftovers.ts';
+import {
+  closeUnpushedIntents,
+  planLeftovers,
+  readLeftovers,
+  rebuiltCommits,
+  remoteRecords,
+} from './leftovers.ts';
 import { commitMessage, rebuiltCommitMessage } from './message.ts';
 import {
   auditCommitsTotal,
   auditDecisionsTotal,
   auditDroppedTotal,
   auditLeftoversDroppedTotal,
+  auditStandbyClosedTotal,
   trackBacklog,
 } from './metrics.ts';
 import {
@@ -154,6 +161,12 @@ export interface AuditWriterOptions {
   readonly maxCommitsPerPush?: number;
   /** First delay before a background push retry after a failed cycle; doubles up to 5 minutes. */
   readonly retryIntervalMs?: number;
+  /**
+   * A standby holding commits its earlier terms could not push pushes them itself after
+   * this long (default 30 s; doubling after a failure, at most 5 minutes): see
+   * GitAuditWriter.#pushAsStandby.
+   */
+  readonly standbyPushDelayMs?: number;
   readonly clock?: Clock;
   readonly timers?: Timers;
   readonly logger?: Logger;
@@ -179,7 +192,7 @@ export class AuditWriteError extends Error {
 export class AuditNotLeaderError extends AuditWriteError {
   constructor(what: string) {
     super(
-      `audit: not the leader (lease lost or not held); ${what}; writes must not be sent, the leader's recovery records the outcomes`,
+      `audit: not the leader (lease lost or not held); ${what}; writes must not be sent; the leader's recovery records the outcomes of what reached Git, this process (as a standby, or at its next term) pushes the rest`,
     );
     this.name = 'AuditNotLeaderError';
   }
@@ -242,6 +255,9 @@ export class GitAuditWriter implements AuditSink {
   #queued: { flushAll: boolean; promise: Promise<Error | undefined> } | undefined;
   #timer: { handle: unknown; at: number } | undefined;
   #retryTimer: unknown;
+  #standbyTimer: unknown;
+  #standbyDelay: number;
+  readonly #standbyPushDelayMs: number;
   #retryDelay: number;
   #closed = false;
   #fence: AuditFence = () => true;
@@ -282,6 +298,8 @@ export class GitAuditWriter implements AuditSink {
     this.#maxCommitsPerPush = options.maxCommitsPerPush ?? 100;
     this.#retryIntervalMs = options.retryIntervalMs ?? Math.max(1_000, options.batch.maxDelayMs);
     this.#retryDelay = this.#retryIntervalMs;
+    this.#standbyPushDelayMs = options.standbyPushDelayMs ?? 30_000;
+    this.#standbyDelay = this.#standbyPushDelayMs;
     this.#clock = options.clock ?? systemClock;
     this.#timers = options.timers ?? realTimers;
     this.#logger = options.logger ?? silentLogger;
@@ -371,8 +389,9 @@ export class GitAuditWriter implements AuditSink {
       this.#leftovers = true;
       this.#logger.info(
         { commits: left.length, decisions: this.#unpushed },
-        'audit commits left unpushed by a previous run; planned and rebuilt on the remote tip at the start of the next term, pushed behind it',
+        'audit commits left unpushed by a previous run; planned and rebuilt on the remote tip at the start of the next term, pushed behind it (or pushed by this process as a standby if another replica leads)',
       );
+      this.#armStandbyPush();
     } else if (left.length > 0) {
       this.#logger.info(
         { commits: left.length, decisions: this.#unpushed },
@@ -624,8 +643,10 @@ export class GitAuditWriter implements AuditSink {
     } finally {
       if (this.#timer) this.#timers.clear(this.#timer.handle);
       if (this.#retryTimer !== undefined) this.#timers.clear(this.#retryTimer);
+      if (this.#standbyTimer !== undefined) this.#timers.clear(this.#standbyTimer);
       this.#timer = undefined;
       this.#retryTimer = undefined;
+      this.#standbyTimer = undefined;
       this.#untrack();
     }
   }
@@ -695,6 +716,7 @@ export class GitAuditWriter implements AuditSink {
     }
     if (failure && this.#unpushedCommits > 0 && !(failure instanceof AuditNotLeaderError))
       this.#scheduleRetry();
+    if (failure instanceof AuditNotLeaderError) this.#armStandbyPush();
     if (turn.waiters.length > 0) this.#settle(turn.waiters, failure, turn.committedIntents);
     this.#store.releaseCache?.();
     this.#arm();
@@ -961,7 +983,10 @@ export class GitAuditWriter implements AuditSink {
     let dropped = 0;
     for (const batch of kinds)
       for (const chunk of this.#batcher.take(batch)) dropped += chunk.length;
-    if (this.#unpushedCommits > 0) this.#leftovers = true;
+    if (this.#unpushedCommits > 0) {
+      this.#leftovers = true;
+      this.#armStandbyPush();
+    }
     if (dropped === 0 && waiters.length === 0 && this.#unpushed === 0) return undefined;
     const error = new AuditNotLeaderError(
       `${dropped} queued decisions dropped, ${this.#unpushed} kept local, not pushed`,
@@ -1028,6 +1053,75 @@ export class GitAuditWriter implements AuditSink {
       `audit intents not pushed (strict mode), writes must not be sent: ${this.#redact(failure.message)}`,
     );
     for (const waiter of waiters) waiter.reject(error);
+  }
+
+  /**
+   * A process that does not lead and holds commits it could not push while it led (Git
+   * down, the lease lost, a kill) pushes them itself after `standbyPushDelayMs`, retried
+   * with backoff: otherwise they would wait for this process to lead again, which it may
+   * never do, and go with its cache. If it leads first, its term start does it.
+   */
+  #armStandbyPush(): void {
+    if (this.#standbyTimer !== undefined || this.#closed) return;
+    if (!(this.#store instanceof AuditRepo)) return;
+    this.#standbyTimer = this.#timers.set(() => {
+      this.#standbyTimer = undefined;
+      const run = this.#chain.then(() => this.#pushAsStandby());
+      this.#chain = run.catch(() => undefined);
+      run.then(
+        () => {
+          this.#standbyDelay = this.#standbyPushDelayMs;
+        },
+        (error: unknown) => {
+          this.#logger.warn(
+            { err: this.#redact((error as Error).message), backlog: this.backlog },
+            'audit: a standby could not push the commits its earlier terms left unpushed; retrying',
+          );
+          this.#standbyDelay = Math.min(300_000, this.#standbyDelay * 2);
+          this.#armStandbyPush();
+        },
+      );
+    }, this.#standbyDelay);
+  }
+
+  /**
+   * The standby's leftovers, planned against the remote as a term start plans them
+   * (leftovers.ts: what another leader's recovery closed meanwhile is not recorded
+   * twice), then pushed. The intents they leave open never reached the remote, so no
+   * leader's recovery can close them: they are closed here (closeUnpushedIntents: in
+   * strict mode such a write was never sent). Nothing else is recorded: the fence still
+   * refuses every new decision. On the writer's chain, so a term start of this process
+   * waits for it. Rejects when Git cannot be read or written (retried).
+   */
+  async #pushAsStandby(): Promise<void> {
+    const repo = this.#store;
+    if (this.#closed || this.#fence() || !(repo instanceof AuditRepo)) return;
+    await repo.fetch();
+    await this.#checkAnchor();
+    const left = await repo.unpushed();
+    if (left.length === 0) return this.#countUnpushed();
+    await this.#replay(repo, left, { termStart: true });
+    const open = closeUnpushedIntents(
+      await readLeftovers(repo, await repo.unpushed()),
+      this.#mode,
+      this.#clock.now(),
+    );
+    if (open.length > 0) await this.#commit('outcomes', open);
+    let pushes = 0;
+    await this.#countUnpushed();
+    while (this.#unpushedCommits > 0) {
+      await repo.push((pending) => this.#replanMoved(pending), {
+        maxCommits: this.#maxCommitsPerPush,
+      });
+      pushes += 1;
+      await this.#countUnpushed();
+    }
+    this.#leftovers = false;
+    auditStandbyClosedTotal.inc(open.length);
+    this.#logger.info(
+      { pushes, closed: open.length, mode: this.#mode },
+      'audit: a standby pushed the commits its earlier terms left unpushed, closing the intents among them that never reached Git',
+    );
   }
 
   #scheduleRetry(): void {

@@ -1,7 +1,8 @@
 /** planLeftovers: which leftover records are replayed, dropped or turned into a correction. */
-import { test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
+  closeUnpushedIntents,
   planLeftovers,
   rebuiltCommits,
   type LeftoverCommit,
@@ -253,3 +254,28 @@ for (const { name, commits, maxRecords, files } of chunkRows)
       'every record, in order',
     );
   });
+
+describe("closeUnpushedIntents: a standby's leftover intents that never reached Git", () => {
+  const open = aDecision('Release', 'open').obj();
+  const answered = aDecision('Release', 'answered').obj();
+  const leftovers: LeftoverCommit[] = [
+    { path: 'audit/prod/i.jsonl', batch: 'intents', records: [open, answered].map(asRecord) },
+    { path: 'audit/prod/o.jsonl', batch: 'outcomes', records: [asRecord(outcomeOf(answered))] },
+  ];
+  const rows: { mode: 'strict' | 'async'; result: string; reason: RegExp }[] = [
+    { mode: 'strict', result: 'cancelled', reason: /^not sent: its intent never reached Git/ },
+    { mode: 'async', result: 'unknown', reason: /^whether the write was applied cannot be told/ },
+  ];
+  for (const { mode, result, reason } of rows) {
+    test(`in ${mode} mode an intent without an outcome among them is closed as ${result}; one with an outcome is left alone`, () => {
+      const closed = closeUnpushedIntents(leftovers, mode, 42);
+      assert.deepEqual(
+        closed.map((d) => [d.id, d.at, d.outcome.result]),
+        [[open.id, 42, result]],
+      );
+      const outcome = closed[0]?.outcome;
+      assert.match(outcome && 'message' in outcome ? outcome.message : '', reason);
+      assert.equal(phaseOf(closed[0] as Decision), 'outcome');
+    });
+  }
+});
