@@ -14,11 +14,36 @@ export interface Repo {
   readonly fs?: FsClient;
 }
 
+/**
+ * Trees parsed lately, by oid, per isomorphic-git cache object (so dropped with it: the
+ * writer's releaseCache after each cycle). A walk down the branch diffs each commit's
+ * tree with its parent's, and the next step diffs that parent with its own: without this
+ * every tree on the changed path (an hour folder of hundreds of files among them) is
+ * read and parsed twice. Git objects never change, so an entry is never stale; the most
+ * recent `parsedTreesKept` are kept (one walk step's trees many times over).
+ */
+const parsedTrees = new WeakMap<object, Map<string, readonly TreeEntry[]>>();
+const parsedTreesKept = 64;
+
 async function entries(repo: Repo, treeOid: string | undefined): Promise<TreeEntry[]> {
   if (treeOid === undefined) return [];
-  return (
-    await git.readTree({ fs: repo.fs ?? fs, gitdir: repo.gitdir, oid: treeOid, cache: repo.cache })
-  ).tree;
+  let kept = parsedTrees.get(repo.cache);
+  if (kept === undefined) parsedTrees.set(repo.cache, (kept = new Map()));
+  let tree = kept.get(treeOid);
+  if (tree === undefined) {
+    tree = (
+      await git.readTree({
+        fs: repo.fs ?? fs,
+        gitdir: repo.gitdir,
+        oid: treeOid,
+        cache: repo.cache,
+      })
+    ).tree;
+    if (kept.size >= parsedTreesKept) kept.delete(kept.keys().next().value as string);
+  } else kept.delete(treeOid); // moved to the newest end
+  kept.set(treeOid, tree);
+  // A copy: addFile edits the list it is given.
+  return [...tree];
 }
 
 export type AddResult = { readonly tree: string } | { readonly existing: string };

@@ -13,9 +13,11 @@ import { commitMessage } from '../../../src/audit/message.ts';
 import { readAuditHistory, repoSource } from '../../../src/audit/reader.ts';
 import { parseBatch, phaseOf, serializeBatch } from '../../../src/audit/record.ts';
 import { openIntents, recoveredOutcomes } from '../../../src/audit/recover.ts';
+import { AuditRepo } from '../../../src/audit/repo.ts';
 import { verifyTrail } from '../../../src/audit/verify.ts';
 import { auditFilePath, GitAuditWriter } from '../../../src/audit/writer.ts';
 import type { Decision } from '../../../src/decide/decision.ts';
+import { countingFs } from '../../support/counting-fs.ts';
 import { leftoverClone, leftoverCluster as cluster } from '../../support/leftover-clone.ts';
 import { ManualTimers } from '../../support/manual-timers.ts';
 
@@ -108,3 +110,24 @@ for (const { name, rounds, remoteRecovered, chunk } of rows) {
     await writer.close({ flush: false });
   });
 }
+
+test('finding the leftovers parses each of their trees once: a walk of 59 leftover commits reads at most 12 git objects per commit, not two of each tree on its path', async (t) => {
+  const clone = await leftoverClone({ rounds: 26, remoteCommits: 3 });
+  const counter = countingFs();
+  const fresh = new AuditRepo({
+    dir: clone.repo.gitdir,
+    url: 'http://127.0.0.1:9/audit.git',
+    branch: 'tollgate/audit',
+    author: { name: 't', email: 't@t' },
+    clock: clone.clock,
+    fs: counter.fs,
+  });
+  const found = await fresh.unpushed();
+  assert.equal(found.length, clone.leftovers.length);
+  const perCommit = counter.objectReads() / found.length;
+  t.diagnostic(`${counter.objectReads()} objects for ${found.length} commits`);
+  assert.ok(
+    perCommit <= 12,
+    `${counter.objectReads()} git objects read for ${found.length} commits (${perCommit.toFixed(1)} each)`,
+  );
+});
