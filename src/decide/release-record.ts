@@ -87,6 +87,10 @@ export function recordVerdicts(
   const wakeups: number[] = [];
   const holdChanges: HoldChange[] = [];
   const refs = policyRefs(policy);
+  // Looked up per held pod only when there is something to find: a first pass (or one
+  // after a restart) holds every pod with no previous hold, and a missed lookup by a uid
+  // string is a slow keyed load (about 0.15 µs per held pod in a 50,000-pod profile).
+  const anyPreviousHold = Object.keys(previousHolds).length > 0;
   const decide = (
     verdict: Verdict,
     kind: DecisionKind,
@@ -117,7 +121,12 @@ export function recordVerdicts(
     const uid = verdict.pod.metadata?.uid ?? '';
     switch (verdict.kind) {
       case 'Hold': {
-        const held = holdOf(verdict, previousHolds[uid], now, wakeups);
+        const held = holdOf(
+          verdict,
+          anyPreviousHold ? previousHolds[uid] : undefined,
+          now,
+          wakeups,
+        );
         holds[uid] = held.hold;
         if (!held.changed && !held.record) break;
         // The hold change and the Hold decision name the same pod: one target for both.
