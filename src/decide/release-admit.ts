@@ -70,6 +70,8 @@ interface Ledger {
   readonly policyBlock: Map<string, string>;
   /** Per tenant: requests of the units held behind a blocked scope, in serving order. */
   readonly queuedAhead: Map<string, Usage>;
+  /** Per pacing reason: the input and reason its holds share (`pacingHoldOf`). */
+  readonly pacingHolds: Map<string, PacingHold>;
 }
 
 export function admitUnits(options: {
@@ -105,6 +107,7 @@ export function admitUnits(options: {
     tenantBlock: new Map(),
     policyBlock: new Map(),
     queuedAhead: new Map(),
+    pacingHolds: new Map(),
   };
   const context = { policy, classified, state, now, ledger, wakeups };
   for (let unit = nextUnit(queues, ledger.served); unit; unit = nextUnit(queues, ledger.served)) {
@@ -252,6 +255,7 @@ function admitUnit(unit: ReleaseUnit, limits: BudgetLimits, context: AdmitContex
     return pacingHolds(
       unit,
       `unit of ${cost} pods is larger than maxInFlight; it can never be released`,
+      ledger,
     );
   }
   const failed = pacingChecks(unit, pacing, inFlight, context).find(([, ok]) => !ok);
@@ -408,7 +412,7 @@ function queuedHolds(
   limits: BudgetLimits,
   ledger: Ledger,
 ): Verdict[] {
-  if (!wantsBudget) return pacingHolds(unit, why);
+  if (!wantsBudget) return pacingHolds(unit, why, ledger);
   const { tenant, gatePolicy } = unit;
   const ahead = ledger.queuedAhead.get(tenant.name) ?? emptyUsage();
   ledger.queuedAhead.set(tenant.name, ahead);
@@ -429,14 +433,33 @@ function queuedHolds(
     );
   }
   addUsage(ahead, unit.requests);
-  return pacingHolds(unit, why);
+  return pacingHolds(unit, why, ledger);
 }
 
 /** Every member held by pacing, with the reason as a Pacing input. */
-function pacingHolds(unit: ReleaseUnit, why: string): Verdict[] {
-  return unit.members.map((m) => {
-    const pacing: ConditionInput = { condition: 'Pacing', met: false, value: why };
-    const inputs = [...m.inputs, pacing];
-    return holdVerdict(m.pod, unit.tenant, unit.gatePolicy, inputs, 'Pacing', `queued: ${why}`);
-  });
+function pacingHolds(unit: ReleaseUnit, why: string, ledger: Ledger): Verdict[] {
+  const { input, reason } = pacingHoldOf(why, ledger);
+  return unit.members.map((m) =>
+    holdVerdict(m.pod, unit.tenant, unit.gatePolicy, [...m.inputs, input], 'Pacing', reason),
+  );
+}
+
+/** The Pacing input and the reason of a hold by pacing. */
+interface PacingHold {
+  readonly input: ConditionInput;
+  readonly reason: string;
+}
+
+/**
+ * One Pacing input and reason per pacing reason in a pass, shared (read only) by the
+ * holds that name it: once a scope blocks, every later unit of it is held with the same
+ * reason, and a pass of 50,000 pods made an input and a reason text for each of 49,000.
+ */
+function pacingHoldOf(why: string, ledger: Ledger): PacingHold {
+  let hold = ledger.pacingHolds.get(why);
+  if (hold === undefined) {
+    hold = { input: { condition: 'Pacing', met: false, value: why }, reason: `queued: ${why}` };
+    ledger.pacingHolds.set(why, hold);
+  }
+  return hold;
 }
