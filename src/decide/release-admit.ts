@@ -14,6 +14,7 @@
  */
 import {
   addUsage,
+  budgetFits,
   emptyUsage,
   evaluateBudget,
   type BudgetLimits,
@@ -417,12 +418,13 @@ function queuedHolds(
   const ahead = ledger.queuedAhead.get(tenant.name) ?? emptyUsage();
   ledger.queuedAhead.set(tenant.name, ahead);
   const used = ledger.usage.get(tenant.name) as Usage;
-  const budget = evaluateBudget(
-    addUsage(addUsage(emptyUsage(), used), ahead),
-    unit.requests,
-    limits,
-  );
-  if (!budget.met) {
+  if (!budgetFits(used, ahead, unit.requests, limits)) {
+    // The full input (every limited dimension, the one exceeded) only for a unit held by it.
+    const budget = evaluateBudget(
+      addUsage(addUsage(emptyUsage(), used), ahead),
+      unit.requests,
+      limits,
+    );
     const input: ConditionInput = {
       ...budget,
       value: { ...(budget.value as object), queuedAhead: ahead.pods },
