@@ -68,24 +68,29 @@ export function nextHold(
   now: number,
 ): { hold: HoldState; changed: boolean } {
   if (!previous || previous.reasonKey !== reasonKey) {
-    const delay = recheckDelay(recheck, 0);
-    const hold = {
-      reasonKey,
-      since: now,
-      attempts: 0,
-      ...(delay !== undefined ? { nextCheckAt: now + delay } : {}),
-    };
+    const hold = holdState(reasonKey, now, 0, recheckDelay(recheck, 0), now);
     return { hold, changed: true };
   }
   if (previous.nextCheckAt === undefined || now < previous.nextCheckAt)
     return { hold: previous, changed: false };
   const attempts = previous.attempts + 1;
-  const delay = recheckDelay(recheck, attempts);
-  const hold = {
-    reasonKey,
-    since: previous.since,
-    attempts,
-    ...(delay !== undefined ? { nextCheckAt: now + delay } : {}),
-  };
+  const hold = holdState(reasonKey, previous.since, attempts, recheckDelay(recheck, attempts), now);
   return { hold, changed: false };
+}
+
+/**
+ * A hold state with its re-check due `delay` after now, or none. Written out, not as a
+ * conditional spread: every held pod of a first pass gets one, and the spread made two
+ * more objects per pod.
+ */
+function holdState(
+  reasonKey: string,
+  since: number,
+  attempts: number,
+  delay: number | undefined,
+  now: number,
+): HoldState {
+  return delay === undefined
+    ? { reasonKey, since, attempts }
+    : { reasonKey, since, attempts, nextCheckAt: now + delay };
 }
