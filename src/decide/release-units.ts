@@ -36,7 +36,7 @@ export function groupReleaseUnits(
       byGang.set(id, list);
       continue;
     }
-    units.push(releaseUnit([candidate]));
+    units.push(unitOfOne(candidate));
   }
   const candidateUids = new Set(byGang.size > 0 ? candidates.map((c) => c.pod.metadata?.uid) : []);
   for (const [id, members] of byGang) {
@@ -75,6 +75,7 @@ function gangConditions(): (candidate: Candidate) => GangCondition | undefined {
 /** The unit of these members: their summed requests, earliest gate time and first key. */
 export function releaseUnit(members: readonly Candidate[]): ReleaseUnit {
   const first = members[0] as Candidate;
+  if (members.length === 1) return unitOfOne(first);
   const requests = emptyUsage();
   let order = Infinity;
   let key: string | undefined;
@@ -91,5 +92,21 @@ export function releaseUnit(members: readonly Candidate[]): ReleaseUnit {
     requests,
     order,
     key: key as string,
+  };
+}
+
+/**
+ * A pod released alone: its unit shares the candidate's requests (nothing adds into a
+ * unit's requests; admission only reads them), so most units of a pass make no usage
+ * of their own. Same order and key as `releaseUnit` would sum.
+ */
+function unitOfOne(candidate: Candidate): ReleaseUnit {
+  return {
+    tenant: candidate.owned.tenant,
+    gatePolicy: candidate.owned.gatePolicy,
+    members: [candidate],
+    requests: candidate.requests,
+    order: gateSetAt(candidate.pod) ?? 0,
+    key: podKey(candidate.pod),
   };
 }
