@@ -72,14 +72,15 @@ function maxInto(target: Amounts, other: Readonly<Amounts>): void {
     target[name] = Math.max(target[name] ?? 0, value);
 }
 
-export function podRequests(pod: PodLike): Amounts {
-  const spec = pod.spec;
-  const requests: Amounts = {};
-  for (const container of spec?.containers ?? []) addInto(requests, containerRequests(container));
-
+/**
+ * Init containers into a pod's requests: sidecars (restartPolicy Always) add to them and
+ * run beside every later init container; the pod needs at least the peak of any init
+ * container with the sidecars started before it.
+ */
+function addInitContainers(requests: Amounts, initContainers: readonly ContainerLike[]): void {
   const sidecars: Amounts = {};
   const initPeak: Amounts = {};
-  for (const container of spec?.initContainers ?? []) {
+  for (const container of initContainers) {
     const own = containerRequests(container);
     if (container.restartPolicy === 'Always') {
       addInto(requests, own);
@@ -90,6 +91,16 @@ export function podRequests(pod: PodLike): Amounts {
     }
   }
   maxInto(requests, initPeak);
+}
+
+export function podRequests(pod: PodLike): Amounts {
+  const spec = pod.spec;
+  const requests: Amounts = {};
+  for (const container of spec?.containers ?? []) addInto(requests, containerRequests(container));
+  // Most pods have no init containers: no tallies for them (a pass asks every candidate).
+  const initContainers = spec?.initContainers;
+  if (initContainers !== undefined && initContainers.length > 0)
+    addInitContainers(requests, initContainers);
 
   const podLevel = spec?.resources?.requests;
   if (podLevel !== undefined)
