@@ -252,14 +252,18 @@ export function gangMembersPresent(
   groupLabel: string,
   classified: Pick<Classification, 'pods' | 'stateOf'>,
 ): readonly PodLike[] {
-  const finished = gangIndex(classified, groupLabel).finished.get(gangKeyOf(pod, groupLabel));
-  if (finished === undefined) return gangMembers(pod, groupLabel, classified);
+  // One key and one index lookup for both lists (asked once per gang pod of a pass).
+  const index = gangIndex(classified, groupLabel);
+  const key = gangKeyOf(pod, groupLabel);
+  const unfinished = index.unfinished.get(key) ?? [];
+  const finished = index.finished.get(key);
+  if (finished === undefined) return unfinished;
   const created = timestampMs(pod.metadata?.creationTimestamp) ?? Infinity;
   const ranWithIt = (finished ?? []).filter(
     (p) =>
       releasedByTollgate(p) && (scheduledAt(p) ?? -Infinity) >= Math.floor(created / 1000) * 1000,
   );
-  return [...gangMembers(pod, groupLabel, classified), ...ranWithIt];
+  return [...unfinished, ...ranWithIt];
 }
 
 function scheduledAt(pod: PodLike): number | undefined {
