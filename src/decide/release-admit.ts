@@ -440,15 +440,18 @@ function queuedHolds(
 
 /** Every member held by pacing, with the reason as a Pacing input. */
 function pacingHolds(unit: ReleaseUnit, why: string, ledger: Ledger): Verdict[] {
-  const { input, reason } = pacingHoldOf(why, ledger);
-  return unit.members.map((m) =>
-    holdVerdict(m.pod, unit.tenant, unit.gatePolicy, [...m.inputs, input], 'Pacing', reason),
-  );
+  const { input, inputsAlone, reason } = pacingHoldOf(why, ledger);
+  return unit.members.map((m) => {
+    const inputs = m.inputs.length === 0 ? inputsAlone : [...m.inputs, input];
+    return holdVerdict(m.pod, unit.tenant, unit.gatePolicy, inputs, 'Pacing', reason);
+  });
 }
 
 /** The Pacing input and the reason of a hold by pacing. */
 interface PacingHold {
   readonly input: ConditionInput;
+  /** The inputs of a pod with no other input (Budget its only condition): `[input]`, shared. */
+  readonly inputsAlone: readonly ConditionInput[];
   readonly reason: string;
 }
 
@@ -460,7 +463,8 @@ interface PacingHold {
 function pacingHoldOf(why: string, ledger: Ledger): PacingHold {
   let hold = ledger.pacingHolds.get(why);
   if (hold === undefined) {
-    hold = { input: { condition: 'Pacing', met: false, value: why }, reason: `queued: ${why}` };
+    const input: ConditionInput = { condition: 'Pacing', met: false, value: why };
+    hold = { input, inputsAlone: [input], reason: `queued: ${why}` };
     ledger.pacingHolds.set(why, hold);
   }
   return hold;
