@@ -1,0 +1,118 @@
+/**
+ * Bytes one planning pass allocates, for this checkout and a baseline: a figure the
+ * machine's load does not move (bench/plan.ts's times do). The same snapshots as
+ * bench/plan.ts (50,000 pods by default, plain and gangs of 8, one tenant, first pass).
+ *
+ *   node --expose-gc --max-semi-space-size=512 --min-semi-space-size=512 \
+ *     bench/plan-allocated.ts [--pods 50000] [--repeat 3] [--baseline DIR]
+ *
+ * How: the young generation is made large enough that no garbage collection runs during
+ * a pass, so the heap used after a pass minus before it is what the pass allocated. A
+ * pass during which a collection ran anyway (seen by a `gc` performance observer) is
+ * reported as null, never as a number. Each figure is in MB; the median of --repeat
+ * passes, after one warm-up pass per planner.
+ */
+import { PerformanceObserver } from 'node:perf_hooks';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { getHeapStatistics } from 'node:v8';
+import * as current from '../src/decide/release-plan.ts';
+import { snapshotOf } from '../src/decide/objects.ts';
+import type { Policy } from '../src/policy/model.ts';
+import { aNode } from '../test/builders/node.ts';
+import { aPod } from '../test/builders/pod.ts';
+import { aGatePolicy, aPolicy, aTenant } from '../test/builders/policy.ts';
+import { median } from './lib.ts';
+
+const { values } = parseArgs({
+  options: {
+    pods: { type: 'string', default: '50000' },
+    repeat: { type: 'string', default: '3' },
+    baseline: { type: 'string' },
+  },
+});
+const pods = Number(values.pods);
+const repeats = Number(values.repeat);
+const now = Date.UTC(2030, 0, 1);
+const gate = 'batch.tollgate.io/ready';
+
+type Planner = Pick<typeof current, 'planReleases' | 'emptyPlanState'>;
+
+function policy(gangs: boolean): Policy {
+  return aPolicy()
+    .tenant(aTenant('batch').namespaces('batch-a', 'batch-b'))
+    .gatePolicy(
+      aGatePolicy('ready', 'batch').conditions(
+        gangs
+          ? { type: 'GangComplete', groupLabel: 'gang', sizeAnnotation: 'gang-size' }
+          : { type: 'Budget' },
+      ),
+    )
+    .obj();
+}
+
+function snapshot(gangs: boolean) {
+  const objs = Array.from({ length: pods }, (_, i) => {
+    const pod = aPod(`p${i}`, i % 2 === 0 ? 'batch-a' : 'batch-b')
+      .uid(`uid-${i}`)
+      .gated(gate)
+      .requests({ cpu: '100m' })
+      .createdAt(now - 60_000 + i);
+    if (gangs) pod.label('gang', `g${Math.floor(i / 16)}`).annotate('gang-size', '8');
+    return pod.obj();
+  });
+  return snapshotOf(objs, [aNode('n1').obj()]);
+}
+
+const collectGarbage = (globalThis as { gc?: () => void }).gc;
+if (!collectGarbage) throw new Error('run with node --expose-gc (see the header)');
+let collections = 0;
+new PerformanceObserver((list) => {
+  collections += list.getEntries().length;
+}).observe({ entryTypes: ['gc'] });
+/** Lets the gc observer report the collections of the step before. */
+const settle = () => new Promise((done) => setTimeout(done, 10));
+
+async function allocatedMb(planner: Planner, p: Policy, snap: ReturnType<typeof snapshot>) {
+  planner.planReleases(p, snap, planner.emptyPlanState, now); // warm-up
+  const sizes: number[] = [];
+  for (let i = 0; i < repeats; i++) {
+    collectGarbage?.();
+    await settle();
+    collections = 0;
+    const before = getHeapStatistics().used_heap_size;
+    const plan = planner.planReleases(p, snap, planner.emptyPlanState, now);
+    const after = getHeapStatistics().used_heap_size;
+    await settle();
+    if (plan.decisions.length === 0) throw new Error('no decision');
+    if (collections > 0) return null; // a collection ran: the difference means nothing
+    sizes.push((after - before) / 1e6);
+  }
+  return Number(median(sizes).toFixed(1));
+}
+
+const baseline: Planner | undefined =
+  values.baseline === undefined
+    ? undefined
+    : ((await import(
+        pathToFileURL(resolve(values.baseline, 'src/decide/release-plan.ts')).href
+      )) as Planner);
+const result: Record<string, unknown> = { pods, repeats };
+for (const gangs of [false, true]) {
+  const p = policy(gangs);
+  const snap = snapshot(gangs);
+  const name = gangs ? `gang ${pods}` : `plain ${pods}`;
+  const mine = await allocatedMb(current, p, snap);
+  const theirs = baseline ? await allocatedMb(baseline, p, snap) : undefined;
+  result[name] = {
+    allocatedMb: mine,
+    ...(baseline
+      ? {
+          baselineMb: theirs,
+          thisOverBaseline: mine !== null && theirs ? Number((mine / theirs).toFixed(2)) : null,
+        }
+      : {}),
+  };
+}
+process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
