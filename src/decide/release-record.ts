@@ -87,6 +87,7 @@ export function recordVerdicts(
   const wakeups: number[] = [];
   const holdChanges: HoldChange[] = [];
   const refs = policyRefs(policy);
+  const idOf = decisionIds(now);
   // Looked up per held pod only when there is something to find: a first pass (or one
   // after a restart) holds every pod with no previous hold, and a missed lookup by a uid
   // string is a slow keyed load (about 0.15 µs per held pod in a 50,000-pod profile).
@@ -97,7 +98,7 @@ export function recordVerdicts(
     reason = verdict.reason,
     target = targetOf(verdict.pod),
   ): Decision => {
-    const decision = decisionOf(refs, verdict, kind, reason, now, target);
+    const decision = decisionOf(refs, idOf(kind, target), verdict, kind, reason, now, target);
     decisions.push(decision);
     return decision;
   };
@@ -197,6 +198,7 @@ function holdChangeOf(verdict: Verdict, target: Target): HoldChange {
 
 function decisionOf(
   refs: PolicyRefs,
+  id: string,
   verdict: Verdict,
   kind: DecisionKind,
   reason: string,
@@ -205,9 +207,7 @@ function decisionOf(
 ): Decision {
   const inputs: readonly ConditionInput[] = verdict.inputs;
   return {
-    // Unique per act: a pod decided again at the same resourceVersion (after a restart,
-    // or a cancelled intent) gets a new id, so recovery never confuses two acts.
-    id: `${LOOP}:${kind}:${target.uid}:${target.resourceVersion}:${now}`,
+    id,
     at: now,
     loop: LOOP,
     kind,
@@ -217,6 +217,26 @@ function decisionOf(
     inputs,
     reason,
     outcome: kind === 'Hold' || kind === 'Expire' ? RECORDED : PENDING,
+  };
+}
+
+/**
+ * Decision ids `gate-release:<kind>:<uid>:<resourceVersion>:<now>`, unique per act: a pod
+ * decided again at the same resourceVersion (after a restart, or a cancelled intent) gets
+ * a new id, so recovery never confuses two acts. The head per kind and the tail are made
+ * once per pass: a template per decision built each piece again as a chain of partial
+ * strings, kept with the decision (about 50,000 decisions in a first 50,000-pod pass).
+ */
+function decisionIds(now: number): (kind: DecisionKind, target: Target) => string {
+  const heads = new Map<DecisionKind, string>();
+  const tail = `:${now}`;
+  return (kind, target) => {
+    let head = heads.get(kind);
+    if (head === undefined) {
+      head = `${LOOP}:${kind}:`;
+      heads.set(kind, head);
+    }
+    return `${head}${target.uid}:${target.resourceVersion}${tail}`;
   };
 }
 
