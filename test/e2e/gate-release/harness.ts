@@ -313,8 +313,19 @@ export class Finisher {
         setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
       );
       this.finished += 1;
-    } catch {
-      if (attempt < 5) setTimeout(() => void this.#finish(pod, attempt + 1), 200);
+    } catch (error) {
+      // Until it lands or the pod is gone: a pod left Running would hold its tenant's
+      // budget for good (the soak's kube-apiserver restarts last about 5 s; five tries in
+      // one second once left pods Running for ever and stalled a tenant).
+      if ((error as { code?: number }).code === 404) return;
+      const timer = setTimeout(
+        () => {
+          this.#timers.delete(timer);
+          void this.#finish(pod, attempt + 1);
+        },
+        Math.min(2_000, 200 * 2 ** attempt),
+      );
+      this.#timers.add(timer);
     }
   }
 
