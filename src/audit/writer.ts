@@ -60,6 +60,7 @@ import {
   batchKinds,
   batchOf,
   phaseOf,
+  recordSchemaVersion,
   serializeBatch,
   type AuditRecord,
   type BatchKind,
@@ -256,6 +257,12 @@ export class GitAuditWriter implements AuditSink {
   #timer: { handle: unknown; at: number } | undefined;
   #retryTimer: unknown;
   #standbyTimer: unknown;
+  /**
+   * The remote tip the clone stood on when the term's recovery read it (reconcile), kept
+   * until recovery's outcomes are committed: see #withoutClosedSinceRecovery.
+   */
+  #recoveryBase: string | undefined;
+  #recoveryBaseEnds = false;
   #standbyDelay: number;
   readonly #standbyPushDelayMs: number;
   #retryDelay: number;
@@ -482,6 +489,7 @@ export class GitAuditWriter implements AuditSink {
       const planned = await this.#replayLeftovers();
       await this.#rebaseOnRemote(planned);
       await this.#countUnpushed();
+      await this.#markRecoveryBase();
       return this.#seedFromClone();
     });
     this.#chain = run.catch(() => undefined);
@@ -733,11 +741,15 @@ export class GitAuditWriter implements AuditSink {
     if (kinds.includes('intents')) turn.waiters.push(...this.#waiters.splice(0));
     const now = this.#clock.now();
     for (const batch of kinds) {
+      // Recovery's outcomes were queued before endTerm: these chunks hold them.
+      const recoveryCommitted = batch === 'outcomes' && this.#recoveryBaseEnds;
       const chunks = this.#batcher.take(batch);
-      for (const [index, chunk] of chunks.entries()) {
-        this.#inFlight += chunk.length;
+      for (const [index, taken] of chunks.entries()) {
+        this.#inFlight += taken.length;
         try {
-          await this.#commit(batch, chunk);
+          const chunk =
+            batch === 'outcomes' ? await this.#withoutClosedSinceRecovery(taken) : taken;
+          if (chunk.length > 0) await this.#commit(batch, chunk);
           this.#unpushed += chunk.length;
           // Only intents that reached a commit get a cancellation when the cycle fails.
           if (batch === 'intents')
@@ -752,11 +764,66 @@ export class GitAuditWriter implements AuditSink {
           if (kinds.indexOf('intents') > kinds.indexOf(batch)) this.#batcher.take('intents');
           return failure;
         } finally {
-          this.#inFlight -= chunk.length;
+          this.#inFlight -= taken.length;
         }
       }
+      if (recoveryCommitted) this.#recoveryBase = undefined;
     }
     return undefined;
+  }
+
+  /** Reconcile, before recovery reads the clone: the remote tip it stands on. */
+  async #markRecoveryBase(): Promise<void> {
+    this.#recoveryBase =
+      this.#store instanceof AuditRepo ? await this.#store.trackingTip() : undefined;
+    this.#recoveryBaseEnds = false;
+  }
+
+  /**
+   * Recovery decides its outcomes from the trail as the clone held it at term start (the
+   * remote tip #recoveryBase). Until they are committed, another writer's outcome for the
+   * same intent may reach the remote (a push under way when its lease was lost lands
+   * seconds later), and a push that rebuilds this clone's commits on the new tip puts it
+   * below them, where the push's own replanning (which looks back to the base of the
+   * commits it pushes) does not see it: soak seed 5 pushed such an outcome as a second
+   * one. So until then, outcomes are planned against what the remote recorded since that
+   * tip, as leftovers are: the remote's stays the intent's one outcome, this one is kept
+   * as a confirmation or correction record.
+   */
+  async #withoutClosedSinceRecovery(chunk: readonly Decision[]): Promise<readonly Decision[]> {
+    const repo = this.#store;
+    const base = this.#recoveryBase;
+    if (base === undefined || !(repo instanceof AuditRepo)) return chunk;
+    if ((await repo.trackingTip()) === base) return chunk;
+    const ids = new Set(chunk.map((decision) => decision.id));
+    const remote = await remoteRecords(repo, base, this.#cluster, ids);
+    if (remote.outcomes.size === 0) return chunk;
+    const records = chunk.map((decision): AuditRecord => ({
+      ...decision,
+      v: recordSchemaVersion,
+      phase: phaseOf(decision),
+    }));
+    const plan = planLeftovers([{ path: '', batch: 'outcomes', records }], remote, {
+      now: this.#clock.now(),
+      remoteMoved: true,
+      rebased: true,
+    });
+    const kept = [...plan.corrections, ...plan.confirmations];
+    if (kept.length > 0) {
+      await this.#commit('records', kept);
+      this.#unpushed += kept.length;
+    }
+    auditLeftoversDroppedTotal.inc(plan.dropped.length);
+    this.#logger.warn(
+      {
+        dropped: plan.dropped.length,
+        corrections: plan.corrections.length,
+        confirmations: plan.confirmations.length,
+        records: plan.dropped.slice(0, 100).map((record) => `${record.phase} ${record.id}`),
+      },
+      "outcomes not recorded: another writer's outcome for the same intent reached Git after this term's recovery read the trail; kept as a confirmation or correction record",
+    );
+    return plan.commits.flatMap((commit) => commit.records);
   }
 
   /**
@@ -927,6 +994,7 @@ export class GitAuditWriter implements AuditSink {
 
   /** Recovery of the term is done: intents are no longer remembered. */
   endTerm(): void {
+    this.#recoveryBaseEnds = true;
     this.#termIntents.clear();
     this.#trackingTermIntents = false;
   }
