@@ -13,16 +13,12 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { startGitServer, type GitServer } from '../../support/git-server.ts';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
 import { openIntents } from '../../../src/audit/recover.ts';
 import { verifyTrail } from '../../../src/audit/verify.ts';
-import { GitAuditWriter } from '../../../src/audit/writer.ts';
 import { aDecision, outcomeOf } from '../../builders/decision.ts';
-import { captureLogs } from './support.ts';
+import { captureLogs, openTestWriter } from './support.ts';
 
 let server: GitServer;
 before(async () => {
@@ -34,20 +30,12 @@ after(async () => {
 
 const cluster = 'prod';
 
-function writerOn(url: string, controller: string) {
-  return GitAuditWriter.open({
-    url,
-    token: server.token,
-    cacheDir: mkdtempSync(join(tmpdir(), `tollgate-late-outcome-${controller}-`)),
-    cluster,
-    controller,
+const writerOn = (url: string, controller: string) =>
+  openTestWriter(server, url, cluster, controller, {
     mode: 'strict',
-    batch: { maxDecisions: 100, maxDelayMs: 20 },
-    leftoversAtTermStart: true,
     retry: { maxAttempts: 3, maxElapsedMs: 5_000, baseDelayMs: 5, maxDelayMs: 20 },
     logger: captureLogs().logger,
   });
-}
 
 describe("a recovery outcome for an intent another writer closed after recovery's read", () => {
   it('is not pushed as a second outcome, even when its commit lands on a tip that already holds the other', async () => {

@@ -21,9 +21,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { startGitServer, type GitServer } from '../../support/git-server.ts';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
 import { verifyTrail } from '../../../src/audit/verify.ts';
-import { GitAuditWriter } from '../../../src/audit/writer.ts';
+import type { GitAuditWriter } from '../../../src/audit/writer.ts';
 import { aDecision, outcomeOf } from '../../builders/decision.ts';
-import { captureLogs, successorRecovers } from './support.ts';
+import { captureLogs, openTestWriter, successorRecovers } from './support.ts';
 
 let server: GitServer;
 before(async () => {
@@ -41,15 +41,9 @@ function writerOn(
   controller: string,
   logger = captureLogs().logger,
 ) {
-  return GitAuditWriter.open({
-    url,
-    token: server.token,
+  return openTestWriter(server, url, cluster, controller, {
     cacheDir,
-    cluster,
-    controller,
     mode: 'strict',
-    batch: { maxDecisions: 100, maxDelayMs: 20 },
-    leftoversAtTermStart: true,
     standbyPushDelayMs: 50,
     retry: { maxAttempts: 2, maxElapsedMs: 2_000, baseDelayMs: 5, maxDelayMs: 20 },
     logger,
