@@ -28,7 +28,9 @@ function loadsStripper(args: readonly string[], temp: string): boolean {
     {
       cwd: root,
       encoding: 'utf8',
-      env: { ...process.env, TMPDIR: temp, NODE_COMPILE_CACHE: '' },
+      // tollgate's own start: not this test process's NODE_OPTIONS, whose preloads (the
+      // any-day run's TypeScript clock shift) would load the stripper themselves.
+      env: { ...process.env, TMPDIR: temp, NODE_COMPILE_CACHE: '', NODE_OPTIONS: '' },
       timeout: 60_000,
     },
   );
