@@ -18,12 +18,9 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { getHeapStatistics } from 'node:v8';
 import * as current from '../src/decide/release-plan.ts';
-import { snapshotOf } from '../src/decide/objects.ts';
 import type { Policy } from '../src/policy/model.ts';
-import { aNode } from '../test/builders/node.ts';
-import { aPod } from '../test/builders/pod.ts';
-import { aGatePolicy, aPolicy, aTenant } from '../test/builders/policy.ts';
 import { median } from './lib.ts';
+import { planNow as now, planPolicy as policy, planSnapshot } from './plan-world.ts';
 
 const { values } = parseArgs({
   options: {
@@ -34,36 +31,8 @@ const { values } = parseArgs({
 });
 const pods = Number(values.pods);
 const repeats = Number(values.repeat);
-const now = Date.UTC(2030, 0, 1);
-const gate = 'batch.tollgate.io/ready';
 
 type Planner = Pick<typeof current, 'planReleases' | 'emptyPlanState'>;
-
-function policy(gangs: boolean): Policy {
-  return aPolicy()
-    .tenant(aTenant('batch').namespaces('batch-a', 'batch-b'))
-    .gatePolicy(
-      aGatePolicy('ready', 'batch').conditions(
-        gangs
-          ? { type: 'GangComplete', groupLabel: 'gang', sizeAnnotation: 'gang-size' }
-          : { type: 'Budget' },
-      ),
-    )
-    .obj();
-}
-
-function snapshot(gangs: boolean) {
-  const objs = Array.from({ length: pods }, (_, i) => {
-    const pod = aPod(`p${i}`, i % 2 === 0 ? 'batch-a' : 'batch-b')
-      .uid(`uid-${i}`)
-      .gated(gate)
-      .requests({ cpu: '100m' })
-      .createdAt(now - 60_000 + i);
-    if (gangs) pod.label('gang', `g${Math.floor(i / 16)}`).annotate('gang-size', '8');
-    return pod.obj();
-  });
-  return snapshotOf(objs, [aNode('n1').obj()]);
-}
 
 const collectGarbage = (globalThis as { gc?: () => void }).gc;
 if (!collectGarbage) throw new Error('run with node --expose-gc (see the header)');
@@ -74,7 +43,7 @@ new PerformanceObserver((list) => {
 /** Lets the gc observer report the collections of the step before. */
 const settle = () => new Promise((done) => setTimeout(done, 10));
 
-async function allocatedMb(planner: Planner, p: Policy, snap: ReturnType<typeof snapshot>) {
+async function allocatedMb(planner: Planner, p: Policy, snap: ReturnType<typeof planSnapshot>) {
   planner.planReleases(p, snap, planner.emptyPlanState, now); // warm-up
   const sizes: number[] = [];
   for (let i = 0; i < repeats; i++) {
@@ -101,7 +70,7 @@ const baseline: Planner | undefined =
 const result: Record<string, unknown> = { pods, repeats };
 for (const gangs of [false, true]) {
   const p = policy(gangs);
-  const snap = snapshot(gangs);
+  const snap = planSnapshot(pods, gangs);
   const name = gangs ? `gang ${pods}` : `plain ${pods}`;
   const mine = await allocatedMb(current, p, snap);
   const theirs = baseline ? await allocatedMb(baseline, p, snap) : undefined;

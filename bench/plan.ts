@@ -27,12 +27,9 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import * as current from '../src/decide/release-plan.ts';
-import { snapshotOf } from '../src/decide/objects.ts';
 import type { Policy } from '../src/policy/model.ts';
-import { aNode } from '../test/builders/node.ts';
-import { aPod } from '../test/builders/pod.ts';
-import { aGatePolicy, aPolicy, aTenant } from '../test/builders/policy.ts';
 import { median } from './lib.ts';
+import { planNow as now, planPolicy as policy, planSnapshot } from './plan-world.ts';
 
 const { values } = parseArgs({
   options: {
@@ -46,35 +43,6 @@ const { values } = parseArgs({
 const pods = values.smoke ? 5000 : Number(values.pods);
 const large = values.smoke ? 20000 : Number(values.large);
 const repeats = values.smoke ? 3 : Number(values.repeat);
-const gangOf = 8;
-const now = Date.UTC(2030, 0, 1);
-const gate = 'batch.tollgate.io/ready';
-
-function policy(gangs: boolean): Policy {
-  return aPolicy()
-    .tenant(aTenant('batch').namespaces('batch-a', 'batch-b'))
-    .gatePolicy(
-      aGatePolicy('ready', 'batch').conditions(
-        gangs
-          ? { type: 'GangComplete', groupLabel: 'gang', sizeAnnotation: 'gang-size' }
-          : { type: 'Budget' },
-      ),
-    )
-    .obj();
-}
-
-function snapshot(count: number, gangs: boolean) {
-  const objs = Array.from({ length: count }, (_, i) => {
-    const pod = aPod(`p${i}`, i % 2 === 0 ? 'batch-a' : 'batch-b')
-      .uid(`uid-${i}`)
-      .gated(gate)
-      .requests({ cpu: '100m' })
-      .createdAt(now - 60_000 + i);
-    if (gangs) pod.label('gang', `g${Math.floor(i / (2 * gangOf))}`).annotate('gang-size', '8');
-    return pod.obj();
-  });
-  return snapshotOf(objs, [aNode('n1').obj()]);
-}
 
 /** With `node --expose-gc`, each timed pass starts on a collected heap: one planner's garbage is not collected during the other's pass. */
 const collectGarbage = (globalThis as { gc?: () => void }).gc;
@@ -88,7 +56,7 @@ const baseline: Planner | undefined =
         pathToFileURL(resolve(values.baseline, 'src/decide/release-plan.ts')).href
       )) as Planner);
 
-function pass(planner: Planner, p: Policy, snap: ReturnType<typeof snapshot>) {
+function pass(planner: Planner, p: Policy, snap: ReturnType<typeof planSnapshot>) {
   return planner.planReleases(p, snap, planner.emptyPlanState, now);
 }
 
@@ -112,7 +80,7 @@ function costOf(wall: number[], cpu: number[]): PassCost {
 /** One planning pass over this many pods, per planner (alternating), and whether both planned alike. */
 function passCost(count: number, gangs: boolean): { current: PassCost; baseline?: PassCost } {
   const p = policy(gangs);
-  const snap = snapshot(count, gangs);
+  const snap = planSnapshot(count, gangs);
   const planners = baseline ? [current, baseline] : [current];
   const plans = planners.map((planner) => planText(pass(planner, p, snap))); // warm-up
   if (plans.some((text) => text !== plans[0])) {
