@@ -101,7 +101,7 @@ export function growthCheck(growth: readonly Growth[], options: GrowthOptions): 
   const detail = growthDetail(growth);
   return {
     name: `memory growth after warm-up within ${options.limit * 100}% beyond the growth of the replica's view`,
-    pass: over.length === 0,
+    pass: judged.length > 0 && over.length === 0,
     detail:
       judged.length === 0
         ? `not judged: no process lived ${options.minSamples} samples past warm-up (${detail})`

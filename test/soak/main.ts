@@ -26,7 +26,13 @@ import { startGitServer, type GitServer } from '../support/git-server.ts';
 import { startPrometheus, type TestPrometheus } from '../support/prometheus.ts';
 import { repoRoot } from '../e2e/deploy/tools.ts';
 import { openAuditSource, readAuditHistory } from '../../src/audit/reader.ts';
-import { countByKind, extraFaultKinds, faultKinds, faultSchedule } from './schedule.ts';
+import {
+  countByKind,
+  extraFaultKinds,
+  faultKinds,
+  faultSchedule,
+  minutesWithRestartQuiet,
+} from './schedule.ts';
 import { startProxy, type FaultyProxy } from './proxy.ts';
 import { startThrottlingProxy, type ThrottlingProxy } from './api-proxy.ts';
 import { PolicyRepo, namespaces, soakPolicyFiles, tenants } from './policy.ts';
@@ -60,8 +66,10 @@ const growthOptions = { warmupMs: 2 * 60_000, minSamples: 12, limit: 0.1 };
  * Shorter runs report memory growth without judging it: a few minutes past warm-up
  * measure a controller filling its caches and audit history, not a leak, and a run
  * stretched by its faults on a loaded machine would judge some processes and not others.
+ * Longer runs end their chaos with 8 minutes free of restarts (schedule.ts), so the
+ * replicas then running are judged; a long run that judged no process fails.
  */
-const minutesToJudgeMemory = 10;
+const minutesToJudgeMemory = minutesWithRestartQuiet;
 /**
  * Settling fails early when a tenant holding pods sees no release for this long: longer
  * than a pod's run (4 s) plus a leader takeover (the 15 s lease, then term start), so a

@@ -4,7 +4,9 @@
  * once-only kinds in the first cycle only), spaced by seeded gaps, and a fault never
  * overlaps another of its group (one process fault at a time, one Git fault at a time,
  * one policy fault at a time), while faults of different groups do overlap: production
- * delivers them together. Every fault ends (start + hold) before the chaos phase ends.
+ * delivers them together. Every fault ends (start + hold) before the chaos phase ends, and
+ * faults that restart a replica end before the last stretch of a long run (memory is
+ * judged on the processes that then live on).
  */
 import fc from 'fast-check';
 
@@ -33,14 +35,16 @@ interface KindSpec {
   /** How long the fault lasts (a killed replica is restarted after it, like a Deployment). */
   readonly holdMs: number;
   readonly once?: boolean;
+  /** The fault ends the process (a new incarnation starts after it). */
+  readonly restarts?: boolean;
 }
 
 /** Shipped lease duration (15 s): a paused replica stays paused past it. */
 export const shippedLeaseMs = 15_000;
 
 export const kindSpecs: Readonly<Record<FaultKind, KindSpec>> = {
-  'leader-sigkill': { group: 'process', holdMs: 5_000 },
-  'leader-sigterm': { group: 'process', holdMs: 5_000 },
+  'leader-sigkill': { group: 'process', holdMs: 5_000, restarts: true },
+  'leader-sigterm': { group: 'process', holdMs: 5_000, restarts: true },
   'replica-sigstop': { group: 'process', holdMs: shippedLeaseMs + 5_000 },
   'apiserver-restart': { group: 'apiserver', holdMs: 0 },
   'api-throttled': { group: 'apiserver', holdMs: 30_000 },
@@ -71,7 +75,19 @@ export interface ScheduleOptions {
   readonly maxGapMs?: number;
   /** The kinds to draw from (default: faultKinds; `--all-faults` adds extraFaultKinds). */
   readonly kinds?: readonly FaultKind[];
+  /**
+   * The last stretch of the chaos without faults that restart a process (every other
+   * kind, pauses included, goes on). Default: 8 minutes for runs of 10 minutes or more,
+   * none for shorter ones. Memory growth is judged per process after a 2-minute warm-up
+   * on at least 12 samples 15 s apart: a leader killed every minute or so never lives
+   * that long, so without this stretch a 30-minute run could not judge memory at all.
+   */
+  readonly restartQuietMs?: number;
 }
+
+/** Runs this long or longer keep their last 8 minutes free of restarts (memory is judged). */
+export const minutesWithRestartQuiet = 10;
+const restartQuietDefaultMs = 8 * 60_000;
 
 interface Draws {
   readonly cycles: FaultKind[][];
@@ -114,6 +130,8 @@ export function faultSchedule(
   const minGapMs = options.minGapMs ?? 6_000;
   const maxGapMs = options.maxGapMs ?? 18_000;
   const endMs = minutes * 60_000;
+  const restartQuietMs =
+    options.restartQuietMs ?? (minutes >= minutesWithRestartQuiet ? restartQuietDefaultMs : 0);
   const slots = Math.ceil(endMs / minGapMs) + 1;
   const draws = drawFor(seed, slots, options.kinds ?? faultKinds);
   const pending = kindOrder(draws.cycles);
@@ -121,7 +139,9 @@ export function faultSchedule(
   const faults: Fault[] = [];
   let atMs = warmupMs;
   for (let slot = 0; slot < slots && atMs < endMs; slot++) {
-    const index = pending.findIndex((kind) => fits(kind, atMs, endMs, busyUntil));
+    const index = pending.findIndex((kind) =>
+      fits(kind, atMs, kindSpecs[kind].restarts ? endMs - restartQuietMs : endMs, busyUntil),
+    );
     if (index >= 0) {
       const [kind] = pending.splice(index, 1) as [FaultKind];
       const spec = kindSpecs[kind];

@@ -53,6 +53,23 @@ describe('the soak fault schedule', () => {
     assert.ok(faultKinds.filter((kind) => counts[kind] > 0).length >= 12, JSON.stringify(counts));
   });
 
+  it('leaves the last 8 minutes of a 30-minute run without restarts, so the replicas then running live long enough to judge their memory', () => {
+    for (const seed of [5, 6, 7, 8]) {
+      const faults = faultSchedule(seed, 30);
+      const restarts = faults.filter((f) => kindSpecs[f.kind].restarts);
+      assert.ok(restarts.length >= 20, `seed ${seed}: ${restarts.length} restarts`);
+      const last = Math.max(...restarts.map((f) => f.atMs + f.holdMs));
+      assert.ok(last <= 22 * 60_000, `seed ${seed}: a restart ends at ${last} ms`);
+      const pauses = faults.filter((f) => f.kind === 'replica-sigstop' && f.atMs >= 22 * 60_000);
+      assert.ok(pauses.length > 0, `seed ${seed}: no pause in the last 8 minutes`);
+    }
+  });
+
+  it('the 3-minute CI variant keeps its restarts (runs under 10 minutes have no quiet stretch)', () => {
+    const restarts = faultSchedule(1, 3).filter((f) => kindSpecs[f.kind].restarts);
+    assert.ok(restarts.length >= 2, `${restarts.length} restarts`);
+  });
+
   it('--all-faults adds API server throttling to the kinds drawn; the default schedule never has it', () => {
     const kinds = [...faultKinds, ...extraFaultKinds];
     assert.ok(countByKind(faultSchedule(1, 30, { kinds }))['api-throttled'] > 0);
