@@ -55,6 +55,7 @@ import type {
   WriteRequest,
   ResourceList,
 } from '../dispatch/types.ts';
+import type { Dispatcher } from 'undici';
 import { RELEASED_ANNOTATION } from '../decide/lifecycle.ts';
 import { KubeApiError, toKubeError } from './errors.ts';
 
@@ -80,6 +81,63 @@ export type WriteError = KubeApiError & { readonly conflict: boolean };
 export interface WriteExecutorOptions {
   /** managedFields manager name of tollgate's patches. */
   readonly fieldManager?: string;
+  /**
+   * The leader's fence, asked again at the moment a request is written to its connection
+   * (see `fenceAtTheWire`): false means the request is never sent.
+   */
+  readonly fence?: () => boolean;
+}
+
+/**
+ * The term closed before the request reached a connection: it was never sent. The
+ * dispatcher knows it by `fencedBeforeSend` and ends the write `cancelled`.
+ */
+export class FencedBeforeSendError extends Error {
+  readonly fencedBeforeSend = true;
+  constructor(context: string) {
+    super(
+      `leadership lost: ${context} was never sent (the fence closed before it reached a connection)`,
+    );
+    this.name = 'FencedBeforeSendError';
+  }
+}
+
+/** True for a write the fence kept off the wire, wherever it sits in an error's cause chain. */
+export function isFencedBeforeSend(error: unknown): error is FencedBeforeSendError {
+  for (let e = error, depth = 0; e && typeof e === 'object' && depth < 8; depth++) {
+    if (e instanceof FencedBeforeSendError) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+type Handler = Dispatcher.DispatchHandler;
+
+/**
+ * The fence asked at the last moment: undici calls a handler's `onRequestStart` right
+ * before it writes the request to a connection, and a request aborted there is not
+ * written. Between the dispatcher's own fence check and that moment, a request may wait
+ * for the pool, a TCP connect or a TLS handshake; a leader paused there past its lease
+ * and resumed runs that I/O before its lease loop notices the term is over (I/O callbacks
+ * come before timers in the event loop), so without this check the request goes out
+ * while the next leader writes.
+ */
+function fenceAtTheWire(
+  fence: () => boolean,
+  context: string,
+): Dispatcher.DispatcherComposeInterceptor {
+  return (dispatch) => (options, handler: Handler) =>
+    dispatch(options, {
+      onRequestStart(controller, requestContext) {
+        handler.onRequestStart?.(controller, requestContext);
+        if (!fence()) controller.abort(new FencedBeforeSendError(context));
+      },
+      onRequestUpgrade: (...args) => handler.onRequestUpgrade?.(...args),
+      onResponseStart: (...args) => handler.onResponseStart?.(...args),
+      onResponseData: (...args) => handler.onResponseData?.(...args),
+      onResponseEnd: (...args) => handler.onResponseEnd?.(...args),
+      onResponseError: (...args) => handler.onResponseError?.(...args),
+    });
 }
 
 /** The generated object-parameter APIs take observable middleware; this one hands the caller's signal to the fetch. */
@@ -93,9 +151,28 @@ function signalMiddleware(signal: AbortSignal): ObservableMiddleware {
   };
 }
 
-function requestOptions(signal: AbortSignal, contentType?: string): ConfigurationOptions {
+/** Sends the request through the connection pool it was given, with the fence at the wire. */
+function fenceMiddleware(fence: () => boolean, context: string): ObservableMiddleware {
+  return {
+    pre: (request) => {
+      const pool = request.getDispatcher() as Dispatcher | undefined;
+      if (pool) request.setDispatcher(pool.compose(fenceAtTheWire(fence, context)));
+      return new Observable(Promise.resolve(request));
+    },
+    post: (response) => new Observable(Promise.resolve(response)),
+  };
+}
+
+function requestOptions(
+  signal: AbortSignal,
+  contentType?: string,
+  fence?: { readonly open: () => boolean; readonly context: string },
+): ConfigurationOptions {
   const withSignal: ConfigurationOptions = {
-    middleware: [signalMiddleware(signal)],
+    middleware: [
+      signalMiddleware(signal),
+      ...(fence ? [fenceMiddleware(fence.open, fence.context)] : []),
+    ],
     middlewareMergeStrategy: 'append',
   };
   return contentType ? setHeaderOptions('Content-Type', contentType, withSignal) : withSignal;
@@ -181,6 +258,7 @@ export function createWriteExecutor(
     const op = request.op;
     const context =
       op.type === 'event' ? `event ${namespace}/${name}` : `${op.type} pod ${namespace}/${name}`;
+    const fenced = options.fence ? { open: options.fence, context } : undefined;
     let pod: { metadata?: { resourceVersion?: string } };
     try {
       switch (op.type) {
@@ -192,19 +270,19 @@ export function createWriteExecutor(
               body: removeGatePatch(resourceVersion, op.gate, op.gateIndex, op.markReleased),
               fieldManager,
             },
-            requestOptions(signal, PatchStrategy.JsonPatch),
+            requestOptions(signal, PatchStrategy.JsonPatch, fenced),
           );
           break;
         case 'resize':
           pod = await core.patchNamespacedPodResize(
             { name, namespace, body: resizePatch(resourceVersion, op), fieldManager },
-            requestOptions(signal, PatchStrategy.StrategicMergePatch),
+            requestOptions(signal, PatchStrategy.StrategicMergePatch, fenced),
           );
           break;
         case 'delete':
           pod = await core.deleteNamespacedPod(
             { name, namespace, body: { preconditions: { uid, resourceVersion } } },
-            requestOptions(signal),
+            requestOptions(signal, undefined, fenced),
           );
           break;
         case 'annotate':
@@ -215,13 +293,13 @@ export function createWriteExecutor(
               body: { metadata: { resourceVersion, annotations: { ...op.annotations } } },
               fieldManager,
             },
-            requestOptions(signal, PatchStrategy.MergePatch),
+            requestOptions(signal, PatchStrategy.MergePatch, fenced),
           );
           break;
         case 'podCondition':
           pod = await core.patchNamespacedPodStatus(
             { name, namespace, body: { status: { conditions: [op.condition] } }, fieldManager },
-            requestOptions(signal, PatchStrategy.StrategicMergePatch),
+            requestOptions(signal, PatchStrategy.StrategicMergePatch, fenced),
           );
           break;
         case 'event':
@@ -229,7 +307,7 @@ export function createWriteExecutor(
             op.event.action === 'create'
               ? await events.createNamespacedEvent(
                   { namespace, body: op.event.body, fieldManager },
-                  requestOptions(signal),
+                  requestOptions(signal, undefined, fenced),
                 )
               : await events.patchNamespacedEvent(
                   {
@@ -243,7 +321,7 @@ export function createWriteExecutor(
                     },
                     fieldManager,
                   },
-                  requestOptions(signal, PatchStrategy.MergePatch),
+                  requestOptions(signal, PatchStrategy.MergePatch, fenced),
                 );
           break;
         default: {
@@ -252,6 +330,7 @@ export function createWriteExecutor(
         }
       }
     } catch (error) {
+      if (isFencedBeforeSend(error)) throw new FencedBeforeSendError(context);
       if (signal.aborted)
         throw signal.reason instanceof Error
           ? signal.reason

@@ -255,6 +255,15 @@ export function classifyWriteError(error: unknown): ErrorClass {
   return { kind: 'final', message };
 }
 
+/**
+ * The executor's word that the request never left the process: the fence, asked again as
+ * the request reached a connection, was closed (src/cluster/writer.ts). Nothing to read
+ * back and nothing to retry in this term: it ends `cancelled`, like a write refused here.
+ */
+function neverSent(error: unknown): boolean {
+  return (error as { fencedBeforeSend?: unknown } | null)?.fencedBeforeSend === true;
+}
+
 interface Item {
   request: WriteRequest;
   band: WriteBand;
@@ -914,6 +923,11 @@ export class PriorityDispatcher implements Dispatcher {
       });
       if (aborted.kind === 'fence') await this.#afterFenceAbort(item, aborted.message);
       else this.#finish(item, { result: 'cancelled', message: aborted.message });
+      return;
+    }
+    if (neverSent(error)) {
+      apiRequestsTotal.inc({ verb, code: 'fenced' });
+      this.#finish(item, { result: 'cancelled', message: (error as Error).message });
       return;
     }
     const kind: ErrorClass =

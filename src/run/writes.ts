@@ -46,7 +46,9 @@ export function createLeaderElector(
  * queued and backing-off writes, and a write to a pod the view shows gone or replaced
  * (new uid) is dropped right before its send. When a leader term ends, the writes in
  * flight are aborted and their outcome read back, instead of landing while the next
- * leader writes.
+ * leader writes. The fence is asked twice: by the dispatcher before a send, and by the
+ * executor as the request reaches its connection (a write that waited there while the
+ * process was paused past its lease is never sent).
  */
 export function createRunDispatcher(options: {
   config: Pick<RunConfig, 'writes'>;
@@ -63,7 +65,10 @@ export function createRunDispatcher(options: {
   const dispatcher = createDispatcher({
     ...config.writes,
     executor: options.termWrites.executor(
-      measureCacheLag(createWriteExecutor(options.kubeConfig), options.cacheLag),
+      measureCacheLag(
+        createWriteExecutor(options.kubeConfig, { fence: options.elector.fence }),
+        options.cacheLag,
+      ),
     ),
     readBack: createReadBack(options.kubeConfig),
     fence: options.elector.fence,

@@ -587,6 +587,27 @@ test('a write whose fence is down is cancelled as leadership lost, never sent', 
   );
 });
 
+test('a write the fence kept off the wire (closed as it reached a connection) is cancelled as never sent: no retry, no read-back', async () => {
+  const neverSent = Object.assign(
+    new Error(
+      'leadership lost: removeGate pod ns/a was never sent (the fence closed before it reached a connection)',
+    ),
+    { fencedBeforeSend: true },
+  );
+  const readBacks: string[] = [];
+  const { timers, dispatcher, sends } = setup(() => Promise.reject(neverSent), {
+    readBack: (request) => {
+      readBacks.push(request.key);
+      return Promise.resolve({ state: 'absent' as const });
+    },
+  });
+  const done = accepted(dispatcher.enqueue(write('ns/a', timers.clock.now())));
+  assert.deepEqual(await done, { result: 'cancelled', message: neverSent.message });
+  await advance(timers, 60_000);
+  assert.equal(sends.length, 1, 'not sent again');
+  assert.deepEqual(readBacks, [], 'nothing to read back: it never left the process');
+});
+
 test('a full queue refuses, counts the overflow, and wakes whenNotFull when room appears', async () => {
   const releases: (() => void)[] = [];
   const { timers, dispatcher } = setup(

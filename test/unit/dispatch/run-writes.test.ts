@@ -144,3 +144,41 @@ test('a shutdown that times out aborts the writes still in flight and waits for 
   assert.equal(result.result, 'cancelled');
   assert.match((result as { message: string }).message, /shutdown/);
 });
+
+test("tollgate run's writes ask the elector's fence again as they reach a connection: one queued in the pool when the term ends is cancelled, never sent", async () => {
+  const { holdingApiServer, oneConnection, until, waiting } =
+    await import('../../support/held-connection.ts');
+  const server = await holdingApiServer();
+  const { kubeConfig, agent } = oneConnection(server.url);
+  let termOpen = true;
+  const dispatcher = createRunDispatcher({
+    config: { writes: dispatchSettings({ concurrency: 2 }) },
+    kubeConfig,
+    cacheLag: { expect: () => undefined } as never,
+    elector: { fence: () => termOpen, onStoppedLeading: () => undefined },
+    termWrites: new TermWrites(),
+  });
+  try {
+    const held = dispatcher.enqueue(requestFor(aPod('held', 'ns').uid('uh').obj()));
+    assert.ok(held.accepted);
+    await until('the first write reaches the server', () => server.seen.length === 1);
+    const second = dispatcher.enqueue(requestFor(aPod('waiting', 'ns').uid('uw').obj()));
+    assert.ok(second.accepted);
+    await until('the second waits for the connection', () => waiting(agent, server.url) === 1);
+    termOpen = false; // the elector's fence closes; its lease loop has not run yet
+    server.answerHeld();
+    const first = await held.done;
+    assert.equal(first.result, 'succeeded', JSON.stringify(first));
+    const outcome = await second.done;
+    assert.equal(outcome.result, 'cancelled');
+    assert.match(outcome.message ?? '', /leadership lost.*never sent/);
+    assert.deepEqual(
+      server.seen.map((s) => s.path.replace(/\?.*/, '')),
+      ['/api/v1/namespaces/ns/pods/held'],
+    );
+  } finally {
+    await dispatcher.close({ cancelQueued: true });
+    await agent.close();
+    await server.close();
+  }
+});
