@@ -117,7 +117,7 @@ export const apiRequestsTotal = getOrCreate(
   () =>
     new Counter({
       name: 'tollgate_api_requests_total',
-      help: 'Write requests the dispatcher sent to the API server, by verb and answer (HTTP code, 2xx, network, timeout, aborted).',
+      help: 'Write requests the dispatcher sent to the API server, by verb and answer (HTTP code, 2xx, network, timeout, aborted; fenced: handed to the HTTP client, kept off the wire by the fence).',
       labelNames: ['verb', 'code'],
       registers: [registry],
     }),

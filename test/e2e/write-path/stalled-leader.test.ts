@@ -391,11 +391,12 @@ test('a leader stopped past its lease with writes in flight: the standby takes o
   const abortedInFlight = stopped.lines.filter((l) =>
     JSON.stringify(l).includes('aborted in flight'),
   ).length;
+  const neverSent = stopped.lines.filter((l) => JSON.stringify(l).includes('never sent')).length;
   const terms = (r: Replica): number =>
     r.lines.filter((l) => l.msg === 'leading: recovering audit outcomes, then starting loops')
       .length;
   log(
-    `${PODS} pods, maxInFlight ${maxInFlight}; SIGSTOP of ${stopped.identity} (terms before the end: ${terms(stopped)}, ${standby.identity}: ${terms(standby)}) at ${atStop} released with ${atStopWrites.inFlight} write(s) in flight and ${atStopWrites.queued} waiting (${abortedInFlight} aborted in flight after SIGCONT); ${standby.identity} led ${takeoverMs} ms after the stop (lease ${leaseMs} ms); SIGCONT ${resumedAt - stoppedAt} ms after the stop; ` +
+    `${PODS} pods, maxInFlight ${maxInFlight}; SIGSTOP of ${stopped.identity} (terms before the end: ${terms(stopped)}, ${standby.identity}: ${terms(standby)}) at ${atStop} released with ${atStopWrites.inFlight} write(s) in flight and ${atStopWrites.queued} waiting (${abortedInFlight} aborted in flight after SIGCONT, ${neverSent} log lines of writes kept off the wire); ${standby.identity} led ${takeoverMs} ms after the stop (lease ${leaseMs} ms); SIGCONT ${resumedAt - stoppedAt} ms after the stop; ` +
       `burst ${burstCounts.sent} writes (${burstCounts.refused} refused); releases by ${stopped.identity}'s stopped term and before ${byStopped.length}, by its later terms ${byStoppedLaterTerms} (next term ${Number.isFinite(nextTermAt) ? `${nextTermAt - resumedAt} ms after SIGCONT` : 'none'}), by ${standby.identity} ${removals.length - byStopped.length - byStoppedLaterTerms} (${byStandbyAfterStop.length} after the stop); ` +
       `overlap window (the stopped leader's last accepted removal minus the standby's first after the stop, watch order): ${lastStopped.at - firstStandby.at} ms, removals of the stopped leader after it: ${stoppedAfterStandby}; exit codes ${JSON.stringify(codes)}`,
   );
