@@ -39,9 +39,16 @@ import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import { writeHeapSnapshot } from 'node:v8';
 import { AuditRepo } from '../src/audit/repo.ts';
-import { GitAuditWriter, openIntentsDeepening } from '../src/audit/writer.ts';
+import { GitAuditWriter, openIntentsDeepening, realTimers } from '../src/audit/writer.ts';
 import { timedStore } from './audit-lib.ts';
-import { benchTrail, pushSeeded, seedTrail, writeRound, type TrailShape } from './audit-seed.ts';
+import {
+  benchTrail,
+  pushSeeded,
+  seedTrail,
+  trailWriter,
+  writeRound,
+  type TrailShape,
+} from './audit-seed.ts';
 import { parseDuration, ManualClock } from '../src/lib/clock.ts';
 import { countingFs } from '../test/support/counting-fs.ts';
 import { startGitServer } from '../test/support/git-server.ts';
@@ -173,14 +180,12 @@ async function writeWithWriter(
   await repo.open();
   await repo.fetch();
   const store = timedStore(repo, { ...times, pushReads }, values['keep-git-cache']);
-  const writer = new GitAuditWriter({
+  const writer = trailWriter(
     store,
-    cluster: shape.cluster,
-    controller: options.controller,
-    batch: { maxDecisions: shape.perCommit, maxDelayMs: shape.maxDelayMs },
-    checkpointEvery: shape.checkpointEvery,
-    clock: options.clock,
-  });
+    { ...shape, controller: options.controller },
+    options.clock,
+    realTimers,
+  );
   await writer.reconcile();
   const started = performance.now();
   for (let done = 0; done < options.records; done += 2 * shape.perCommit) {

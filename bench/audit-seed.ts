@@ -48,6 +48,24 @@ export const benchTrail: TrailShape = {
 /** Timers that never fire: a bench drives every cycle itself (recordIntents, flush). */
 export const inertTimers: Timers = { set: () => 0, clear: () => undefined };
 
+/** The writer of a bench trail over `store` (timers that never fire unless given). */
+export function trailWriter(
+  store: AuditStore,
+  shape: TrailShape,
+  clock: ManualClock,
+  timers: Timers = inertTimers,
+): GitAuditWriter {
+  return new GitAuditWriter({
+    store,
+    cluster: shape.cluster,
+    controller: shape.controller,
+    batch: { maxDecisions: shape.perCommit, maxDelayMs: shape.maxDelayMs },
+    checkpointEvery: shape.checkpointEvery,
+    clock,
+    timers,
+  });
+}
+
 /** The `index`-th Release intent of a bench trail, decided at `at`. */
 export function trailDecision(index: number, at: number): Decision {
   const name = `p${index}`;
@@ -198,15 +216,7 @@ export async function seedTrail(
   await run('git', ['init', '-q', '--bare', `--initial-branch=${options.branch}`, options.gitdir]);
   const clock = new ManualClock(options.start);
   const store = new FastImportStore(options.gitdir, options.branch, options.author, clock);
-  const writer = new GitAuditWriter({
-    store,
-    cluster: options.cluster,
-    controller: options.controller,
-    batch: { maxDecisions: options.perCommit, maxDelayMs: options.maxDelayMs },
-    checkpointEvery: options.checkpointEvery,
-    clock,
-    timers: inertTimers,
-  });
+  const writer = trailWriter(store, options, clock);
   writer.seedOpenIntents([]); // a new branch: nothing open, checkpoints from here on
   try {
     for (let done = 0; done < options.records; done += 2 * options.perCommit) {

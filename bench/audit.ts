@@ -17,6 +17,7 @@ import { parseArgs, promisify } from 'node:util';
 import { AuditRepo } from '../src/audit/repo.ts';
 import { GitAuditWriter } from '../src/audit/writer.ts';
 import { timedStore } from './audit-lib.ts';
+import { trailDecision } from './audit-seed.ts';
 import type { Decision } from '../src/decide/decision.ts';
 import { startGitServer } from '../test/support/git-server.ts';
 import { percentile } from './lib.ts';
@@ -45,21 +46,14 @@ const commitMs: number[] = [];
 const pushMs: number[] = [];
 const intentMs: number[] = [];
 
+/** A bench trail's intent (audit-seed.ts), named per writer, with a second input. */
 function intent(writer: number, index: number): Decision {
   const name = `w${writer}-p${index}`;
+  const decision = trailDecision(index, Date.now());
   return {
+    ...decision,
     id: `gate-release:Release:uid-${name}:1`,
-    at: Date.now(),
-    loop: 'gate-release',
-    kind: 'Release',
-    tenant: `team-${index % 4}`,
-    target: {
-      namespace: `team-${index % 4}`,
-      name,
-      uid: `uid-${name}`,
-      resourceVersion: String(1000 + index),
-    },
-    policy: { commit: 'f'.repeat(40), file: `tenants/team-${index % 4}.yaml`, name: 'batch-jobs' },
+    target: { ...decision.target, name, uid: `uid-${name}` },
     inputs: [
       {
         condition: 'Budget',
@@ -68,8 +62,6 @@ function intent(writer: number, index: number): Decision {
       },
       { condition: 'ImagePresent', met: true, value: { nodes: 3, minNodes: 1 } },
     ],
-    reason: 'all conditions met',
-    outcome: { result: 'pending' },
   };
 }
 

@@ -17,14 +17,13 @@ import { promisify } from 'node:util';
 import { openAuditSource, readAuditHistory, type AuditCommit } from '../../../src/audit/reader.ts';
 import { AuditRepo } from '../../../src/audit/repo.ts';
 import { verifyTrail } from '../../../src/audit/verify.ts';
-import { GitAuditWriter } from '../../../src/audit/writer.ts';
 import { ManualClock } from '../../../src/lib/clock.ts';
 import { startGitServer } from '../../support/git-server.ts';
 import {
   benchTrail,
-  inertTimers,
   pushSeeded,
   seedTrail,
+  trailWriter,
   writeRound,
 } from '../../../bench/audit-seed.ts';
 
@@ -69,15 +68,7 @@ test('a trail synthesized with git fast-import reads back exactly as the real wr
     });
     await repo.open();
     await repo.fetch();
-    const writer = new GitAuditWriter({
-      store: repo,
-      cluster: shape.cluster,
-      controller: shape.controller,
-      batch: { maxDecisions: shape.perCommit, maxDelayMs: shape.maxDelayMs },
-      checkpointEvery: shape.checkpointEvery,
-      clock,
-      timers: inertTimers,
-    });
+    const writer = trailWriter(repo, shape, clock);
     writer.seedOpenIntents([]);
     for (let done = 0; done < records; done += 2 * shape.perCommit)
       await writeRound(writer, clock, done, shape);
