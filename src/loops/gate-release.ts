@@ -39,12 +39,14 @@ import {
 import { releaseWriteBand } from '../dispatch/bands.ts';
 import type { Dispatcher, WriteRequest, WriteResult } from '../dispatch/types.ts';
 import { systemClock, type Clock } from '../lib/clock.ts';
+import { systemTimers, type Timers } from '../lib/timers.ts';
 import { silentLogger, type Logger } from '../observe/log.ts';
 import type { DecisionKindName, Policy } from '../policy/model.ts';
 import { afterFinalFailure, type BlockedWrite } from '../decide/release-blocked.ts';
 import type { GangReleases } from '../decide/release-gang-memory.ts';
 import { retargetOnLive } from '../decide/stale-live.ts';
 import type { ReleasedConditionSink } from './released-condition.ts';
+import { earliestPassAt } from './pass-pacing.ts';
 import {
   blockedWritesTotal,
   budgetChargeChangesTotal,
@@ -98,6 +100,8 @@ export interface GateReleaseDeps {
   /** Keeps the pods' tollgate.io/Released condition current (loops/released-condition.ts). */
   readonly releasedCondition?: ReleasedConditionSink;
   readonly clock?: Clock;
+  /** The timers passes are scheduled with (default: setTimeout); tests drive them by hand. */
+  readonly timers?: Timers;
   readonly log?: Logger;
   /** A live GET, taken before a destructive write (Cancel deletes the pod) when the stale-guard asks for it. */
   readonly readPod?: (namespace: string, name: string) => Promise<V1Pod | undefined>;
@@ -222,13 +226,28 @@ class GateReleaseRunner {
   /** Aborted by stop(): ends a pass's wait for the view. */
   readonly #stopping = new AbortController();
   #running: Promise<PassReport> | undefined;
-  #rerun = false;
-  #timer: NodeJS.Timeout | undefined;
+  /**
+   * True from a pass's start to its end. Set before `#onePass` is called: its synchronous
+   * part (the whole decide step) runs before `#running` is assigned.
+   */
+  #passing = false;
+  readonly #timers: Timers;
+  #timer: unknown;
   #timerAt = Number.POSITIVE_INFINITY;
+  /**
+   * The soonest time a pass was asked for while one ran: the end of that pass arms the
+   * timer, with the spacing that pass earned (a timer armed during it would use the one
+   * before).
+   */
+  #wantedAt = Number.POSITIVE_INFINITY;
   /** When the last pass ended and how long its work took (waiting for the view excluded). */
   #lastPassEnd = Number.NEGATIVE_INFINITY;
   #lastPassMs = 0;
   #passStartedAt: number | undefined;
+  /** The first view change not yet seen by a pass: how long a change waited, logged per pass. */
+  #changedSince: number | undefined;
+  /** The waiting, logged with the pass that ends it (see `#logPacing`). */
+  #pacing: { waitedMs?: number; lateMs?: number; decideMs?: number; writes?: number } = {};
   readonly #dirty = new Set<ObjectKey>();
   /** key -> the resourceVersion a write conflicted on: decided again only once the view has moved past it. */
   readonly #conflicted = new Map<ObjectKey, { resourceVersion: string; at: number }>();
@@ -240,6 +259,7 @@ class GateReleaseRunner {
     if (deps.blocked) this.#state = { ...this.#state, blocked: deps.blocked };
     if (deps.gangReleases) this.#state = { ...this.#state, gangReleases: deps.gangReleases };
     this.#clock = deps.clock ?? systemClock;
+    this.#timers = deps.timers ?? systemTimers;
     this.#log = deps.log ?? silentLogger;
     this.#debounceMs = deps.debounceMs ?? 100;
     this.#passShare = deps.passShare ?? 0.25;
@@ -251,6 +271,7 @@ class GateReleaseRunner {
     this.#autoStart = deps.autoStart ?? true;
     this.#unsubscribe = deps.view.onChange((change: ViewChange) => {
       if (change.resource === 'pods') this.#dirty.add(change.key);
+      this.#changedSince ??= this.#clock.now();
       this.#schedule(this.#debounceMs);
     });
     if (this.#autoStart) this.#schedule(0);
@@ -269,60 +290,108 @@ class GateReleaseRunner {
     this.#stopped = true;
     this.#stopping.abort(new Error('gate-release loop stopping'));
     this.#unsubscribe();
-    if (this.#timer) clearTimeout(this.#timer);
+    if (this.#timer !== undefined) this.#timers.clear(this.#timer);
     await this.#running?.catch(() => undefined);
     await Promise.allSettled([...this.#pending]);
   }
 
   /**
    * A pass at least `wantedMs` from now, and no sooner than the pass share allows after
-   * the last one: after a pass that took P ms, the next waits P * (1 / share - 1) ms, at
-   * most a second. An earlier timer already set wins.
+   * the last one (`earliestPassAt`). An earlier timer already set wins. Asked while a pass
+   * runs, the wish is kept and that pass's end arms the timer: the spacing is then the
+   * one the running pass earned, and the wait counts from when the wish was made, not
+   * from the pass's end.
    */
   #schedule(wantedMs: number): void {
     if (this.#stopped || !this.#autoStart) return;
-    const now = this.#clock.now();
-    const spacing = Math.min(maxSpacingMs, this.#lastPassMs * (1 / this.#passShare - 1));
-    const delayMs = Math.max(wantedMs, this.#lastPassEnd + spacing - now);
-    const at = now + Math.max(0, delayMs);
-    if (this.#timer && at >= this.#timerAt) return;
-    if (this.#timer) clearTimeout(this.#timer);
+    const wantedAt = this.#clock.now() + Math.max(0, wantedMs);
+    if (this.#passing) {
+      this.#wantedAt = Math.min(this.#wantedAt, wantedAt);
+      return;
+    }
+    this.#arm(Math.max(wantedAt, this.#earliestPassAt()));
+  }
+
+  #earliestPassAt(): number {
+    return earliestPassAt(this.#lastPassEnd, this.#lastPassMs, this.#passShare);
+  }
+
+  #arm(at: number): void {
+    if (this.#timer !== undefined && at >= this.#timerAt) return;
+    if (this.#timer !== undefined) this.#timers.clear(this.#timer);
     this.#timerAt = at;
-    this.#timer = setTimeout(
-      () => {
-        this.#timer = undefined;
-        this.#timerAt = Number.POSITIVE_INFINITY;
-        void this.#runPass().catch((error: unknown) =>
-          this.#log.error({ err: error }, 'gate-release pass failed'),
-        );
-      },
-      Math.max(0, delayMs),
+    this.#timer = this.#timers.set(() => this.#onTimer(at), Math.max(0, at - this.#clock.now()));
+  }
+
+  /**
+   * The timer is due. A pass that ran since it was armed (one asked with `pass()`, say a
+   * new policy) earned its own spacing: the timer moves to it rather than run early.
+   */
+  #onTimer(armedFor: number): void {
+    this.#timer = undefined;
+    this.#timerAt = Number.POSITIVE_INFINITY;
+    if (this.#stopped) return;
+    const now = this.#clock.now();
+    if (this.#passing) {
+      this.#wantedAt = Math.min(this.#wantedAt, now);
+      return;
+    }
+    const earliest = this.#earliestPassAt();
+    if (now < earliest) {
+      this.#arm(earliest);
+      return;
+    }
+    this.#pacing.lateMs = Math.max(0, now - armedFor);
+    void this.#runPass().catch((error: unknown) =>
+      this.#log.error({ err: error }, 'gate-release pass failed'),
     );
-    this.#timer.unref?.();
   }
 
   /** One pass at a time: a pass asked for while one runs is run once after it. */
   async #runPass(): Promise<PassReport> {
     if (this.#running) {
-      this.#rerun = true;
+      this.#wantedAt = Math.min(this.#wantedAt, this.#clock.now());
       return this.#running;
     }
     this.#passStartedAt = undefined;
     const ended = this.#deps.watchdog?.begin('gate-release');
+    this.#passing = true;
     this.#running = this.#onePass();
     try {
       return await this.#running;
     } finally {
       ended?.();
+      const now = this.#clock.now();
       this.#lastPassMs =
-        this.#passStartedAt === undefined ? 0 : performance.now() - this.#passStartedAt;
-      this.#lastPassEnd = this.#clock.now();
+        this.#passStartedAt === undefined ? 0 : Math.max(0, now - this.#passStartedAt);
+      this.#lastPassEnd = now;
       this.#running = undefined;
-      if (this.#rerun && !this.#stopped) {
-        this.#rerun = false;
-        this.#schedule(this.#debounceMs);
-      }
+      this.#passing = false;
+      this.#logPacing();
+      const wantedAt = this.#wantedAt;
+      this.#wantedAt = Number.POSITIVE_INFINITY;
+      if (wantedAt !== Number.POSITIVE_INFINITY && !this.#stopped && this.#autoStart)
+        this.#arm(Math.max(wantedAt, this.#earliestPassAt()));
     }
+  }
+
+  /**
+   * Where a pass's latency went, at debug (the latency bench reads it): how long the
+   * first change it serves waited for it, how late its timer fired, its decide step, and
+   * the whole pass as the share counts it.
+   */
+  #logPacing(): void {
+    const pacing = this.#pacing;
+    this.#pacing = {};
+    if (this.#passStartedAt === undefined) return;
+    this.#log.debug(
+      {
+        ...pacing,
+        passMs: this.#lastPassMs,
+        nextSpacingMs: Math.round(this.#earliestPassAt() - this.#lastPassEnd),
+      },
+      'gate-release pass pacing',
+    );
   }
 
   /**
@@ -354,10 +423,12 @@ class GateReleaseRunner {
     const policy = this.#deps.policy();
     if (!policy || this.#stopped) return nothingDone;
     if (!this.#deps.view.synced && !(await this.#viewSynced())) return nothingDone;
-    this.#passStartedAt = performance.now();
+    const now = this.#clock.now();
+    this.#passStartedAt = now;
+    if (this.#changedSince !== undefined) this.#pacing.waitedMs = now - this.#changedSince;
+    this.#changedSince = undefined;
     this.#notePolicy(policy);
     this.#dirty.clear();
-    const now = this.#clock.now();
     const startedAt = performance.now();
     // Decide.
     const plan: Plan = planReleases(policy, this.#deps.view, this.#state, now, {
@@ -393,6 +464,8 @@ class GateReleaseRunner {
       guarded.staleRetryAfterMs === undefined
         ? {}
         : { staleRetryAfterMs: guarded.staleRetryAfterMs };
+    this.#pacing.decideMs = Math.round(performance.now() - startedAt);
+    this.#pacing.writes = toSend.length;
     if (toSend.length === 0)
       return {
         decisions: plan.decisions,
@@ -804,9 +877,6 @@ class GateReleaseRunner {
     );
   }
 }
-
-/** Spacing between passes never exceeds this, however slow a pass was. */
-const maxSpacingMs = 1_000;
 
 /** The stale-guard's name for a write: Cancel, Release or ExpireRelease; undefined = not judged. */
 export function guardKindOf(write: PlannedWrite): DecisionKindName | undefined {

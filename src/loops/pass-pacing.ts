@@ -1,0 +1,20 @@
+/**
+ * How close together gate-release passes may run. A pass is synchronous: while it plans,
+ * nothing else in the process runs (the audit writer's push, lease renewals, the watch).
+ * After a pass that took P ms the next starts no sooner than P * (1 / share - 1) ms after
+ * it ended, so passes take at most `share` of the event loop; the spacing never exceeds
+ * `maxPassSpacingMs`, however slow a pass was.
+ */
+
+/** Spacing between passes never exceeds this, however slow a pass was. */
+export const maxPassSpacingMs = 1_000;
+
+/** The wait after a pass of `lastPassMs` so that passes take at most `share` of the time. */
+export function passSpacingMs(lastPassMs: number, share: number): number {
+  return Math.min(maxPassSpacingMs, Math.max(0, lastPassMs) * (1 / share - 1));
+}
+
+/** The soonest a pass may start after the last one ended at `lastPassEnd` (clock ms). */
+export function earliestPassAt(lastPassEnd: number, lastPassMs: number, share: number): number {
+  return lastPassEnd + passSpacingMs(lastPassMs, share);
+}

@@ -1,0 +1,175 @@
+/**
+ * When gate-release passes start, on a clock and timers moved by hand: a change is served
+ * `debounceMs` after it arrived, never sooner than the pass share allows after the last
+ * pass (a pass of P ms is followed by P * (1 / share - 1) ms without one), and a wish made
+ * while a pass runs counts from when it was made. Each pass costs `passMs` on the clock
+ * (the view's pods() moves it), so the spacing is exact.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { V1Pod } from '@kubernetes/client-node';
+import { startGateReleaseLoop } from '../../../src/loops/gate-release.ts';
+import { earliestPassAt, passSpacingMs } from '../../../src/loops/pass-pacing.ts';
+import type { ClusterView, ViewChange } from '../../../src/cluster/types.ts';
+import type { Dispatcher } from '../../../src/dispatch/types.ts';
+import type { AuditSink } from '../../../src/audit/types.ts';
+import { aPod } from '../../builders/pod.ts';
+import { aGatePolicy, aPolicy, aTenant } from '../../builders/policy.ts';
+import { ManualTimers, settle } from '../../support/manual-timers.ts';
+
+const gate = 'team-a.tollgate.io/ready';
+// Nothing is ever released (a budget of no pods). A held pod is looked at again 1 s after
+// the pass that held it (then 2 s, 4 s): each test ends before that wake-up.
+const policy = aPolicy()
+  .tenant(aTenant('team-a').budget({ pods: 0 }))
+  .gatePolicy(aGatePolicy('ready', 'team-a').conditions({ type: 'Budget' }))
+  .obj();
+
+const idleDispatcher: Dispatcher = {
+  enqueue: () => ({ accepted: false, reason: 'closed' }),
+  whenNotFull: async () => undefined,
+  cancel: () => undefined,
+  depth: 0,
+  close: async () => undefined,
+};
+const idleAudit: AuditSink = {
+  recordIntents: async () => undefined,
+  record: () => undefined,
+  flush: async () => undefined,
+  backlog: 0,
+  close: async () => undefined,
+};
+
+/**
+ * A loop over one held pod whose every pass costs `passMs` on the clock; `syncedAt`: the
+ * view is synced from that time on (a pass started earlier waits for it). Returns when
+ * each pass started (clock ms from the test's start), and a way to send a view change.
+ */
+function pacedLoop(options: {
+  passMs: number;
+  debounceMs: number;
+  passShare?: number;
+  syncedAt?: number;
+}) {
+  const timers = new ManualTimers();
+  const clock = timers.clock;
+  const t0 = clock.now();
+  const pods: V1Pod[] = [aPod('a', 'team-a').gated(gate).obj()];
+  const listeners = new Set<(change: ViewChange) => void>();
+  let synced = options.syncedAt === undefined;
+  const whenSynced: (() => void)[] = [];
+  const syncAt = async (at: number): Promise<void> => {
+    await timers.advance(t0 + at - clock.now());
+    synced = true;
+    for (const resolve of whenSynced.splice(0)) resolve();
+    await settle();
+  };
+  const view = {
+    get synced() {
+      return synced;
+    },
+    whenSynced: () =>
+      synced ? Promise.resolve() : new Promise<void>((resolve) => whenSynced.push(resolve)),
+    pods: () => {
+      clock.advance(options.passMs);
+      return pods;
+    },
+    pod: () => pods[0],
+    nodes: () => [],
+    object: () => undefined,
+    lastResourceVersion: () => undefined,
+    onChange: (listener: (change: ViewChange) => void) => {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+  } as unknown as ClusterView;
+  const starts: number[] = [];
+  const loop = startGateReleaseLoop({
+    view,
+    policy: () => policy,
+    dispatcher: idleDispatcher,
+    audit: idleAudit,
+    clock,
+    timers,
+    debounceMs: options.debounceMs,
+    ...(options.passShare !== undefined ? { passShare: options.passShare } : {}),
+    watchdog: {
+      begin: () => {
+        starts.push(clock.now() - t0);
+        return () => undefined;
+      },
+    },
+  });
+  return {
+    loop,
+    starts,
+    syncAt,
+    /** Moves the clock to `at` (ms from the start), firing what falls due. */
+    at: (at: number) => timers.advance(t0 + at - clock.now()),
+    change: () => {
+      for (const listener of listeners)
+        listener({ type: 'MODIFIED', resource: 'pods', key: 'team-a/a', object: pods[0]! });
+    },
+  };
+}
+
+test('the spacing after a pass of P ms is P * (1 / share - 1), at most a second', () => {
+  const cases = [
+    { passMs: 100, share: 0.25, spacing: 300 },
+    { passMs: 10, share: 0.25, spacing: 30 },
+    { passMs: 100, share: 1, spacing: 0 },
+    { passMs: 600, share: 0.25, spacing: 1000 },
+    { passMs: 0, share: 0.25, spacing: 0 },
+  ];
+  for (const c of cases) {
+    assert.equal(passSpacingMs(c.passMs, c.share), c.spacing, JSON.stringify(c));
+    assert.equal(earliestPassAt(5_000, c.passMs, c.share), 5_000 + c.spacing);
+  }
+});
+
+test('a change on an idle loop starts a pass debounceMs after it, and changes meanwhile join that pass', async () => {
+  const world = pacedLoop({ passMs: 10, debounceMs: 100 });
+  await world.at(0); // the first pass, at start
+  await world.at(500);
+  world.change();
+  await world.at(550);
+  world.change();
+  await world.at(1_000);
+  assert.deepEqual(world.starts, [0, 600]);
+  await world.loop.stop();
+});
+
+test('a change right after a pass of P ms waits for the spacing that pass earned, and no more', async () => {
+  const world = pacedLoop({ passMs: 100, debounceMs: 20 });
+  await world.at(0); // the first pass: 0-100, spacing 300
+  world.change();
+  await world.at(1_000);
+  assert.deepEqual(world.starts, [0, 400]);
+  await world.loop.stop();
+});
+
+test('a change made while a pass waits for the view is served debounceMs after it was made, not debounceMs after that pass ends', async () => {
+  // The first pass waits for the view until 150, then plans for 10 ms (spacing 30): the
+  // change made at 10 was due at 110, so the next pass starts as soon as the share allows
+  // (190), not a whole debounce after the pass ended (260).
+  const world = pacedLoop({ passMs: 10, debounceMs: 100, syncedAt: 150 });
+  await world.at(10);
+  world.change();
+  await world.syncAt(150);
+  await world.at(1_000);
+  assert.deepEqual(world.starts, [0, 190]);
+  await world.loop.stop();
+});
+
+test('a pass asked by hand (a new policy) moves a pending timer to the spacing it earned, so passes keep to their share', async () => {
+  // Passes of 100 ms at a share of 0.25: none starts within 300 ms of the last one's end.
+  const world = pacedLoop({ passMs: 100, debounceMs: 100 });
+  await world.at(0); // 0-100
+  await world.at(500);
+  world.change(); // due at 600
+  await world.at(550);
+  await world.loop.pass(); // 550-650: the next may start at 950
+  await world.at(1_200);
+  assert.deepEqual(world.starts, [0, 550, 950]);
+  await world.loop.stop();
+});
