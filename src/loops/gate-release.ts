@@ -117,7 +117,12 @@ export interface GateReleaseDeps {
   readonly maxQueuedWrites?: number;
   /** The view's measured lag behind the API server (LiveClusterView.cacheLag); undefined = unknown. */
   readonly cacheLagMs?: () => number | undefined;
-  /** Quiet time after a change before a pass runs, so a burst of watch events is one pass. Default 100 ms. */
+  /**
+   * How long after a change a pass runs (counted from the first change not yet served),
+   * so one burst of watch events is one pass. Default 20 ms: the pass share (below), not
+   * this, keeps passes from crowding the process out; at 100 ms it was most of a
+   * release's own latency at 1,000 pods (docs/BENCHMARKS.md).
+   */
   readonly debounceMs?: number;
   /**
    * The share of the event loop passes may take (default 0.25): after a pass that took P
@@ -164,6 +169,8 @@ export interface GateReleaseLoop {
   /** Outcomes not yet settled (writes in flight). */
   readonly inFlight: number;
 }
+
+const defaultDebounceMs = 20;
 
 const uidOf = (s: { write: PlannedWrite }): string => s.write.target.uid;
 
@@ -261,7 +268,7 @@ class GateReleaseRunner {
     this.#clock = deps.clock ?? systemClock;
     this.#timers = deps.timers ?? systemTimers;
     this.#log = deps.log ?? silentLogger;
-    this.#debounceMs = deps.debounceMs ?? 100;
+    this.#debounceMs = deps.debounceMs ?? defaultDebounceMs;
     this.#passShare = deps.passShare ?? 0.25;
     if (!(this.#passShare > 0 && this.#passShare <= 1))
       throw new Error(`gate-release: passShare must be in (0, 1], got ${this.#passShare}`);
