@@ -30,9 +30,13 @@
  * Where the time goes, per released pod on the same clock (the stack's trace hooks):
  * toPass (watch delivery to tollgate, pass debounce, a running pass, planning), intents
  * (strict: commit + push), queue (dispatcher), write (the API server), back (watch
- * delivery to the watcher). A pass log (pino, info) goes to
- * bench/results/latency-<stamp>-<mode>.log: each pass that sent writes logs planMs and
- * intentsMs.
+ * delivery to the watcher). toPass is split in three: delivery (the watcher's sight ->
+ * tollgate's view hands the node change to its listeners), wait (-> the pass that decides
+ * the pod begins: debounce, spacing, a late timer) and plan (-> its intents are handed
+ * to the audit). A pass log (pino, debug) goes to bench/results/latency-<stamp>-<mode>.log:
+ * each pass that sent writes logs planMs and intentsMs; each pass logs its pacing (how
+ * long its first change waited, how late its timer fired, its length as the pass share
+ * counts it).
  *
  * --git-delay-ms N: tollgate reaches the Git server (policy and audit) through a proxy that
  * adds N ms of round trip (bench/delay-proxy.ts: each chunk either way N/2 ms later, a new
@@ -224,6 +228,39 @@ function passLines(file: string): PassLine[] {
   return out;
 }
 
+/** Each pass's pacing (src/loops/gate-release.ts `#logPacing`); none from a checkout without it. */
+interface PacingLine {
+  waitedMs?: number;
+  lateMs?: number;
+  decideMs?: number;
+  passMs: number;
+  writes?: number;
+}
+
+function pacingLines(file: string): PacingLine[] {
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((line) => line.includes('"gate-release pass pacing"'))
+    .map((line) => JSON.parse(line) as PacingLine);
+}
+
+const quantiles = (xs: readonly number[]): { p50: number; p99: number } => ({
+  p50: percentile([...xs], 50),
+  p99: percentile([...xs], 99),
+});
+
+/** The last pass start at or before `at` (starts ascending); undefined = none. */
+function passStartBefore(starts: readonly number[], at: number): number | undefined {
+  let lo = 0;
+  let hi = starts.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (starts[mid]! <= at) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo === 0 ? undefined : starts[lo - 1];
+}
+
 /**
  * toPass: image seen by the watcher -> the loop hands the pod's intent to the audit
  *   (watch delivery to tollgate, pass debounce, waiting for a running pass, planning);
@@ -234,6 +271,9 @@ function passLines(file: string): PassLine[] {
  */
 const stageNames = ['toPass', 'intents', 'queue', 'write', 'back'] as const;
 type Stage = (typeof stageNames)[number];
+/** toPass, split: see the header. */
+const toPassParts = ['delivery', 'wait', 'plan'] as const;
+type ToPassPart = (typeof toPassParts)[number];
 
 interface ModeRun {
   mode: AuditMode;
@@ -249,6 +289,14 @@ interface ModeRun {
   setImagesMs: { p50: number; p99: number };
   /** Where each released pod's latency went (see the header). */
   stagesMs: Record<Stage, { p50: number; p99: number }>;
+  toPassMs: Record<ToPassPart, { p50: number; p99: number }>;
+  /** Every pass's pacing: all passes, not only those with writes. */
+  pacing: {
+    passes: number;
+    passMs: { p50: number; p99: number };
+    waitedMs: { p50: number; p99: number };
+    lateMs: { p50: number; p99: number };
+  };
   passes: {
     count: number;
     planMsP50: number;
@@ -282,7 +330,7 @@ async function runMode(
 
   const passLog = join(outDir, `latency-${stamp}-${mode}.log`);
   const log = pino(
-    { name: `latency-${mode}`, level: 'info' },
+    { name: `latency-${mode}`, level: 'debug' },
     pino.destination({ dest: passLog, sync: false }),
   );
   // Per pod, the loop's stages on the same clock as the watcher.
@@ -296,8 +344,12 @@ async function runMode(
     if (!entry) stages.set(name, (entry = {}));
     return entry;
   };
+  const passStarts: number[] = [];
   const stack = await prepareGateReleaseStack({
     trace: {
+      passBegan(at) {
+        passStarts.push(at);
+      },
       intents(keys, calledAt, returnedAt) {
         for (const key of keys) {
           const entry = stageOf(key);
@@ -328,6 +380,17 @@ async function runMode(
   const podsGated = inNamespace.filter((p) =>
     (p.spec?.schedulingGates ?? []).some((g) => g.name === gate),
   ).length;
+  // When tollgate's own view hands it the node change that shows a pod's image.
+  const seenAt = new Map<string, number>();
+  const unsubscribeSeen = stack.view.onChange((change) => {
+    if (change.resource !== 'nodes') return;
+    const now = performance.now();
+    for (const image of (change.object as V1Node).status?.images ?? [])
+      for (const name of image.names ?? []) {
+        const pod = podOfImage.get(name);
+        if (pod !== undefined && !seenAt.has(pod)) seenAt.set(pod, now);
+      }
+  });
   const pushesBefore = await pushTotals();
   stack.startLoop();
   // The first pass plans the whole backlog (one Hold each); let it and its audit settle.
@@ -379,6 +442,7 @@ async function runMode(
     await sleep(100);
   load.after = loadavg();
   const pushesAfter = await pushTotals();
+  unsubscribeSeen();
   await stack.stop();
   await watcher.stop();
   log.flush();
@@ -392,6 +456,7 @@ async function runMode(
     write: [],
     back: [],
   };
+  const split: Record<ToPassPart, number[]> = { delivery: [], wait: [], plan: [] };
   let neverTrue = 0;
   for (const name of flippedNames) {
     const t = watcher.trueAt.get(name);
@@ -411,6 +476,13 @@ async function runMode(
         breakdown.queue.push(e.sent - e.returned);
         breakdown.write.push(e.answered - e.sent);
         breakdown.back.push(r - e.answered);
+        const seen = seenAt.get(name);
+        const began = passStartBefore(passStarts, e.called);
+        if (seen !== undefined && began !== undefined && began >= seen) {
+          split.delivery.push(seen - t);
+          split.wait.push(began - seen);
+          split.plan.push(e.called - began);
+        }
       }
     }
   }
@@ -422,6 +494,9 @@ async function runMode(
     [...watcher.releasedAt.keys()].filter((n) => !flippedSet.has(n) && !early.includes(n)).length;
   if (retracted > 0) say(`${mode}: ${retracted} images dropped before their pod was released`);
   const passes = passLines(passLog);
+  const pacing = pacingLines(passLog);
+  const defined = (xs: (number | undefined)[]): number[] =>
+    xs.filter((x): x is number => x !== undefined);
   const planMs = passes.map((p) => p.planMs);
   const intentsMs = passes.map((p) => p.intentsMs);
   // The next mode starts from the base images.
@@ -448,6 +523,15 @@ async function runMode(
         { p50: percentile(breakdown[st], 50), p99: percentile(breakdown[st], 99) },
       ]),
     ) as ModeRun['stagesMs'],
+    toPassMs: Object.fromEntries(
+      toPassParts.map((part) => [part, quantiles(split[part])]),
+    ) as ModeRun['toPassMs'],
+    pacing: {
+      passes: pacing.length,
+      passMs: quantiles(pacing.map((p) => p.passMs)),
+      waitedMs: quantiles(defined(pacing.map((p) => p.waitedMs))),
+      lateMs: quantiles(defined(pacing.map((p) => p.lateMs))),
+    },
     passes: {
       count: passes.length,
       planMsP50: percentile(planMs, 50),
@@ -564,10 +648,31 @@ const rows: string[][] = [
     'intent push ms p50 / p99',
     ...runs.map((r) => `${f0(r.passes.intentsMsP50)} / ${f0(r.passes.intentsMsP99)}`),
   ],
-  ...stageNames.map((st) => [
-    `  ${st} ms p50 / p99`,
-    ...runs.map((r) => `${f0(r.stagesMs[st].p50)} / ${f0(r.stagesMs[st].p99)}`),
+  ...stageNames.flatMap((st) => [
+    [
+      `  ${st} ms p50 / p99`,
+      ...runs.map((r) => `${f0(r.stagesMs[st].p50)} / ${f0(r.stagesMs[st].p99)}`),
+    ],
+    ...(st === 'toPass'
+      ? toPassParts.map((part) => [
+          `    ${part} ms p50 / p99`,
+          ...runs.map((r) => `${f0(r.toPassMs[part].p50)} / ${f0(r.toPassMs[part].p99)}`),
+        ])
+      : []),
   ]),
+  ['passes, all', ...runs.map((r) => String(r.pacing.passes))],
+  [
+    '  pass ms (share-counted) p50 / p99',
+    ...runs.map((r) => `${f0(r.pacing.passMs.p50)} / ${f0(r.pacing.passMs.p99)}`),
+  ],
+  [
+    '  first change waited ms p50 / p99',
+    ...runs.map((r) => `${f0(r.pacing.waitedMs.p50)} / ${f0(r.pacing.waitedMs.p99)}`),
+  ],
+  [
+    '  timer late ms p50 / p99',
+    ...runs.map((r) => `${f0(r.pacing.lateMs.p50)} / ${f0(r.pacing.lateMs.p99)}`),
+  ],
   ['audit pushes (mean ms)', ...runs.map((r) => `${r.pushes.count} (${f0(r.pushes.meanMs)})`)],
   [
     'setImages ms p50 / p99',

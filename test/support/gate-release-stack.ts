@@ -108,6 +108,8 @@ export interface StackTrace {
   intents?(keys: readonly string[], calledAt: number, returnedAt: number): void;
   /** The executor sent this pod's write and the API server answered. */
   write?(key: string, sentAt: number, answeredAt: number): void;
+  /** A pass began (before it waits for the view, if it must). */
+  passBegan?(at: number): void;
 }
 
 export interface StackCounters {
@@ -342,6 +344,16 @@ export async function prepareGateReleaseStack(
     ...(options.debounceMs !== undefined ? { debounceMs: options.debounceMs } : {}),
     ...(options.budgetRampMs !== undefined ? { budgetRampMs: options.budgetRampMs } : {}),
     ...(options.syncWaitMs !== undefined ? { syncWaitMs: options.syncWaitMs } : {}),
+    ...(trace?.passBegan
+      ? {
+          watchdog: {
+            begin: () => {
+              trace.passBegan?.(performance.now());
+              return () => undefined;
+            },
+          },
+        }
+      : {}),
     blocked,
   };
   // Like a term start: break-glass releases recorded before the loop decides anything.
