@@ -50,6 +50,15 @@ import {
 } from './metrics.ts';
 import type { SshSigner } from './sign.ts';
 import { advertisedRefs, sendPack } from './receive-pack.ts';
+import {
+  copiedEntry,
+  indexedEntries,
+  packBytes,
+  writePack,
+  type PackInput,
+  type PackObjectType,
+  type PackedEntry,
+} from './pack-writer.ts';
 import { addFile, diffTrees, lookup, objectsAdded, type Repo } from './tree.ts';
 
 export interface RetryOptions {
@@ -177,9 +186,9 @@ function looseObjects(gitdir: string): Map<string, string> {
 }
 
 /**
- * The most pack bytes one merge takes: a merge (isomorphic-git's packObjects) reads every
- * object of its packs into memory, several times their packed size, so merging a whole
- * clone of tens of MB at once costs hundreds of MB of RSS. Packs above it stay as they are.
+ * The most pack bytes one merge takes. A merge copies entries without inflating them,
+ * holding one source pack in memory at a time (pack-writer.ts); the bound keeps that pack
+ * and the rewrite of old objects small. Packs above it stay as they are.
  */
 export const maxMergeBytes = 16 * 1024 * 1024;
 
@@ -203,18 +212,6 @@ export function packsToMerge<T extends { readonly size: number }>(
     below += pack.size;
   }
   return split >= 2 ? sorted.slice(0, split) : [];
-}
-
-/** The object ids a pack index (version 2) lists. */
-function packIndexOids(idx: Buffer): string[] {
-  if (idx.readUInt32BE(0) !== 0xff744f63 || idx.readUInt32BE(4) !== 2)
-    throw new Error('pack index is not version 2');
-  const count = idx.readUInt32BE(8 + 255 * 4);
-  const start = 8 + 256 * 4;
-  const oids: string[] = [];
-  for (let index = 0; index < count; index += 1)
-    oids.push(idx.subarray(start + index * 20, start + (index + 1) * 20).toString('hex'));
-  return oids;
 }
 
 /** The decisions an audit commit holds, from its trailer (0 when it names none). */
@@ -807,23 +804,28 @@ export class AuditRepo implements Repo {
     return { packed: reachable.size, pruned: loose.size - reachable.size };
   }
 
-  /** Writes one pack of `oids` with its index; returns the pack's file name. */
+  /** Writes one pack of `oids` with its index (pack-writer.ts); returns the pack's file name. */
   async #writePack(oids: ReadonlySet<string>): Promise<string> {
-    const { filename } = await git.packObjects({
+    return writePack(this.gitdir, oids.size, this.#contents(oids));
+  }
+
+  /** The objects' contents, read one at a time as the pack is written. */
+  async *#contents(oids: Iterable<string>): AsyncGenerator<PackInput> {
+    for (const oid of oids) yield { oid, ...(await this.#content(oid)) };
+  }
+
+  /** An object's content, deltas resolved, through isomorphic-git's reader. */
+  async #content(oid: string): Promise<{ type: PackObjectType; object: Uint8Array }> {
+    const { type, object } = await git.readObject({
       fs: this.fs,
       gitdir: this.gitdir,
-      oids: [...oids],
-      write: true,
+      oid,
+      format: 'content',
       cache: this.cache,
     });
-    await git.indexPack({
-      fs: this.fs,
-      dir: this.gitdir,
-      gitdir: this.gitdir,
-      filepath: `objects/pack/${filename}`,
-      cache: this.cache,
-    });
-    return filename;
+    if (type === 'deflated' || type === 'wrapped')
+      throw new Error(`audit clone: object ${oid} read as ${type}, not as its content`);
+    return { type, object: object as Uint8Array };
   }
 
   /**
@@ -841,11 +843,12 @@ export class AuditRepo implements Repo {
       .map((name) => ({ name, size: fs.statSync(join(folder, name)).size }));
     const merging = packsToMerge(packs);
     if (merging.length === 0) return 0;
-    const oids = new Set<string>();
-    for (const { name } of merging)
-      for (const oid of packIndexOids(fs.readFileSync(join(folder, name.replace(/pack$/, 'idx')))))
-        oids.add(oid);
-    const filename = await this.#writePack(oids);
+    const located = merging.map(({ name, size }) => ({
+      name,
+      entries: indexedEntries(fs.readFileSync(join(folder, name.replace(/pack$/, 'idx'))), size),
+    }));
+    const count = new Set(located.flatMap(({ entries }) => entries.map((e) => e.oid))).size;
+    const filename = await writePack(this.gitdir, count, this.#mergedEntries(folder, located));
     const packCache = packfileCache(this.cache);
     for (const { name } of merging) {
       if (name === filename) continue;
@@ -855,6 +858,27 @@ export class AuditRepo implements Repo {
       }
     }
     return merging.length;
+  }
+
+  /**
+   * The entries of the packs being merged, one pack in memory at a time, copied without
+   * inflating them (copiedEntry: a delta keeps its compressed bytes and names its base by
+   * id); an object in two packs goes once.
+   */
+  *#mergedEntries(
+    folder: string,
+    located: readonly { readonly name: string; readonly entries: readonly PackedEntry[] }[],
+  ): Generator<PackInput> {
+    const seen = new Set<string>();
+    for (const { name, entries } of located) {
+      const pack = fs.readFileSync(join(folder, name));
+      const oidAt = new Map(entries.map((entry) => [entry.offset, entry.oid]));
+      for (const entry of entries) {
+        if (seen.has(entry.oid)) continue;
+        seen.add(entry.oid);
+        yield { oid: entry.oid, entry: copiedEntry(pack, entry, (offset) => oidAt.get(offset)) };
+      }
+    }
   }
 
   /**
@@ -942,13 +966,8 @@ export class AuditRepo implements Repo {
     // The remote moved: on to commits of ours that landed (their answer lost), or elsewhere.
     const from = current === base ? 0 : pending.findIndex((commit) => commit.oid === current) + 1;
     if (from === 0 && current !== base) throw new Errors.PushRejectedError('not-fast-forward');
-    const { packfile } = await git.packObjects({
-      fs: this.fs,
-      gitdir: this.gitdir,
-      oids: await this.#objectsOf(pending.slice(from)),
-      cache: this.cache,
-    });
-    if (packfile === undefined) throw new Error('packing the audit commits gave no pack');
+    const oids = await this.#objectsOf(pending.slice(from));
+    const packfile = await packBytes(oids.length, this.#contents(oids));
     await sendPack(target, advertised, { ref: this.#localRef, old: current, new: tip }, packfile);
   }
 
