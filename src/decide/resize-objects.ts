@@ -104,8 +104,4 @@ export type ResizeWriteOperation =
       readonly annotations: Readonly<Record<string, string | null>>;
     };
 
-export function timestampMs(value: Date | string | undefined): number | undefined {
-  if (value === undefined) return undefined;
-  const ms = value instanceof Date ? value.getTime() : Date.parse(value);
-  return Number.isNaN(ms) ? undefined : ms;
-}
+export { timestampMs } from './objects.ts';
