@@ -3,7 +3,7 @@
  * tests, through the real writer (GitAuditWriter + AuditRepo, maintenance on):
  *
  *   node [--expose-gc] bench/audit-history.ts [--records 20000] [--per-commit 20] [--every 10s] [--keep-git-cache] [--heap-snapshots 2000,8000]
- *   node bench/audit-history.ts --seed-records 1000000 --records 4000
+ *   node bench/audit-history.ts --seed-records 1000000 --records 4000 [--skip-verify]
  *
  * Writes `--records` decision records (intent + outcome pairs, `--per-commit` records
  * per commit) at a simulated pace of one commit every `--every` (an injected clock, so
@@ -64,6 +64,8 @@ const { values } = parseArgs({
     'term-start': { type: 'string' },
     // Records synthesized with git fast-import before the ones written through the writer.
     'seed-records': { type: 'string', default: '0' },
+    // Leave out the verify runs (minutes at a million records).
+    'skip-verify': { type: 'boolean', default: false },
     // The writer keeps isomorphic-git's cache for its whole life (as before releaseCache).
     'keep-git-cache': { type: 'boolean', default: false },
     // Record counts at which to write a V8 heap snapshot (bench/audit-heap-diff.ts compares them).
@@ -76,23 +78,43 @@ interface TermStart {
   readonly peakHeapMiB: number;
   readonly open: number;
   readonly commitsRead: number;
+  /** Its parts: open (the clone's shallow fetch), reconcile, recovery's read. */
+  readonly fetchMs: number;
+  readonly reconcileMs: number;
+  readonly readMs: number;
+  /** The peak heap before reconcile (the fetch's). */
+  readonly fetchPeakHeapMiB: number;
+  /** The fresh clone on disk after the fetch. */
+  readonly clonedKiB: number;
 }
+
+async function duKiB(dir: string): Promise<number> {
+  return Number((await run('du', ['-sk', dir])).stdout.split('\t')[0]);
+}
+
+/** The parts of a term start, for the report. */
+const termParts = (term: TermStart): string =>
+  `fetch ${term.fetchMs.toFixed(0)} ms (heap ${term.fetchPeakHeapMiB.toFixed(0)} MiB, clone ${(term.clonedKiB / 1024).toFixed(1)} MiB), reconcile ${term.reconcileMs.toFixed(0)} ms, recovery read ${term.readMs.toFixed(0)} ms`;
 
 /** Child mode: one term start on a fresh cache; prints JSON TermStart. */
 async function termStart(url: string): Promise<void> {
   let peak = 0;
   const sample = setInterval(() => (peak = Math.max(peak, process.memoryUsage().heapUsed)), 5);
   const started = performance.now();
+  const cacheDir = mkdtempSync(join(tmpdir(), 'tollgate-bench-term-'));
   const { writer, repo } = await GitAuditWriter.open({
     url,
     token: process.env.BENCH_GIT_TOKEN ?? '',
-    cacheDir: mkdtempSync(join(tmpdir(), 'tollgate-bench-term-')),
+    cacheDir,
     cluster: 'bench',
     controller: 'bench-term',
     batch: { maxDecisions: 500, maxDelayMs: 200 },
     leftoversAtTermStart: true,
   });
+  const fetched = performance.now();
+  const fetchPeak = Math.max(peak, process.memoryUsage().heapUsed);
   await writer.reconcile();
+  const reconciled = performance.now();
   // The read recovery does (reconcile did it once to seed the writer's open intents).
   const stats = { commits: 0 };
   const open = await openIntentsDeepening(repo, 'bench', stats);
@@ -104,6 +126,11 @@ async function termStart(url: string): Promise<void> {
     peakHeapMiB: peak / 2 ** 20,
     open: open.length,
     commitsRead: stats.commits,
+    fetchMs: fetched - started,
+    reconcileMs: reconciled - fetched,
+    readMs: performance.now() - reconciled,
+    fetchPeakHeapMiB: fetchPeak / 2 ** 20,
+    clonedKiB: await duKiB(cacheDir),
   };
   process.stdout.write(`${JSON.stringify(result)}\n`);
   await writer.close();
@@ -125,9 +152,6 @@ const shape: TrailShape = {
 const branch = 'tollgate/audit';
 const load = async (): Promise<string> =>
   (await run('uptime')).stdout.trim().replace(/.*load average/, 'load average');
-
-const duKiB = async (dir: string): Promise<number> =>
-  Number((await run('du', ['-sk', dir])).stdout.split('\t')[0]);
 
 const server = await startGitServer();
 const withToken = (url: string): string => url.replace('://', `://x:${server.token}@`);
@@ -227,10 +251,11 @@ const measureTermStart = (url: string): Promise<TermStart> =>
     );
   });
 
-/** `tollgate audit verify` over a repository folder: "<s> s <KiB> KiB; <first line>". */
+/** `tollgate audit verify` over a repository folder: time, peak RSS and its first line. */
 async function measureVerify(
   dir: string,
 ): Promise<{ seconds: number; rssMiB: number; says: string }> {
+  if (values['skip-verify']) return { seconds: NaN, rssMiB: NaN, says: 'not run (--skip-verify)' };
   const verify = await run(
     '/usr/bin/time',
     [
@@ -297,6 +322,7 @@ if (seedRecords === 0) {
     `push median first 5% ${firstPush.toFixed(1)} ms, last 5% ${lastPush.toFixed(1)} ms (ratio ${ratio(lastPush, firstPush)}); git objects read per push, median first 5% ${median(slice(pushReads, 0, 0.05))} / last 5% ${median(slice(pushReads, 0.95, 1))}, most ${Math.max(...pushReads)}`,
     `disk: server repo ${mib(serverKiB)} MiB (${((serverKiB * 1024) / total).toFixed(0)} B/record), writer clone after maintenance ${mib(cloneKiB)} MiB (${((cloneKiB * 1024) / total).toFixed(0)} B/record)`,
     `term start (fresh cache: shallow fetch + reconcile + recovery read to the last checkpoint), half the history / all of it: ${half.ms.toFixed(0)} / ${term.ms.toFixed(0)} ms (ratio ${ratio(term.ms, half.ms)}), peak heap ${half.peakHeapMiB.toFixed(0)} / ${term.peakHeapMiB.toFixed(0)} MiB (ratio ${ratio(term.peakHeapMiB, half.peakHeapMiB)}), commits read ${half.commitsRead} / ${term.commitsRead}, open intents ${term.open}`,
+    `term start parts, half / all: ${termParts(half)}; ${termParts(term)}`,
     `writer RSS median at 10-15% / last 5% of the history ${firstRss.toFixed(0)} / ${lastRss.toFixed(0)} MiB (ratio ${ratio(lastRss, firstRss)}), Buffers ${firstBuffers.toFixed(1)} / ${lastBuffers.toFixed(1)} MiB (ratio ${ratio(lastBuffers, firstBuffers)})`,
     `verify over the clone: ${verify.seconds} s, peak RSS ${verify.rssMiB.toFixed(0)} MiB; ${verify.says}`,
   );
@@ -372,6 +398,7 @@ if (seedRecords === 0) {
     `push median ${pushEmpty.toFixed(1)} / ${pushOnSeeded.toFixed(1)} ms (ratio ${ratio(pushOnSeeded, pushEmpty)}); first 5% / last 5% of the tail on the seeded history ${median(slice(onSeeded.pushMs, 0, 0.05)).toFixed(1)} / ${median(slice(onSeeded.pushMs, 0.95, 1)).toFixed(1)} ms`,
     `git objects read per push, median ${readsEmpty} / ${readsSeeded} (ratio ${ratio(readsSeeded, readsEmpty)}), most ${Math.max(...onEmpty.pushReads)} / ${Math.max(...onSeeded.pushReads)}`,
     `term start (fresh cache: shallow fetch + reconcile + recovery read to the last checkpoint) at ${total} / ${all} records: ${termEmpty.ms.toFixed(0)} / ${termSeeded.ms.toFixed(0)} ms (ratio ${ratio(termSeeded.ms, termEmpty.ms)}), peak heap ${termEmpty.peakHeapMiB.toFixed(0)} / ${termSeeded.peakHeapMiB.toFixed(0)} MiB (ratio ${ratio(termSeeded.peakHeapMiB, termEmpty.peakHeapMiB)}), commits read ${termEmpty.commitsRead} / ${termSeeded.commitsRead}, open intents ${termEmpty.open} / ${termSeeded.open}`,
+    `term start parts, ${total} records: ${termParts(termEmpty)}; ${all} records: ${termParts(termSeeded)}`,
     `verify over the server repo, ${total} / ${all} records: ${verifyEmpty.seconds} / ${verifySeeded.seconds} s (ratio ${ratio(verifySeeded.seconds, verifyEmpty.seconds)}), peak RSS ${verifyEmpty.rssMiB.toFixed(0)} / ${verifySeeded.rssMiB.toFixed(0)} MiB (ratio ${ratio(verifySeeded.rssMiB, verifyEmpty.rssMiB)}); ${verifyEmpty.says} / ${verifySeeded.says}`,
     `disk: server repo ${mib(serverEmptyKiB)} / ${mib(serverSeededKiB)} MiB (${((serverSeededKiB * 1024) / all).toFixed(0)} B/record on the seeded one); writer clone after maintenance (shallow: a fresh cache) ${mib(cloneEmptyKiB)} / ${mib(cloneSeededKiB)} MiB`,
     `writer RSS median over the tail ${median(onEmpty.rssMiB).toFixed(0)} / ${median(onSeeded.rssMiB).toFixed(0)} MiB`,
