@@ -9,7 +9,8 @@ import { batchKinds } from './record.ts';
 /**
  * Why a push attempt failed: lost a race, refused credentials, network or HTTP trouble,
  * the remote branch was rewritten (no longer contains the last commit tollgate saw
- * there: refused, see AuditHistoryRewrittenError), anything else.
+ * there: refused, see AuditHistoryRewrittenError), the leader's fence closed before a
+ * retry (a process that lost its lease stops pushing), anything else.
  */
 export const pushFailureReasons = [
   'rejected',
@@ -17,6 +18,7 @@ export const pushFailureReasons = [
   'network',
   'http',
   'rewritten',
+  'fenced',
   'other',
 ] as const;
 export type PushFailureReason = (typeof pushFailureReasons)[number];

@@ -84,6 +84,12 @@ export interface PushOptions {
    * whatever happens to the next. Over SSH the system git pushes the whole branch.
    */
   readonly maxCommits?: number;
+  /**
+   * The leader's fence, asked before every attempt: a process paused in a retry's backoff
+   * and resumed past its lease must not push (the next leader's recovery has read the
+   * trail without these commits). Closed: AuditPushError `fenced`, the commits stay local.
+   */
+  readonly fence?: () => boolean;
 }
 
 export interface AuditRepoOptions {
@@ -1046,6 +1052,13 @@ export class AuditRepo implements Repo {
     for (;;) {
       let pending = await this.unpushed();
       if (pending.length === 0) return landed;
+      if (options.fence && !options.fence()) {
+        auditPushFailuresTotal.inc({ reason: 'fenced' });
+        throw new AuditPushError(
+          `push of ${pending.length} audit commit(s) to ${this.url} branch ${this.branch} stopped after ${attempt} attempt(s): the lease is lost (fenced); the commits stay local`,
+          'fenced',
+        );
+      }
       const base = await this.trackingTip();
       if ((pending[0] as LocalCommit).parent !== base && replan) {
         await replan(pending);

@@ -848,6 +848,7 @@ export class GitAuditWriter implements AuditSink {
         }
         await this.#store.push((pending) => this.#replanMoved(pending), {
           maxCommits: this.#maxCommitsPerPush,
+          fence: this.#fence,
         });
         pushes += 1;
         await this.#countUnpushed();

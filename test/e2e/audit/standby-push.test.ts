@@ -14,7 +14,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -81,12 +81,14 @@ describe("a standby's leftover audit commits", () => {
 
     // The lease is lost while a strict intent is committed and not pushed: the fence
     // closes between the commit and the push, so the loop is told not to send its write.
+    // The fence closes the moment the intent's commit moves A's branch: whatever asks it
+    // before (a background retry of the refused push, the cycle) finds it open, every ask
+    // after (the push, each retry of it) finds it closed.
     const neverSent = aDecision('Release', 'never-sent').obj();
-    let asked = 0;
-    a.setFence(() => {
-      asked += 1;
-      return asked <= 2 && leading;
-    });
+    const localTip = (): string =>
+      readFileSync(join(repoA.gitdir, 'refs', 'heads', 'tollgate', 'audit'), 'utf8').trim();
+    const tipBefore = localTip();
+    a.setFence(() => leading && localTip() === tipBefore);
     await assert.rejects(a.recordIntents([neverSent]), /kept local, not pushed/);
     leading = false;
     assert.ok((await repoA.unpushed()).length >= 2, 'A holds leftovers');
