@@ -17,7 +17,7 @@ import { intentsWithoutOutcome, openIntents } from '../../../src/audit/recover.t
 import type { Decision } from '../../../src/decide/decision.ts';
 import { verifyTrail } from '../../../src/audit/verify.ts';
 import { aDecision, outcomeOf } from '../../builders/decision.ts';
-import { localClone } from '../../support/audit-clone.ts';
+import { localClone, type LocalClone } from '../../support/audit-clone.ts';
 
 const looseCount = (gitdir: string): number =>
   readdirSync(join(gitdir, 'objects'))
@@ -100,20 +100,31 @@ test('recovery streams the open intents of its cluster from a real clone: the sa
 const packCount = (gitdir: string): number =>
   readdirSync(join(gitdir, 'objects', 'pack')).filter((name) => name.endsWith('.pack')).length;
 
+/** `count` releases (intent and outcome in one file each) committed as round `round`. */
+async function writeRound(
+  { clock, repo }: Pick<LocalClone, 'clock' | 'repo'>,
+  round: number,
+  count: number,
+  folder = 'audit/prod',
+): Promise<void> {
+  for (let index = 0; index < count; index += 1) {
+    const intent = aDecision('Release', `p${round}-${index}`).obj();
+    clock.advance(10_000);
+    await repo.commitFile(
+      `${folder}/${round}-${index}.jsonl`,
+      serializeBatch([intent, outcomeOf(intent)]),
+      `r ${round} ${index}
+`,
+    );
+  }
+}
+
 test('maintenance merges small packs geometrically: after many rounds the clone holds a few packs, not one per round, and the trail stays whole', async () => {
   const { dir, clock, repo } = await localClone();
   const rounds = 24;
   const packs: number[] = [];
   for (let round = 0; round < rounds; round += 1) {
-    for (let index = 0; index < 3; index += 1) {
-      const intent = aDecision('Release', `p${round}-${index}`).obj();
-      clock.advance(10_000);
-      await repo.commitFile(
-        `audit/prod/${round}-${index}.jsonl`,
-        serializeBatch([intent, outcomeOf(intent)]),
-        `r ${round} ${index}\n`,
-      );
-    }
+    await writeRound({ clock, repo }, round, 3);
     await repo.maintain();
     packs.push(packCount(dir));
   }
@@ -206,15 +217,7 @@ test('packsToMerge never merges more than its byte limit at once: merging reads 
 test('maintenance compresses with node:zlib as it goes, not with a CompressionStream per object (whose native buffers outlive the merge until a collection: a leader RSS +80% in the seed-7 30-minute soak, heap flat), and real git finds the packs and indexes sound', async () => {
   const { dir, clock, repo } = await localClone();
   for (let round = 0; round < 6; round += 1) {
-    for (let index = 0; index < 4; index += 1) {
-      const intent = aDecision('Release', `p${round}-${index}`).obj();
-      clock.advance(10_000);
-      await repo.commitFile(
-        `audit/prod/${round}-${index}.jsonl`,
-        serializeBatch([intent, outcomeOf(intent)]),
-        `r ${round} ${index}\n`,
-      );
-    }
+    await writeRound({ clock, repo }, round, 4);
     const Native = globalThis.CompressionStream;
     let streams = 0;
     globalThis.CompressionStream = class extends Native {
@@ -252,16 +255,8 @@ test('maintenance merges packs holding deltas (as fetched packs do) without infl
         /^[0-9a-f]{40} (tree|blob|commit) +\d+ \d+ \d+ \d+ [0-9a-f]{40}$/.test(line),
       ).length;
   for (let round = 0; round < 2; round += 1) {
-    for (let index = 0; index < 12; index += 1) {
-      const intent = aDecision('Release', `p${round}-${index}`).obj();
-      clock.advance(10_000);
-      // One hour folder that grows: each commit's tree is the last one plus a file (deltas).
-      await repo.commitFile(
-        `audit/prod/2026/01/01/00/${round}-${index}.jsonl`,
-        serializeBatch([intent, outcomeOf(intent)]),
-        `r ${round} ${index}\n`,
-      );
-    }
+    // One hour folder that grows: each commit's tree is the last one plus a file (deltas).
+    await writeRound({ clock, repo }, round, 12, 'audit/prod/2026/01/01/00');
     git(['repack', '-d', '--window=50', '--depth=50']); // the loose objects, as one pack with deltas
   }
   const before = deltas();
