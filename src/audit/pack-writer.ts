@@ -28,7 +28,7 @@ export type PackInput =
   | { readonly oid: string; readonly type: PackObjectType; readonly object: Uint8Array };
 
 /** An entry's header: type and inflated size, 4 bits then 7 bits per byte, low first. */
-export function entryHeader(type: PackObjectType, size: number): Buffer {
+function entryHeader(type: PackObjectType, size: number): Buffer {
   const bytes: number[] = [];
   let byte = (typeCodes[type] << 4) | (size & 0x0f);
   let rest = Math.floor(size / 16);
@@ -195,7 +195,7 @@ export function copiedEntry(
 }
 
 /** The version-2 index: fan-out, sorted ids, CRC-32s, offsets, pack checksum, own checksum. */
-export function packIndex(entries: readonly Entry[], packChecksum: Buffer): Buffer {
+function packIndex(entries: readonly Entry[], packChecksum: Buffer): Buffer {
   const sorted = [...entries].sort((a, b) => Buffer.compare(a.oid, b.oid));
   const fanout = Buffer.alloc(256 * 4);
   let at = 0;

@@ -122,15 +122,12 @@ type Handler = Dispatcher.DispatchHandler;
  * come before timers in the event loop), so without this check the request goes out
  * while the next leader writes.
  */
-function fenceAtTheWire(
-  fence: () => boolean,
-  context: string,
-): Dispatcher.DispatcherComposeInterceptor {
+function fenceAtTheWire(fence: () => boolean): Dispatcher.DispatcherComposeInterceptor {
   return (dispatch) => (options, handler: Handler) =>
     dispatch(options, {
       onRequestStart(controller, requestContext) {
         handler.onRequestStart?.(controller, requestContext);
-        if (!fence()) controller.abort(new FencedBeforeSendError(context));
+        if (!fence()) controller.abort(new FencedBeforeSendError('the request'));
       },
       onRequestUpgrade: (...args) => handler.onRequestUpgrade?.(...args),
       onResponseStart: (...args) => handler.onResponseStart?.(...args),
@@ -151,12 +148,24 @@ function signalMiddleware(signal: AbortSignal): ObservableMiddleware {
   };
 }
 
-/** Sends the request through the connection pool it was given, with the fence at the wire. */
-function fenceMiddleware(fence: () => boolean, context: string): ObservableMiddleware {
+/**
+ * Sends each request through its connection pool with the fence at the wire; the fenced
+ * view of a pool is made once (a KubeConfig keeps one pool per TLS identity, client.ts),
+ * not per request. The executor names the write in the error it rethrows.
+ */
+function fenceMiddleware(fence: () => boolean): ObservableMiddleware {
+  const fenced = new WeakMap<Dispatcher, Dispatcher>();
   return {
     pre: (request) => {
       const pool = request.getDispatcher() as Dispatcher | undefined;
-      if (pool) request.setDispatcher(pool.compose(fenceAtTheWire(fence, context)));
+      if (pool) {
+        let view = fenced.get(pool);
+        if (view === undefined) {
+          view = pool.compose(fenceAtTheWire(fence));
+          fenced.set(pool, view);
+        }
+        request.setDispatcher(view);
+      }
       return new Observable(Promise.resolve(request));
     },
     post: (response) => new Observable(Promise.resolve(response)),
@@ -166,13 +175,10 @@ function fenceMiddleware(fence: () => boolean, context: string): ObservableMiddl
 function requestOptions(
   signal: AbortSignal,
   contentType?: string,
-  fence?: { readonly open: () => boolean; readonly context: string },
+  fence?: ObservableMiddleware,
 ): ConfigurationOptions {
   const withSignal: ConfigurationOptions = {
-    middleware: [
-      signalMiddleware(signal),
-      ...(fence ? [fenceMiddleware(fence.open, fence.context)] : []),
-    ],
+    middleware: [signalMiddleware(signal), ...(fence ? [fence] : [])],
     middlewareMergeStrategy: 'append',
   };
   return contentType ? setHeaderOptions('Content-Type', contentType, withSignal) : withSignal;
@@ -248,6 +254,7 @@ export function createWriteExecutor(
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const events = kubeConfig.makeApiClient(EventsV1Api);
   const fieldManager = options.fieldManager ?? 'tollgate';
+  const fenced = options.fence ? fenceMiddleware(options.fence) : undefined;
 
   return async (
     request: WriteRequest,
@@ -258,7 +265,6 @@ export function createWriteExecutor(
     const op = request.op;
     const context =
       op.type === 'event' ? `event ${namespace}/${name}` : `${op.type} pod ${namespace}/${name}`;
-    const fenced = options.fence ? { open: options.fence, context } : undefined;
     let pod: { metadata?: { resourceVersion?: string } };
     try {
       switch (op.type) {
