@@ -14,7 +14,8 @@ import type { SimulatedKubelet } from '../support/kubelet.ts';
 import { GitAuditWriter } from '../../src/audit/writer.ts';
 import { aDecision } from '../builders/decision.ts';
 import type { Fault, FaultKind } from './schedule.ts';
-import type { FaultyProxy } from './proxy.ts';
+import type { FaultyProxy, ProxyMode } from './proxy.ts';
+import type { Outage } from './judge.ts';
 import type { ThrottlingProxy } from './api-proxy.ts';
 import type { PolicyRepo } from './policy.ts';
 import type { Load } from './load.ts';
@@ -41,6 +42,11 @@ const gitSlowMs = 2_000;
 
 export class Chaos {
   readonly injected: Fault[] = [];
+  /**
+   * Each time a server was taken away or slowed, as it happened (ms since the chaos
+   * began): the release checks leave out the time Git was down (judge.ts gitDownWindows).
+   */
+  readonly outages: Outage[] = [];
   readonly #parts: ChaosParts;
   readonly #timeline: Timeline;
   readonly #running: Promise<void>[] = [];
@@ -208,16 +214,22 @@ export class Chaos {
   async #proxyFault(
     what: string,
     proxy: FaultyProxy,
-    mode: FaultyProxy['mode'],
+    mode: Exclude<ProxyMode, { kind: 'up' }>,
     fault: Fault,
   ): Promise<void> {
+    const fromMs = this.#sinceStart();
     proxy.mode = mode;
     this.note(
       `${what} ${mode.kind === 'slow' ? `slow (${mode.delayMs} ms per chunk)` : mode.kind} for ${fault.holdMs} ms`,
     );
     await sleep(fault.holdMs);
     proxy.mode = { kind: 'up' };
+    this.outages.push({ server: what, kind: mode.kind, fromMs, toMs: this.#sinceStart() });
     this.note(`${what} back`);
+  }
+
+  #sinceStart(): number {
+    return Date.now() - this.#timeline.startedAt;
   }
 
   /** Another cluster's writer pushes to the same audit branch while the leader does. */

@@ -45,6 +45,8 @@ import {
   backlogCheck,
   boundedCheck,
   gangsWhole,
+  gitDownWindows,
+  gitRecoveryCheck,
   growthCheck,
   memoryGrowth,
   memoryNotJudged,
@@ -77,11 +79,18 @@ const minutesToJudgeMemory = minutesWithRestartQuiet;
  */
 const settleStallMs = 120_000;
 /**
- * During the chaos, a stretch this long without any release fails: a leader fault costs
- * a lease (15 s) and a term start; Git down 60 s holds strict intents; five minutes is
- * several of those back to back.
+ * During the chaos, a stretch this long without any release, counting only the time the
+ * Git server was up, fails: a leader fault costs a lease (15 s) and a term start; Git
+ * slow (2 s per chunk) slows every push; five minutes is several of those back to back.
+ * Time Git was down is left out (strict mode releases nothing then, by design).
  */
 const releaseGapLimitMs = 300_000;
+/**
+ * After Git comes back, a release within this much time of Git up: the writer's push
+ * retries back off for seconds, and a leader fault then costs a lease and a term start
+ * (a clone of the audit branch); two minutes is several of those.
+ */
+const gitRecoveryLimitMs = 120_000;
 
 interface Options {
   minutes: number;
@@ -460,11 +469,13 @@ async function main(): Promise<void> {
     detail: `${violations.length} violations`,
   });
   checks.push(backlog);
+  // Release times in the chaos's own clock, the clock the outages were recorded in.
+  const releasedAt = [...world.watcher.releases.values()].map((r) => r.at - startedAt);
+  const chaosPhase = { fromMs: 0, toMs: chaosEndedAt - startedAt };
+  const gitDown = gitDownWindows(chaos.outages);
+  checks.push(releaseGapCheck(releasedAt, { ...chaosPhase, limitMs: releaseGapLimitMs, gitDown }));
   checks.push(
-    releaseGapCheck(
-      [...world.watcher.releases.values()].map((r) => r.at),
-      { fromMs: startedAt, toMs: chaosEndedAt, limitMs: releaseGapLimitMs },
-    ),
+    gitRecoveryCheck(releasedAt, gitDown, { ...chaosPhase, limitMs: gitRecoveryLimitMs }),
   );
   checks.push(graceKept(world.replicas));
   checks.push(await auditVerify(world));
@@ -497,6 +508,7 @@ async function main(): Promise<void> {
     replicaCrashes: Object.fromEntries(world.replicas.map((r) => [r.identity, r.crashes])),
     graceExceeded: Object.fromEntries(world.replicas.map((r) => [r.identity, r.graceExceeded])),
     gitRefused: world.gitProxy.refused,
+    gitDownMs: gitDown.reduce((sum, w) => sum + w.toMs - w.fromMs, 0),
     prometheusRefused: world.promProxy.refused,
     apiThrottled: world.apiProxy.rejected,
     loadAverage: loadavg(),
@@ -510,6 +522,7 @@ async function main(): Promise<void> {
     checks,
     violations,
     timeline: timeline.entries,
+    outages: chaos.outages,
     samples,
     loadErrors: world.load.errors,
   };

@@ -4,11 +4,14 @@ import {
   backlogCheck,
   boundedCheck,
   gangsWhole,
+  gitDownWindows,
+  gitRecoveryCheck,
   growthCheck,
   memoryGrowth,
   memoryNotJudged,
   releaseGapCheck,
   releasesInAudit,
+  type Outage,
 } from '../../soak/judge.ts';
 import type { MemorySample } from '../../soak/replicas.ts';
 
@@ -242,38 +245,172 @@ describe('the soak end check on the audit backlog', () => {
     });
 });
 
+/** Seconds to ms. */
+const s = 1000;
+/** Releases every `stepS` seconds from `fromS` up to `toS` (inclusive), in ms. */
+const releasesEvery = (stepS: number, fromS: number, toS: number): number[] =>
+  Array.from({ length: Math.floor((toS - fromS) / stepS) + 1 }, (_, i) => (fromS + i * stepS) * s);
+/** An outage the chaos recorded, from `fromS` to `toS` (seconds of the chaos). */
+const outage = (kind: 'down' | 'slow', fromS: number, toS: number): Outage => ({
+  server: 'Git server',
+  kind,
+  fromMs: fromS * s,
+  toMs: toS * s,
+});
+const gitDown = (fromS: number, toS: number): Outage => outage('down', fromS, toS);
+
 describe('the soak check that releases go on through the chaos', () => {
-  const s = 1000;
   const options = { fromMs: 0, toMs: 1800 * s, limitMs: 300 * s };
-  for (const { name, at, pass, detail } of [
+  for (const { name, at, outages = [], pass, detail } of [
     {
       name: 'a stretch of twenty minutes without a release fails, naming it',
       at: [10, 70, 200, 260, 1500, 1790].map((t) => t * s),
       pass: false,
-      detail: /^longest gap 1240 s without a release \(260 s to 1500 s\)/,
+      detail:
+        /^longest gap 1240 s without a release counting Git up \(1240 s wall, 0 s Git down; 260 s to 1500 s of the chaos\)/,
     },
     {
       name: 'no gap longer than the limit: passes',
       at: Array.from({ length: 10 }, (_, i) => (i * 200 + 100) * s),
       pass: true,
-      detail: /^longest gap 200 s without a release \(100 s to 300 s\)/,
+      detail:
+        /^longest gap 200 s without a release counting Git up \(200 s wall, 0 s Git down; 100 s to 300 s of the chaos\)/,
     },
     {
       name: 'no release after a point until the chaos ends: the gap runs to the end',
       at: [10, 100].map((t) => t * s),
       pass: false,
-      detail: /^longest gap 1700 s without a release \(100 s to 1800 s\)/,
+      detail:
+        /^longest gap 1700 s without a release counting Git up \(1700 s wall, 0 s Git down; 100 s to 1800 s of the chaos\)/,
     },
     {
       name: 'no release at all: one gap over the whole chaos',
       at: [],
       pass: false,
-      detail: /^longest gap 1800 s without a release \(0 s to 1800 s\)/,
+      detail:
+        /^longest gap 1800 s without a release counting Git up \(1800 s wall, 0 s Git down; 0 s to 1800 s of the chaos\)/,
     },
-  ])
+    {
+      name: 'a 529 s gap of which Git was down 300 s (seed 9: five outages of 60 s) passes: 229 s counting Git up',
+      at: [...releasesEvery(10, 0, 1000), ...releasesEvery(10, 1529, 1799)],
+      outages: [
+        gitDown(1020, 1080),
+        gitDown(1090, 1150),
+        gitDown(1200, 1260),
+        gitDown(1300, 1360),
+        gitDown(1420, 1480),
+      ],
+      pass: true,
+      detail:
+        /^longest gap 229 s without a release counting Git up \(529 s wall, 300 s Git down; 1000 s to 1529 s of the chaos\); Git down 300 s in all/,
+    },
+    {
+      name: 'a 310 s gap with Git up all along fails',
+      at: [...releasesEvery(10, 0, 1000), ...releasesEvery(10, 1310, 1800)],
+      outages: [gitDown(200, 260)],
+      pass: false,
+      detail:
+        /^longest gap 310 s without a release counting Git up \(310 s wall, 0 s Git down; 1000 s to 1310 s/,
+    },
+    {
+      name: 'Git slow is not excluded: slow Git must still release',
+      at: [...releasesEvery(10, 0, 1000), ...releasesEvery(10, 1400, 1800)],
+      outages: [outage('slow', 1000, 1030), outage('slow', 1100, 1130), outage('slow', 1200, 1230)],
+      pass: false,
+      detail: /^longest gap 400 s without a release counting Git up \(400 s wall, 0 s Git down;/,
+    },
+    {
+      name: 'overlapping down windows are not subtracted twice (420 s wall, 100 s down: 320 s) and fail',
+      at: [...releasesEvery(10, 0, 1000), ...releasesEvery(10, 1420, 1800)],
+      outages: [gitDown(1050, 1150), gitDown(1100, 1150)],
+      pass: false,
+      detail: /^longest gap 320 s without a release counting Git up \(420 s wall, 100 s Git down;/,
+    },
+    {
+      name: 'overlapping down windows count once each moment (400 s wall, 150 s down: 250 s) and pass',
+      at: [...releasesEvery(10, 0, 1000), ...releasesEvery(10, 1400, 1800)],
+      outages: [gitDown(1050, 1150), gitDown(1100, 1200)],
+      pass: true,
+      detail: /^longest gap 250 s without a release counting Git up \(400 s wall, 150 s Git down;/,
+    },
+    {
+      name: 'a gap measured counting Git up can be the longest though a wider one had Git down',
+      at: [
+        ...releasesEvery(10, 0, 500),
+        ...releasesEvery(10, 900, 1000),
+        ...releasesEvery(10, 1280, 1800),
+      ],
+      outages: [gitDown(550, 850)],
+      pass: true,
+      detail:
+        /^longest gap 280 s without a release counting Git up \(280 s wall, 0 s Git down; 1000 s to 1280 s/,
+    },
+  ] as { name: string; at: number[]; outages?: Outage[]; pass: boolean; detail: RegExp }[])
     it(name, () => {
-      const check = releaseGapCheck(at, options);
-      assert.equal(check.pass, pass);
+      const check = releaseGapCheck(at, { ...options, gitDown: gitDownWindows(outages) });
+      assert.equal(check.pass, pass, check.detail);
+      assert.match(check.detail, detail);
+    });
+});
+
+describe('the soak check that releases resume by themselves after Git comes back', () => {
+  const options = { fromMs: 0, toMs: 1800 * s, limitMs: 120 * s };
+  for (const { name, at, outages, pass, detail } of [
+    {
+      name: 'a release 30 s after every window passes',
+      at: [...releasesEvery(10, 0, 1000), ...releasesEvery(10, 1090, 1800)],
+      outages: [gitDown(1000, 1060)],
+      pass: true,
+      detail:
+        /^1 Git-down window judged, the slowest release after one 30 s of Git up \(after Git down 1000 s to 1060 s\)/,
+    },
+    {
+      name: 'a window with no release after it fails, naming the window',
+      at: releasesEvery(10, 0, 1000),
+      outages: [gitDown(200, 260), gitDown(1000, 1060)],
+      pass: false,
+      detail: /no release in the 740 s of Git up after Git down 1000 s to 1060 s/,
+    },
+    {
+      name: 'a first release 130 s of Git up after the window fails, naming the window',
+      at: [...releasesEvery(10, 0, 1000), ...releasesEvery(10, 1190, 1800)],
+      outages: [gitDown(1000, 1060)],
+      pass: false,
+      detail: /first release 130 s of Git up after Git down 1000 s to 1060 s/,
+    },
+    {
+      name: 'time Git is down again before the first release is not counted (130 s wall, 60 s of it down)',
+      at: [...releasesEvery(10, 0, 1000), ...releasesEvery(10, 1190, 1800)],
+      outages: [gitDown(1000, 1060), gitDown(1100, 1160)],
+      pass: true,
+      detail: /^2 Git-down windows judged/,
+    },
+    {
+      name: 'overlapping windows are one window, judged from its last end',
+      at: [...releasesEvery(10, 0, 1000), ...releasesEvery(10, 1150, 1800)],
+      outages: [gitDown(1000, 1060), gitDown(1030, 1140)],
+      pass: true,
+      detail:
+        /^1 Git-down window judged, the slowest release after one 10 s of Git up \(after Git down 1000 s to 1140 s\)/,
+    },
+    {
+      name: 'a window ending less than 120 s of Git up before the chaos ends is not judged',
+      at: releasesEvery(10, 0, 1700),
+      outages: [gitDown(1700, 1760)],
+      pass: true,
+      detail: /^0 Git-down windows judged; 1 ending within 120 s of the chaos end not judged/,
+    },
+    {
+      name: 'Git slow is no window: nothing to judge',
+      at: releasesEvery(10, 0, 1000),
+      outages: [outage('slow', 1000, 1030)],
+      pass: true,
+      detail: /^0 Git-down windows judged/,
+    },
+  ] as { name: string; at: number[]; outages: Outage[]; pass: boolean; detail: RegExp }[])
+    it(name, () => {
+      const check = gitRecoveryCheck(at, gitDownWindows(outages), options);
+      assert.equal(check.pass, pass, check.detail);
       assert.match(check.detail, detail);
     });
 });
