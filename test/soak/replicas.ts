@@ -3,7 +3,10 @@
  * ConfigMap, variables, Secrets as files, grace period: test/soak/shipped-run.ts), as the
  * unprivileged `tollgate` identity, restarted after a kill
  * the way a Deployment restarts a pod. Each replica's heap, RSS and open fds are read
- * from its own /metrics (prom-client's process and Node.js series) and /proc.
+ * from its own /metrics (prom-client's process and Node.js series) and /proc; once a
+ * minute its live heap after a full collection, through the V8 inspector the soak
+ * starts it with (`--inspect` on loopback, a Node flag: the product's own flags stay as
+ * deploy/ ships them).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
@@ -14,6 +17,7 @@ import { freePort } from '../e2e/deploy/tools.ts';
 import { metricValue } from '../e2e/gate-release/harness.ts';
 import { eventually } from '../support/eventually.ts';
 import { replicaLaunch, shippedRun, type ReplicaLaunch } from './shipped-run.ts';
+import { liveHeapBytes } from './inspector.ts';
 
 const shipped = shippedRun();
 export const leaseName = shipped.configMap.TOLLGATE_LEASE_NAME ?? 'tollgate';
@@ -36,6 +40,11 @@ export interface MemorySample {
   readonly incarnation: number;
   readonly rssBytes: number;
   readonly heapUsedBytes: number;
+  /**
+   * Bytes live on the heap after a full collection (inspector.ts), read once a minute per
+   * process; NaN in the samples between and when the replica could not answer.
+   */
+  readonly heapLiveBytes: number;
   /** Pods in the replica's own cluster view (tollgate_informer_objects): what its memory grows with. */
   readonly viewPods: number;
   readonly openFds: number;
@@ -48,6 +57,14 @@ process.on('exit', () => {
   for (const child of live) child.kill('SIGKILL');
 });
 
+/**
+ * How often the live heap is read: each reading forces a full collection in the replica,
+ * which a sample every 15 s would turn into a different process than the one shipped.
+ * Every fourth sample (15 s apart): a reading is due a little before the full minute,
+ * so a sample that comes a few milliseconds early does not push it to the next one.
+ */
+const liveHeapEveryMs = 60_000 - 5_000;
+
 /** Like the kubelet's CrashLoopBackOff, shorter: 2 s doubling up to 20 s. */
 const crashBackoffMs = (crashes: number): number => Math.min(2_000 * 2 ** crashes, 20_000);
 
@@ -56,6 +73,10 @@ export class Replica {
   incarnation = -1;
   child: ChildProcess | undefined;
   url = '';
+  /** The V8 inspector's port of the running process (loopback only). */
+  inspectPort = 0;
+  /** When the live heap of this incarnation was last read (0: not yet). */
+  #liveHeapAt = 0;
   exits: (number | string | null)[] = [];
   /** Exits nobody asked for (the replica gave up by itself), each followed by a restart. */
   crashes = 0;
@@ -99,8 +120,11 @@ export class Replica {
   async start(): Promise<void> {
     if (this.running || this.#starting || this.#stopped) return;
     this.#starting = true;
-    const port = await freePort().finally(() => (this.#starting = false));
+    const [port, inspectPort] = await Promise.all([freePort(), freePort()]).finally(
+      () => (this.#starting = false),
+    );
     this.incarnation += 1;
+    this.#liveHeapAt = 0;
     const launch = this.#launch(port);
     for (const folder of launch.folders) mkdirSync(folder, { recursive: true });
     for (const file of launch.files)
@@ -108,7 +132,7 @@ export class Replica {
     const out = openSync(this.logFile, 'a');
     // Only what deploy/ ships and the host's PATH: nothing TOLLGATE_* or KUBECONFIG from
     // the outer shell.
-    const child = spawn(launch.command, launch.args, {
+    const child = spawn(launch.command, [`--inspect=127.0.0.1:${inspectPort}`, ...launch.args], {
       env: launch.env,
       stdio: ['ignore', out, out],
     });
@@ -116,6 +140,7 @@ export class Replica {
     this.child = child;
     live.add(child);
     this.url = `http://127.0.0.1:${port}`;
+    this.inspectPort = inspectPort;
     this.#exitExpected = false;
     this.#exited = new Promise((resolve) =>
       child.once('exit', (code, signal) => {
@@ -253,16 +278,32 @@ export class Replica {
   async sample(): Promise<MemorySample | undefined> {
     const text = await this.metrics();
     if (text === undefined) return undefined;
+    const incarnation = this.incarnation;
     return {
       at: Date.now(),
       identity: this.identity,
-      incarnation: this.incarnation,
+      incarnation,
       rssBytes: metricValue(text, 'process_resident_memory_bytes') ?? Number.NaN,
       heapUsedBytes: metricValue(text, 'nodejs_heap_size_used_bytes') ?? Number.NaN,
+      heapLiveBytes: await this.#liveHeapIfDue(incarnation),
       viewPods: metricValue(text, 'tollgate_informer_objects{resource="pods"}') ?? Number.NaN,
       openFds: countFds(this.child!.pid!),
       cloneBytes: duBytes(this.cacheDir),
     };
+  }
+
+  /**
+   * The live heap when a minute has passed since the last reading of this process (NaN
+   * otherwise, or when it did not answer: a failed reading is tried again next sample).
+   */
+  async #liveHeapIfDue(incarnation: number): Promise<number> {
+    const now = Date.now();
+    if (this.#liveHeapAt !== 0 && now - this.#liveHeapAt < liveHeapEveryMs) return Number.NaN;
+    const bytes = await liveHeapBytes(this.inspectPort);
+    // A restart while the inspector answered: the reading is of the process before it.
+    if (incarnation !== this.incarnation) return Number.NaN;
+    if (!Number.isNaN(bytes)) this.#liveHeapAt = now;
+    return bytes;
   }
 }
 
