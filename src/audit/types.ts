@@ -6,11 +6,29 @@ import type { Decision } from '../decide/decision.ts';
 import type { Carried } from '../decide/release-carried.ts';
 import type { AuditSource } from './reader.ts';
 
+/**
+ * Strict mode, a failed push waiting for its retry: intents are refused at once, neither
+ * committed nor cancelled, so a pass per event during a Git outage does not commit (and
+ * try to push) an intent and its cancellation each time. `retryAt` is when the next push
+ * is tried; a loop schedules its next pass then.
+ */
+export class AuditUnavailableError extends Error {
+  readonly retryAt: number;
+  constructor(cause: string, retryAt: number, now: number) {
+    super(
+      `audit push failing (${cause}); intents not recorded, writes must not be sent; next push attempt in ${Math.max(0, Math.ceil((retryAt - now) / 1000))} s`,
+    );
+    this.name = 'AuditUnavailableError';
+    this.retryAt = retryAt;
+  }
+}
+
 export interface AuditSink {
   /**
    * Intents of decisions that write to the API. In strict mode this resolves only when
    * the intents are committed and pushed, so a write is never sent without its record;
-   * in async mode it resolves at once. Rejects when the backlog is full and strict.
+   * in async mode it resolves at once. Rejects when the backlog is full and strict, and
+   * (AuditUnavailableError, at once) while a failed strict push waits for its retry.
    */
   recordIntents(decisions: readonly Decision[]): Promise<void>;
   /** Outcomes (and decisions without writes, such as Hold or SkipStale): batched by time and size. */

@@ -75,7 +75,7 @@ import {
   type RetryOptions,
 } from './repo.ts';
 import type { SshSigner } from './sign.ts';
-import type { AuditSink } from './types.ts';
+import { AuditUnavailableError, type AuditSink } from './types.ts';
 
 /** What the writer needs from the repository; AuditRepo in production, an in-memory store in unit tests. */
 export interface AuditStore {
@@ -182,6 +182,8 @@ export class AuditBacklogFullError extends Error {
   }
 }
 
+export { AuditUnavailableError };
+
 export class AuditWriteError extends Error {
   constructor(message: string) {
     super(message);
@@ -256,6 +258,8 @@ export class GitAuditWriter implements AuditSink {
   #queued: { flushAll: boolean; promise: Promise<Error | undefined> } | undefined;
   #timer: { handle: unknown; at: number } | undefined;
   #retryTimer: unknown;
+  /** While a failed push waits for its retry: when the retry runs, and why the push failed. */
+  #retry: { readonly at: number; readonly cause: string } | undefined;
   #standbyTimer: unknown;
   /**
    * The remote tip the clone stood on when the term's recovery read it (reconcile), kept
@@ -588,6 +592,8 @@ export class GitAuditWriter implements AuditSink {
         new AuditBacklogFullError(this.backlog, decisions.length, this.#maxBacklog),
       );
     }
+    const unavailable = this.#unavailable();
+    if (unavailable) return Promise.reject(unavailable);
     this.#batcher.add('intents', decisions, this.#clock.now());
     if (this.#mode === 'async') {
       this.#afterAdd();
@@ -713,6 +719,8 @@ export class GitAuditWriter implements AuditSink {
       const waiters = kinds.includes('intents') ? this.#waiters.splice(0) : [];
       return this.#dropUnfenced(kinds, waiters);
     }
+    // A failed push waits for its retry: commit what is due, push nothing before the retry.
+    if (!flushAll && this.#retry) return this.#commitWhileRetryWaits(kinds);
     let failure = await this.#commitBatches(kinds, turn);
     if (!failure && this.#fence()) failure = await this.#checkpointIfDue();
     if (this.#unpushedCommits > 0 && !failure && !this.#fence()) {
@@ -723,7 +731,7 @@ export class GitAuditWriter implements AuditSink {
       failure = await this.#pushBacklog(turn);
     }
     if (failure && this.#unpushedCommits > 0 && !(failure instanceof AuditNotLeaderError))
-      this.#scheduleRetry();
+      this.#scheduleRetry(failure);
     if (failure instanceof AuditNotLeaderError) this.#armStandbyPush();
     if (turn.waiters.length > 0) this.#settle(turn.waiters, failure, turn.committedIntents);
     this.#store.releaseCache?.();
@@ -852,7 +860,7 @@ export class GitAuditWriter implements AuditSink {
         });
         pushes += 1;
         await this.#countUnpushed();
-        this.#retryDelay = this.#retryIntervalMs;
+        this.#pushLanded();
         await this.#writeAnchor();
         if (this.#unpushedCommits === 0) break;
         this.#logger.info(
@@ -1193,14 +1201,56 @@ export class GitAuditWriter implements AuditSink {
     );
   }
 
-  #scheduleRetry(): void {
+  /**
+   * A failed push with commits left is retried after a delay doubling from
+   * `retryIntervalMs`, up to 30 s in strict mode (every release waits for it: releases
+   * resume within 30 s of Git coming back) and 5 minutes in async mode.
+   */
+  #scheduleRetry(failure: Error): void {
     if (this.#retryTimer !== undefined || this.#closed) return;
     const delay = this.#retryDelay;
-    this.#retryDelay = Math.min(300_000, this.#retryDelay * 2);
+    const ceiling = this.#mode === 'strict' ? 30_000 : 300_000;
+    this.#retryDelay = Math.min(ceiling, this.#retryDelay * 2);
+    this.#retry = { at: this.#clock.now() + delay, cause: this.#redact(failure.message) };
     this.#retryTimer = this.#timers.set(() => {
       this.#retryTimer = undefined;
+      this.#retry = undefined;
       void this.#requestCycle(true);
     }, delay);
+  }
+
+  /** A push landed: the next failure starts the backoff again, and no retry is owed. */
+  #pushLanded(): void {
+    this.#retryDelay = this.#retryIntervalMs;
+    this.#retry = undefined;
+    if (this.#retryTimer !== undefined) this.#timers.clear(this.#retryTimer);
+    this.#retryTimer = undefined;
+  }
+
+  /** Strict intents asked while a failed push waits for its retry: refused, not committed. */
+  #unavailable(): AuditUnavailableError | undefined {
+    if (this.#mode !== 'strict' || !this.#retry) return undefined;
+    return new AuditUnavailableError(this.#retry.cause, this.#retry.at, this.#clock.now());
+  }
+
+  /**
+   * A cycle while a failed push waits for its retry: outcomes and records are committed
+   * (kept in order, pushed by the retry), intents queued before the push failed are
+   * refused uncommitted like the ones asked since. One push attempt per retry, not one
+   * per cycle: a Git outage made a push attempt, an intent commit and its cancellation
+   * on every pass.
+   */
+  async #commitWhileRetryWaits(kinds: readonly BatchKind[]): Promise<Error | undefined> {
+    const refused = kinds.includes('intents') ? this.#waiters.splice(0) : [];
+    if (refused.length > 0) this.#batcher.take('intents');
+    const unavailable = this.#unavailable();
+    for (const waiter of refused)
+      waiter.reject(unavailable ?? new AuditWriteError('audit push failing'));
+    const turn: CycleTurn = { waiters: [], committedIntents: new Set() };
+    const failure = await this.#commitBatches(kinds, turn);
+    this.#store.releaseCache?.();
+    this.#arm();
+    return failure;
   }
 }
 

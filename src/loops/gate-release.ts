@@ -18,7 +18,7 @@
  * has not seen tollgate's own last write to a pod -> SkipStale, requeued.
  */
 import type { V1Pod } from '@kubernetes/client-node';
-import type { AuditSink } from '../audit/types.ts';
+import { AuditUnavailableError, type AuditSink } from '../audit/types.ts';
 import type { ClusterView, ObjectKey, ViewChange } from '../cluster/types.ts';
 import {
   checkLive,
@@ -171,6 +171,8 @@ export interface GateReleaseLoop {
 }
 
 const defaultDebounceMs = 20;
+/** A pass refused by a strict audit push waiting for its retry runs this long after it. */
+const retryMarginMs = 100;
 
 const uidOf = (s: { write: PlannedWrite }): string => s.write.target.uid;
 
@@ -238,6 +240,8 @@ class GateReleaseRunner {
    * part (the whole decide step) runs before `#running` is assigned.
    */
   #passing = false;
+  /** Strict intents are being refused while a failed audit push waits for its retry. */
+  #auditRefusing = false;
   readonly #timers: Timers;
   #timer: unknown;
   #timerAt = Number.POSITIVE_INFINITY;
@@ -579,20 +583,45 @@ class GateReleaseRunner {
   ): Promise<boolean> {
     try {
       await this.#deps.audit.recordIntents(part.map((s) => s.decision));
+      this.#auditRecovered();
       return true;
     } catch (error) {
-      this.#log.error(
-        { err: error, writes: unsent.length },
-        'audit intents not recorded; no write sent',
-      );
+      this.#logUnrecorded(error, unsent.length);
       this.#dropActing(unsent);
       for (const s of unsent) {
         if (s.write.op.type === 'removeGate')
           releasesTotal.inc({ tenant: s.write.tenant, result: 'unrecorded' });
       }
-      this.#schedule(policy.staleness.requeue.maxMs);
+      this.#schedule(
+        error instanceof AuditUnavailableError
+          ? Math.max(0, error.retryAt - this.#clock.now()) + retryMarginMs
+          : policy.staleness.requeue.maxMs,
+      );
       return false;
     }
+  }
+
+  /**
+   * A strict push waiting for its retry refuses every pass's intents at once (a pass per
+   * event during a Git outage): said once at warn, then at debug, and once more when
+   * intents are recorded again. Any other failure is an error each time.
+   */
+  #logUnrecorded(error: unknown, writes: number): void {
+    if (!(error instanceof AuditUnavailableError)) {
+      this.#log.error({ err: error, writes }, 'audit intents not recorded; no write sent');
+      return;
+    }
+    const message =
+      'releases wait: the audit push is failing (strict mode), no intent recorded and no write sent until a push lands';
+    if (this.#auditRefusing) this.#log.debug({ err: error.message, writes }, message);
+    else this.#log.warn({ err: error.message, writes }, message);
+    this.#auditRefusing = true;
+  }
+
+  #auditRecovered(): void {
+    if (!this.#auditRefusing) return;
+    this.#auditRefusing = false;
+    this.#log.info('audit intents recorded again: releases resume');
   }
 
   /**

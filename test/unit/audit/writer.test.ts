@@ -6,6 +6,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   AuditBacklogFullError,
+  AuditUnavailableError,
   GitAuditWriter,
   auditFilePath,
   type AuditStore,
@@ -411,5 +412,72 @@ describe('a backlog is pushed in bounded pushes', () => {
       `committed before the backlog's last push: ${store.events.join(', ')}`,
     );
     assert.equal(writer.backlog, 0);
+  });
+});
+
+describe('a Git server that stays down, strict mode: the loops are told at once and nothing churns', () => {
+  const intentCommits = (store: MemoryStore): number =>
+    store.batches().filter((batch) => batch === 'intents').length;
+
+  test('intents asked while a failed push waits for its retry are refused at once: not committed, no cancellation, no push', async () => {
+    const { store, writer } = setup();
+    store.failPushes = 1_000;
+    await assert.rejects(writer.recordIntents([aDecision('Release', 'p1').obj()]));
+    const [commits, pushes, backlog] = [store.commits.length, store.pushCalls, writer.backlog];
+    await assert.rejects(writer.recordIntents([aDecision('Release', 'p2').obj()]), (error) => {
+      assert.ok(error instanceof AuditUnavailableError, String(error));
+      assert.match(
+        error.message,
+        /audit push failing \(remote unavailable\); intents not recorded, writes must not be sent; next push attempt in 5 s/,
+      );
+      return true;
+    });
+    assert.equal(store.commits.length, commits, 'no commit');
+    assert.equal(store.pushCalls, pushes, 'no push attempt');
+    assert.equal(writer.backlog, backlog, 'no cancellation queued');
+  });
+
+  test('a pass every second for ten minutes of Git down makes no more intent commits and pushes than the retries', async () => {
+    const { timers, store, writer } = setup();
+    store.failPushes = 1_000_000;
+    for (let second = 0; second < 600; second += 1) {
+      await writer.recordIntents([aDecision('Release', `p${second}`).obj()]).catch(() => undefined);
+      await timers.advance(1_000);
+    }
+    // Retries 5, 10, 20, then every 30 s: 22 in ten minutes, each may carry one pass's intents.
+    assert.ok(store.pushCalls <= 24, `${store.pushCalls} push attempts`);
+    assert.ok(intentCommits(store) <= 24, `${intentCommits(store)} commits of intents`);
+  });
+
+  test('the retry interval doubles to at most 30 s, so releases resume within 30 s of Git coming back', async () => {
+    const { timers, store, writer } = setup();
+    store.failPushes = 1_000_000;
+    await writer.recordIntents([aDecision('Release', 'p0').obj()]).catch(() => undefined);
+    for (let second = 0; second < 31 * 60; second += 1) await timers.advance(1_000);
+    store.failPushes = 0;
+    const before = store.pushCalls;
+    await timers.advance(30_000);
+    assert.equal(store.pushCalls, before + 1, 'the next retry came within 30 s');
+    assert.equal(writer.backlog, 0, 'and pushed the backlog');
+    await writer.recordIntents([aDecision('Release', 'p1').obj()]);
+    assert.equal(store.commits.at(-1)?.pushed, true, 'intents are accepted and pushed again');
+  });
+
+  test('records committed while a retry waits are pushed by the retry, not one push per record', async () => {
+    const { timers, store, writer } = setup({ mode: 'async', maxDelayMs: 1_000 });
+    store.failPushes = 1_000_000;
+    writer.record([aDecision('Hold', 'p0').obj()]);
+    await timers.advance(1_000);
+    const pushes = store.pushCalls;
+    // Retries 1 s after the failure, then 2 s after that: two in the next five seconds.
+    for (let index = 1; index <= 10; index += 1) {
+      writer.record([aDecision('Hold', `p${index}`).obj()]);
+      await timers.advance(500);
+    }
+    assert.ok(store.commits.length >= 5, `${store.commits.length} commits`);
+    assert.ok(store.pushCalls - pushes <= 2, `${store.pushCalls - pushes} push attempts`);
+    store.failPushes = 0;
+    await timers.advance(4_000);
+    assert.equal(writer.backlog, 0, 'the retry pushed all of them');
   });
 });

@@ -10,7 +10,8 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { startGateReleaseLoop } from '../../../src/loops/gate-release.ts';
 import type { ClusterView } from '../../../src/cluster/types.ts';
 import type { Dispatcher, WriteRequest, WriteResult } from '../../../src/dispatch/types.ts';
-import type { AuditSink } from '../../../src/audit/types.ts';
+import { AuditUnavailableError, type AuditSink } from '../../../src/audit/types.ts';
+import { pino } from 'pino';
 import type { Decision } from '../../../src/decide/decision.ts';
 import { ManualClock } from '../../../src/lib/clock.ts';
 import { aPod } from '../../builders/pod.ts';
@@ -425,4 +426,37 @@ test("a release refused by a full dispatcher waits for room in its own band (wor
   await loop.stop();
   assert.deepEqual(waitedFor, ['work']);
   assert.deepEqual(h.requests.map((r) => r.target.name).sort(), ['a', 'b'], 'both sent');
+});
+
+test('while a strict audit push waits for its retry, the first refused pass warns once, the next only at debug, and the first recorded pass says releases resume', async () => {
+  const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
+  const lines: { level: number; msg: string }[] = [];
+  const log = pino(
+    { level: 'debug' },
+    { write: (line: string) => void lines.push(JSON.parse(line)) },
+  );
+  let gitDown = true;
+  const audit = {
+    ...h.audit,
+    async recordIntents(decisions: readonly Decision[]) {
+      if (gitDown) throw new AuditUnavailableError('connect ECONNREFUSED', 30_000, 0);
+      await h.audit.recordIntents(decisions);
+    },
+  };
+  const loop = loopOver(h, { audit, log });
+  for (let pass = 0; pass < 3; pass += 1) await (await loop.pass()).settled;
+  gitDown = false;
+  await (
+    await loop.pass()
+  ).settled;
+  await loop.stop();
+  assert.deepEqual(
+    lines.filter((line) => line.level >= 30 && /audit/.test(line.msg)).map((line) => line.msg),
+    [
+      'releases wait: the audit push is failing (strict mode), no intent recorded and no write sent until a push lands',
+      'audit intents recorded again: releases resume',
+    ],
+  );
+  assert.equal(lines.filter((line) => line.level === 20 && /audit/.test(line.msg)).length, 2);
+  assert.deepEqual(h.log, ['intents:2', 'write:a', 'write:b'], 'nothing sent while refused');
 });
