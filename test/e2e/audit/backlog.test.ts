@@ -297,21 +297,34 @@ describe('a term start with a long backlog of leftover commits', () => {
     const count = 20;
     const { url, bare, repo, open, files } = await leftoversBehindTheRemote('refused', count);
     const writer = writerOn(repo, 5);
+    const intentCommits = (): number =>
+      repo.events.filter((event) => event === 'commit intents').length;
+    let before = 0;
     git.server().refusePushes(503);
     try {
       await successorRecovers(writer, cluster, [open], [{ state: 'not-applied' }], {
         awaitPush: false,
       });
       clock.advance(20); // recovery's outcome is due
+      // The refused push waits for its retry: the loops' intents are refused at once,
+      // neither committed nor cancelled (a pass per event would otherwise add both).
       const first = aDecision('Release', 'first-while-refused').obj();
-      await assert.rejects(writer.recordIntents([first]), /not pushed/);
-      assert.ok(repo.events.includes('commit intents'), 'the first intent was committed locally');
+      before = intentCommits();
+      await assert.rejects(
+        writer.recordIntents([first]),
+        /audit push failing \(.*503.*\); intents not recorded, writes must not be sent; next push attempt in \d+ s/,
+      );
+      assert.equal(intentCommits(), before, 'the refused intent was not committed');
       assert.ok(writer.backlog >= count, `the backlog counts the leftovers: ${writer.backlog}`);
       await assert.rejects(gitCli(bare, 'cat-file', '-e', `refs/heads/${branch}:${files[0]}`));
     } finally {
       git.server().refusePushes(undefined);
     }
     await writer.flush();
+    const second = aDecision('Release', 'after-git-is-back').obj();
+    await writer.recordIntents([second]);
+    assert.equal(intentCommits(), before + 1, 'once a push landed, intents are recorded');
+    writer.record([outcomeOf(second)]);
     await writer.close();
     assert.equal((await repo.unpushed()).length, 0);
     const history = await remoteTrail(url);

@@ -68,28 +68,28 @@ describe("a standby's leftover audit commits", () => {
     let leading = true;
     a.setFence(() => leading);
 
-    // A's term: one release pushed with its outcome; a second intent pushed, its outcome
-    // committed while Git refuses pushes.
+    // A's term: one release pushed with its outcome; a second intent pushed.
     const done = aDecision('Release', 'done').obj();
     const pushedOpen = aDecision('Release', 'pushed-outcome-local').obj();
     await a.recordIntents([done, pushedOpen]);
     a.record([outcomeOf(done)]);
     await a.flush();
-    server.refusePushes(503);
-    a.record([outcomeOf(pushedOpen)]);
-    await assert.rejects(a.flush());
 
-    // The lease is lost while a strict intent is committed and not pushed: the fence
-    // closes between the commit and the push, so the loop is told not to send its write.
-    // The fence closes the moment the intent's commit moves A's branch: whatever asks it
-    // before (a background retry of the refused push, the cycle) finds it open, every ask
-    // after (the push, each retry of it) finds it closed.
+    // With Git refusing pushes, the lease is lost while the second intent's outcome and a
+    // strict intent are committed in one cycle and not pushed: the fence closes the moment
+    // the first of them moves A's branch, so no push is tried and the loop is told not to
+    // send its write. (A strict intent asked while a refused push waits for its retry is
+    // refused uncommitted: writer.test.ts.)
+    server.refusePushes(503);
     const neverSent = aDecision('Release', 'never-sent').obj();
     const localTip = (): string =>
       readFileSync(join(repoA.gitdir, 'refs', 'heads', 'tollgate', 'audit'), 'utf8').trim();
     const tipBefore = localTip();
     a.setFence(() => leading && localTip() === tipBefore);
-    await assert.rejects(a.recordIntents([neverSent]), /kept local, not pushed/);
+    a.record([outcomeOf(pushedOpen)]);
+    const intent = a.recordIntents([neverSent]);
+    await assert.rejects(a.flush(), /kept local, not pushed/);
+    await assert.rejects(intent, /kept local, not pushed/);
     leading = false;
     assert.ok((await repoA.unpushed()).length >= 2, 'A holds leftovers');
 
