@@ -299,7 +299,7 @@ describe('a term start with a long backlog of leftover commits', () => {
     const writer = writerOn(repo, 5);
     const intentCommits = (): number =>
       repo.events.filter((event) => event === 'commit intents').length;
-    let before = 0;
+    const refused = { intentCommits: 0 }; // counted just before the refused intent
     git.server().refusePushes(503);
     try {
       await successorRecovers(writer, cluster, [open], [{ state: 'not-applied' }], {
@@ -309,12 +309,12 @@ describe('a term start with a long backlog of leftover commits', () => {
       // The refused push waits for its retry: the loops' intents are refused at once,
       // neither committed nor cancelled (a pass per event would otherwise add both).
       const first = aDecision('Release', 'first-while-refused').obj();
-      before = intentCommits();
+      refused.intentCommits = intentCommits();
       await assert.rejects(
         writer.recordIntents([first]),
         /audit push failing \(.*503.*\); intents not recorded, writes must not be sent; next push attempt in \d+ s/,
       );
-      assert.equal(intentCommits(), before, 'the refused intent was not committed');
+      assert.equal(intentCommits(), refused.intentCommits, 'the refused intent was not committed');
       assert.ok(writer.backlog >= count, `the backlog counts the leftovers: ${writer.backlog}`);
       await assert.rejects(gitCli(bare, 'cat-file', '-e', `refs/heads/${branch}:${files[0]}`));
     } finally {
@@ -323,7 +323,11 @@ describe('a term start with a long backlog of leftover commits', () => {
     await writer.flush();
     const second = aDecision('Release', 'after-git-is-back').obj();
     await writer.recordIntents([second]);
-    assert.equal(intentCommits(), before + 1, 'once a push landed, intents are recorded');
+    assert.equal(
+      intentCommits(),
+      refused.intentCommits + 1,
+      'once a push landed, intents are recorded',
+    );
     writer.record([outcomeOf(second)]);
     await writer.close();
     assert.equal((await repo.unpushed()).length, 0);
