@@ -1,0 +1,172 @@
+/**
+ * `audit verify` in bounded memory (issue 20): what the verifier keeps per record met
+ * must be a fixed small number of bytes, whatever the history's length. Measured on the
+ * heap (JS objects and typed-array backing stores) after a forced collection, with the
+ * records fed and dropped one commit at a time, as `walkAuditHistory` does.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import type { AuditCommit } from '../../../src/audit/reader.ts';
+import { phaseOf, recordSchemaVersion } from '../../../src/audit/record.ts';
+import { DigestSet, TrailVerifier, digest128 } from '../../../src/audit/verify.ts';
+import type { Decision } from '../../../src/decide/decision.ts';
+import { aDecision, outcomeOf } from '../../builders/decision.ts';
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+
+function retained(): number {
+  gc();
+  gc();
+  const usage = process.memoryUsage();
+  return usage.heapUsed + usage.arrayBuffers;
+}
+
+/** Commit `index` of a synthetic trail, oldest first: `perCommit` decisions each. */
+function syntheticCommit(index: number, decisions: Decision[], parent?: string): AuditCommit {
+  const oid = index.toString(16).padStart(40, '0');
+  const path = `audit/prod/2026/11/29/T07/${index}.jsonl`;
+  return {
+    oid,
+    parents: parent === undefined ? [] : [parent],
+    message: 'm\n',
+    summary: 'm',
+    trailers: new Map(),
+    author: { name: 'a', email: 'a@b', timestamp: 0 },
+    committedAt: 0,
+    changes: [{ path, change: 'added', oid: 'b'.repeat(40) }],
+    records: decisions.map((decision, line) => ({
+      ...decision,
+      v: recordSchemaVersion,
+      phase: phaseOf(decision),
+      file: path,
+      line: line + 1,
+    })),
+    errors: [],
+  };
+}
+
+/**
+ * A trail of `pairs` intents with their outcomes and `pairs` records without a write,
+ * fed newest first: commit 3k holds 10 intents, 3k+1 their outcomes, 3k+2 ten Holds.
+ */
+function feed(verifier: TrailVerifier, pairs: number): void {
+  const perCommit = 10;
+  const groups = pairs / perCommit;
+  const oid = (index: number) => index.toString(16).padStart(40, '0');
+  for (let group = groups - 1; group >= 0; group -= 1) {
+    const names = Array.from({ length: perCommit }, (_, i) => `p${group * perCommit + i}`);
+    const intents = names.map((name) => aDecision('Release', name).obj());
+    const holds = names.map((name) => aDecision('Hold', name).obj());
+    const base = group * 3;
+    verifier.add(syntheticCommit(base + 2, holds, oid(base + 1)));
+    verifier.add(
+      syntheticCommit(
+        base + 1,
+        intents.map((item) => outcomeOf(item)),
+        oid(base),
+      ),
+    );
+    verifier.add(syntheticCommit(base, intents, base === 0 ? undefined : oid(base - 1)));
+  }
+}
+
+test('verify keeps a fixed small number of bytes per record met (150,000 intents, outcomes and records)', () => {
+  const pairs = 50_000;
+  const before = retained();
+  const verifier = new TrailVerifier({ now: 0 });
+  feed(verifier, pairs);
+  const after = retained();
+  const records = pairs * 3;
+  const perRecord = (after - before) / records;
+  const report = verifier.finish();
+  assert.equal(report.problemCount, 0, JSON.stringify(report.problems.slice(0, 3)));
+  assert.equal(report.records, records);
+  // 128-bit digests in open-addressing tables: at most 16 B / 0.375 load per intent or
+  // record line, none per outcome: at most 29 B per record met here. Strings in Sets,
+  // as before, cost about 105.
+  assert.ok(perRecord <= 40, `${perRecord.toFixed(1)} bytes retained per record`);
+});
+
+/** A 16-byte digest from four 32-bit words (little-endian, as DigestSet reads them). */
+function digestOf(...words: number[]): Buffer {
+  const bytes = Buffer.alloc(16);
+  words.forEach((word, index) => bytes.writeUInt32LE(word >>> 0, index * 4));
+  return bytes;
+}
+
+const digestCases: {
+  name: string;
+  capacity: number;
+  added: Buffer[];
+  absent: Buffer[];
+  capacityAfter: number;
+}[] = [
+  {
+    name: 'digests that share a slot (same first word) are told apart by the other 96 bits',
+    capacity: 8,
+    added: [
+      digestOf(5, 1, 1, 1),
+      digestOf(5, 1, 1, 2),
+      digestOf(5, 2, 1, 1),
+      digestOf(13, 0, 0, 1),
+    ],
+    absent: [digestOf(5, 1, 1, 3), digestOf(5, 0, 0, 0), digestOf(13, 0, 0, 2)],
+    capacityAfter: 8,
+  },
+  {
+    name: 'the all-zero digest (the empty slot) is kept apart',
+    capacity: 4,
+    added: [digestOf(0, 0, 0, 0), digestOf(0, 0, 0, 1)],
+    absent: [digestOf(1, 0, 0, 0)],
+    capacityAfter: 4,
+  },
+  {
+    name: 'a table 3/4 full doubles and keeps every digest, the colliding ones too',
+    capacity: 4,
+    added: [
+      digestOf(1, 9, 9, 9),
+      digestOf(1, 8, 8, 8),
+      digestOf(5, 7, 7, 7),
+      digestOf(0xffffffff, 6, 6, 6),
+    ],
+    absent: [digestOf(1, 9, 9, 8), digestOf(5, 9, 9, 9)],
+    capacityAfter: 8,
+  },
+];
+
+for (const { name, capacity, added, absent, capacityAfter } of digestCases)
+  test(`DigestSet: ${name}`, () => {
+    const set = new DigestSet(capacity);
+    for (const item of added) assert.equal(set.add(item), true, item.toString('hex'));
+    for (const item of added) assert.equal(set.add(item), false, `again ${item.toString('hex')}`);
+    for (const item of added) assert.equal(set.has(item), true, item.toString('hex'));
+    for (const item of absent) assert.equal(set.has(item), false, item.toString('hex'));
+    assert.equal(set.size, added.length);
+    assert.equal(set.capacity, capacityAfter);
+    assert.equal(set.bytes, capacityAfter * 16);
+  });
+
+test('DigestSet agrees with a Set of hex strings over 20,000 SHA-256 digests, growing from 2 slots', () => {
+  const set = new DigestSet(2);
+  const strings = new Set<string>();
+  for (let index = 0; index < 20_000; index += 1) {
+    // Every third one repeats an earlier text.
+    const text = `id-${index % 3 === 0 ? index / 3 : index}`;
+    const item = digest128(text);
+    const key = item.subarray(0, 16).toString('hex');
+    assert.equal(set.has(item), strings.has(key), text);
+    assert.equal(set.add(item), !strings.has(key), text);
+    strings.add(key);
+  }
+  assert.equal(set.size, strings.size);
+  assert.ok(set.size <= set.capacity * 0.75);
+  assert.ok(set.capacity <= (set.size / 0.75) * 2, `capacity ${set.capacity} for ${set.size}`);
+  assert.equal(set.has(digest128('never added')), false);
+});
+
+test('DigestSet refuses a digest shorter than 16 bytes', () => {
+  assert.throws(() => new DigestSet().add(Buffer.alloc(8)), /16 bytes or more, not 8/);
+});
