@@ -598,6 +598,11 @@ export class AuditRepo implements Repo {
     return found.reverse();
   }
 
+  /** The clone holds this commit (fetched or made here). */
+  holds(oid: string): Promise<boolean> {
+    return this.#has(oid);
+  }
+
   async #has(oid: string): Promise<boolean> {
     return git
       .readCommit({ fs: this.fs, gitdir: this.gitdir, oid, cache: this.cache })

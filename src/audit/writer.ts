@@ -436,7 +436,10 @@ export class GitAuditWriter implements AuditSink {
     this.#anchor = anchor;
   }
 
-  /** Refuses a branch that lost the anchored commit (see setAnchor). */
+  /**
+   * Refuses a branch that lost the anchored commit (see setAnchor); a commit the last
+   * fetch does not hold is looked for again by a fetch begun after the anchor was read.
+   */
   async #checkAnchor(): Promise<void> {
     const value = this.#anchor?.read();
     const repo = this.#store;
@@ -449,6 +452,12 @@ export class GitAuditWriter implements AuditSink {
       );
       return;
     }
+    // The anchor is read after the fetch before it: a push that landed in between (the
+    // leader pushing while a standby or a new term fetched) names a commit that fetch
+    // could not see. A fetch begun after this read holds it unless history was rewritten
+    // (the soak's seed 10 refused a branch that had only grown). Fetched before `contains`
+    // deepens a shallow clone looking for it.
+    if (!(await repo.holds(anchor.oid))) await repo.fetch();
     if (await repo.contains(anchor.oid)) return;
     const error = new AuditHistoryRewrittenError(
       repo.branch,
