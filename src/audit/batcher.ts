@@ -8,6 +8,7 @@
  * the same inputs and reason) are dropped as duplicates: the audit trail records what
  * changed, not every pass, so a quiet cluster produces no commits.
  */
+import { createHash } from 'node:crypto';
 import type { Decision } from '../decide/decision.ts';
 import { batchKinds, canonicalJson, type BatchKind } from './record.ts';
 
@@ -100,7 +101,9 @@ export class Batcher {
 
 /**
  * Remembers the last recorded content per decision id (bounded, oldest forgotten
- * first) so an unchanged re-evaluation is not recorded again.
+ * first) so an unchanged re-evaluation is not recorded again. It keeps a SHA-256 of the
+ * content, not the content: decisions of pods long gone stay until the bound (50,000),
+ * and their canonical JSON held about 470 bytes each (23 MB at the bound).
  */
 export class RecordDeduper {
   readonly #seen = new Map<string, string>();
@@ -112,13 +115,17 @@ export class RecordDeduper {
 
   /** True when this record says nothing new about its decision. */
   isRepeat(decision: Decision): boolean {
-    const fingerprint = canonicalJson([
-      decision.kind,
-      decision.reason,
-      decision.inputs,
-      decision.policy,
-      decision.outcome,
-    ]);
+    const fingerprint = createHash('sha256')
+      .update(
+        canonicalJson([
+          decision.kind,
+          decision.reason,
+          decision.inputs,
+          decision.policy,
+          decision.outcome,
+        ]),
+      )
+      .digest('base64');
     const previous = this.#seen.get(decision.id);
     if (previous === fingerprint) return true;
     this.#seen.delete(decision.id);
