@@ -946,8 +946,13 @@ export class GitAuditWriter implements AuditSink {
   ): Promise<void> {
     const leftovers = await readLeftovers(repo, left);
     const ids = new Set(leftovers.flatMap((commit) => commit.records.map((record) => record.id)));
+    for (const intent of this.#open?.list() ?? []) ids.add(intent.id);
     const base = left[0]?.parent;
     const remote = await remoteRecords(repo, base, this.#cluster, ids);
+    // Another writer (a standby pushing its earlier term's commits) may have closed
+    // intents this term holds open; the next checkpoint must not list them (soak seed 12:
+    // a successor read back to such a checkpoint and closed 11 intents a second time).
+    this.#open?.committed([...remote.outcomes.values()]);
     const remoteMoved = (await repo.trackingTip()) !== base;
     const plan = planLeftovers(leftovers, remote, {
       now: this.#clock.now(),
