@@ -257,9 +257,8 @@ export class GitAuditWriter implements AuditSink {
   #chain: Promise<unknown> = Promise.resolve();
   #queued: { flushAll: boolean; promise: Promise<Error | undefined> } | undefined;
   #timer: { handle: unknown; at: number } | undefined;
-  #retryTimer: unknown;
-  /** While a failed push waits for its retry: when the retry runs, and why the push failed. */
-  #retry: { readonly at: number; readonly cause: string } | undefined;
+  /** While a failed push waits for its retry: its timer, when it runs, why the push failed. */
+  #retry: { readonly timer: unknown; readonly at: number; readonly cause: string } | undefined;
   #standbyTimer: unknown;
   /**
    * The remote tip the clone stood on when the term's recovery read it (reconcile), kept
@@ -665,10 +664,10 @@ export class GitAuditWriter implements AuditSink {
       if (options.flush !== false) await this.flush();
     } finally {
       if (this.#timer) this.#timers.clear(this.#timer.handle);
-      if (this.#retryTimer !== undefined) this.#timers.clear(this.#retryTimer);
+      if (this.#retry) this.#timers.clear(this.#retry.timer);
       if (this.#standbyTimer !== undefined) this.#timers.clear(this.#standbyTimer);
       this.#timer = undefined;
-      this.#retryTimer = undefined;
+      this.#retry = undefined;
       this.#standbyTimer = undefined;
       this.#untrack();
     }
@@ -1221,24 +1220,22 @@ export class GitAuditWriter implements AuditSink {
    * resume within 30 s of Git coming back) and 5 minutes in async mode.
    */
   #scheduleRetry(failure: Error): void {
-    if (this.#retryTimer !== undefined || this.#closed) return;
+    if (this.#retry || this.#closed) return;
     const delay = this.#retryDelay;
     const ceiling = this.#mode === 'strict' ? 30_000 : 300_000;
     this.#retryDelay = Math.min(ceiling, this.#retryDelay * 2);
-    this.#retry = { at: this.#clock.now() + delay, cause: this.#redact(failure.message) };
-    this.#retryTimer = this.#timers.set(() => {
-      this.#retryTimer = undefined;
+    const timer = this.#timers.set(() => {
       this.#retry = undefined;
       void this.#requestCycle(true);
     }, delay);
+    this.#retry = { timer, at: this.#clock.now() + delay, cause: this.#redact(failure.message) };
   }
 
   /** A push landed: the next failure starts the backoff again, and no retry is owed. */
   #pushLanded(): void {
     this.#retryDelay = this.#retryIntervalMs;
+    if (this.#retry) this.#timers.clear(this.#retry.timer);
     this.#retry = undefined;
-    if (this.#retryTimer !== undefined) this.#timers.clear(this.#retryTimer);
-    this.#retryTimer = undefined;
   }
 
   /** Strict intents asked while a failed push waits for its retry: refused, not committed. */
