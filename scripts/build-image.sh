@@ -165,10 +165,13 @@ blob() { # file media-type -> prints a descriptor, stores the blob
 layer_desc=$(blob "$work/layer.tar.gz" application/vnd.oci.image.layer.v1.tar+gzip)
 # GLIBC_TUNABLES: glibc's malloc keeps freed memory in up to 8 arenas per core and moves its
 # mmap threshold up to 32 MiB as large buffers are freed, so a long-running process stays at
-# its peak; two arenas and a fixed 128 KiB threshold (large buffers given back when freed)
-# hold `tollgate run` about 40 MB lower at 10,000 pods (docs/BENCHMARKS.md, Memory).
+# its peak; two arenas and a fixed threshold hold `tollgate run` about 40 MB lower at 10,000
+# pods (docs/BENCHMARKS.md, Memory). The threshold is 8 KiB, not 128: an audit fetch inflates
+# every object of its pack into buffers of 4 to 100 KiB, and with 128 KiB they came from the
+# main arena and left it fragmented (six fetches of 300 commits: main arena 27 -> 101 MiB,
+# and it stays; at 8 KiB, 17 -> 18 MiB, in the same time). docs/soak.md, memory.
 cat >"$work/config.json" <<EOF
-{"architecture":"amd64","os":"linux","created":"$created","config":{"User":"1000:1000","ExposedPorts":{"9090/tcp":{}},"Env":["PATH=/usr/local/bin:/usr/bin","NODE_ENV=production","HOME=/tmp","TOLLGATE_GIT_CACHE_DIR=/var/cache/tollgate","GLIBC_TUNABLES=glibc.malloc.arena_max=2:glibc.malloc.mmap_threshold=131072"],"Entrypoint":["/usr/local/bin/node","/app/bin/tollgate.js"],"Cmd":["run"],"WorkingDir":"/app","Labels":{"org.opencontainers.image.title":"tollgate","org.opencontainers.image.version":"$version","org.opencontainers.image.revision":"$revision","org.opencontainers.image.created":"$created"}},"rootfs":{"type":"layers","diff_ids":["$diff_id"]},"history":[{"created":"$created","created_by":"scripts/build-image.sh"}]}
+{"architecture":"amd64","os":"linux","created":"$created","config":{"User":"1000:1000","ExposedPorts":{"9090/tcp":{}},"Env":["PATH=/usr/local/bin:/usr/bin","NODE_ENV=production","HOME=/tmp","TOLLGATE_GIT_CACHE_DIR=/var/cache/tollgate","GLIBC_TUNABLES=glibc.malloc.arena_max=2:glibc.malloc.mmap_threshold=8192"],"Entrypoint":["/usr/local/bin/node","/app/bin/tollgate.js"],"Cmd":["run"],"WorkingDir":"/app","Labels":{"org.opencontainers.image.title":"tollgate","org.opencontainers.image.version":"$version","org.opencontainers.image.revision":"$revision","org.opencontainers.image.created":"$created"}},"rootfs":{"type":"layers","diff_ids":["$diff_id"]},"history":[{"created":"$created","created_by":"scripts/build-image.sh"}]}
 EOF
 config_desc=$(blob "$work/config.json" application/vnd.oci.image.config.v1+json)
 printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":%s,"layers":[%s]}' \

@@ -44,6 +44,8 @@ import { superviseLoops } from './run/loops.ts';
 import { startObservability, type StartedParts } from './run/observe.ts';
 import { PassWatchdog } from './observe/watchdog.ts';
 import { systemClock } from './lib/clock.ts';
+import { MemoryReducer, memoryReducingCollection } from './lib/memory-reducer.ts';
+import { systemTimers } from './lib/timers.ts';
 import {
   announcePolicyState,
   openPolicySource,
@@ -83,6 +85,7 @@ const shutdownOrder = [
   'cluster view',
   'policy',
   'http',
+  'memory',
 ] as const;
 type Part = (typeof shutdownOrder)[number];
 
@@ -192,6 +195,8 @@ async function start(
   const parts: StartedParts = { watchdog };
   const server = await startObservability(config, parts, log);
   started('http', () => server.close());
+  const memory = giveMemoryBackAfterBursts(log);
+  started('memory', async () => memory.stop());
   const kubeConfig = connectCluster(config);
   const token = readToken(config);
   // tollgate's own Events: recorded from here on, written once this replica leads.
@@ -325,4 +330,26 @@ function untilAborted(signal: AbortSignal): Promise<void> {
     if (signal.aborted) resolve();
     signal.addEventListener('abort', () => resolve(), { once: true });
   });
+}
+
+/** Memory-reducing collections after bursts (src/lib/memory-reducer.ts), logged. */
+function giveMemoryBackAfterBursts(log: Logger): MemoryReducer {
+  const mib = (bytes: number): number => Math.round(bytes / 1024 / 1024);
+  const reducer = new MemoryReducer({
+    timers: systemTimers,
+    rss: () => process.memoryUsage.rss(),
+    collect: memoryReducingCollection(),
+    onCollected: ({ before, after, ms }) =>
+      log.info(
+        { rssMiB: [mib(before), mib(after)], ms: Math.round(ms) },
+        'memory given back after a burst (a memory-reducing collection)',
+      ),
+    onUnavailable: (error) =>
+      log.warn(
+        { err: error.message },
+        'memory reducer off: the resident set size cannot be read (no /proc?)',
+      ),
+  });
+  reducer.start();
+  return reducer;
 }

@@ -1,0 +1,125 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  MemoryReducer,
+  memoryReducingCollection,
+  shouldReduce,
+} from '../../../src/lib/memory-reducer.ts';
+import { ManualTimers } from '../../support/manual-timers.ts';
+
+const MiB = 1024 * 1024;
+
+/** A process whose RSS the test sets; a collection brings it to `afterCollect`. */
+function aProcess(start: number, afterCollect: (rss: number) => number) {
+  const state = { rss: start, collections: 0 };
+  const timers = new ManualTimers();
+  const reducer = new MemoryReducer({
+    timers,
+    rss: () => state.rss,
+    collect: () => {
+      state.collections += 1;
+      state.rss = afterCollect(state.rss);
+    },
+    everyMs: 60_000,
+    growthBytes: 16 * MiB,
+  });
+  return { state, timers, reducer };
+}
+
+describe('shouldReduce: RSS grown by the threshold since the base', () => {
+  const cases = [
+    { rss: 100, base: 100, growth: 16, reduce: false, why: 'no growth' },
+    { rss: 115, base: 100, growth: 16, reduce: false, why: 'below the threshold' },
+    { rss: 116, base: 100, growth: 16, reduce: true, why: 'at the threshold' },
+    { rss: 90, base: 100, growth: 16, reduce: false, why: 'shrunk' },
+  ];
+  for (const c of cases)
+    it(`${c.why}: ${c.reduce ? 'collects' : 'does not collect'}`, () => {
+      assert.equal(shouldReduce(c.rss * MiB, c.base * MiB, c.growth * MiB), c.reduce);
+    });
+});
+
+describe('MemoryReducer: one collection per burst, none while steady', () => {
+  it('a steady process is never collected', async () => {
+    const { state, timers, reducer } = aProcess(150 * MiB, (rss) => rss);
+    reducer.start();
+    await timers.advance(10 * 60_000);
+    reducer.stop();
+    assert.equal(state.collections, 0);
+  });
+
+  it('a burst is collected once at the next look, and the RSS after it is the new base', async () => {
+    const { state, timers, reducer } = aProcess(150 * MiB, (rss) => rss - 40 * MiB);
+    reducer.start();
+    await timers.advance(60_000);
+    state.rss = 210 * MiB; // a fetch inflated a pack
+    await timers.advance(60_000);
+    assert.equal(state.collections, 1);
+    assert.equal(state.rss, 170 * MiB);
+    await timers.advance(5 * 60_000);
+    assert.equal(state.collections, 1, 'no collection while RSS stays at the new base');
+    reducer.stop();
+  });
+
+  it('what a collection cannot give back is not collected again at every look', async () => {
+    const { state, timers, reducer } = aProcess(150 * MiB, (rss) => rss); // all of it live
+    reducer.start();
+    state.rss = 200 * MiB;
+    await timers.advance(10 * 60_000);
+    reducer.stop();
+    assert.equal(state.collections, 1);
+  });
+
+  it('growth is counted from the lowest RSS seen: shrinking, then growing back by the threshold collects', async () => {
+    const { state, timers, reducer } = aProcess(150 * MiB, (rss) => rss - 10 * MiB);
+    reducer.start();
+    state.rss = 120 * MiB;
+    await timers.advance(60_000);
+    state.rss = 136 * MiB;
+    await timers.advance(60_000);
+    assert.equal(state.collections, 1);
+    reducer.stop();
+  });
+
+  it('stopped, it looks no more', async () => {
+    const { state, timers, reducer } = aProcess(150 * MiB, (rss) => rss);
+    reducer.start();
+    reducer.stop();
+    state.rss = 300 * MiB;
+    await timers.advance(10 * 60_000);
+    assert.equal(state.collections, 0);
+    assert.deepEqual(timers.pending, []);
+  });
+});
+
+describe('MemoryReducer where RSS cannot be read', () => {
+  it('a process without /proc (RSS unreadable) is never collected, and neither construction nor a look throws', async () => {
+    const timers = new ManualTimers();
+    let collections = 0;
+    const unreadable = (): number => {
+      throw new Error('ENOENT: no such file or directory, uv_resident_set_memory');
+    };
+    const off: string[] = [];
+    const reducer = new MemoryReducer({
+      timers,
+      rss: unreadable,
+      collect: () => (collections += 1),
+      onUnavailable: (error) => off.push(error.message),
+    });
+    reducer.start();
+    await timers.advance(10 * 60_000);
+    assert.equal(reducer.check(), false);
+    reducer.stop();
+    assert.equal(collections, 0);
+    assert.deepEqual(off, ['ENOENT: no such file or directory, uv_resident_set_memory']);
+    assert.deepEqual(timers.pending, [], 'it stops looking');
+  });
+});
+
+describe('memoryReducingCollection', () => {
+  it('collects without putting gc on the global object', () => {
+    const collect = memoryReducingCollection();
+    collect();
+    assert.equal((globalThis as { gc?: unknown }).gc, undefined);
+  });
+});
