@@ -438,12 +438,21 @@ function queuedHolds(
   return pacingHolds(unit, why, ledger);
 }
 
-/** Every member held by pacing, with the reason as a Pacing input. */
+/**
+ * Every member held by pacing, with the reason as a Pacing input. Members judged alike
+ * share their inputs list (a gang's GangComplete, release-judge.ts), so they share the
+ * list with the Pacing input added too: one per gang, not one per member.
+ */
 function pacingHolds(unit: ReleaseUnit, why: string, ledger: Ledger): Verdict[] {
   const { input, inputsAlone, reason } = pacingHoldOf(why, ledger);
+  let judged: readonly ConditionInput[] | undefined;
+  let held: readonly ConditionInput[] = inputsAlone;
   return unit.members.map((m) => {
-    const inputs = m.inputs.length === 0 ? inputsAlone : [...m.inputs, input];
-    return holdVerdict(m.pod, unit.tenant, unit.gatePolicy, inputs, 'Pacing', reason);
+    if (m.inputs !== judged) {
+      judged = m.inputs;
+      held = m.inputs.length === 0 ? inputsAlone : [...m.inputs, input];
+    }
+    return holdVerdict(m.pod, unit.tenant, unit.gatePolicy, held, 'Pacing', reason);
   });
 }
 

@@ -236,7 +236,7 @@ export function gangMembers(
   groupLabel: string,
   classified: Pick<Classification, 'pods' | 'stateOf'>,
 ): readonly PodLike[] {
-  return gangIndex(classified, groupLabel).unfinished.get(gangKeyOf(pod, groupLabel)) ?? [];
+  return membersOf(gangIndex(classified, groupLabel).unfinished, pod, groupLabel) ?? [];
 }
 
 /**
@@ -254,16 +254,17 @@ export function gangMembersPresent(
 ): readonly PodLike[] {
   // One key and one index lookup for both lists (asked once per gang pod of a pass).
   const index = gangIndex(classified, groupLabel);
-  const key = gangKeyOf(pod, groupLabel);
-  const unfinished = index.unfinished.get(key) ?? [];
-  const finished = index.finished.get(key);
+  const unfinished = membersOf(index.unfinished, pod, groupLabel) ?? [];
+  const finished = membersOf(index.finished, pod, groupLabel);
   if (finished === undefined) return unfinished;
   const created = timestampMs(pod.metadata?.creationTimestamp) ?? Infinity;
   const ranWithIt = (finished ?? []).filter(
     (p) =>
       releasedByTollgate(p) && (scheduledAt(p) ?? -Infinity) >= Math.floor(created / 1000) * 1000,
   );
-  return [...unfinished, ...ranWithIt];
+  // The index's own list when none of them counts: members judged alike share their
+  // GangComplete input by it (release-judge.ts).
+  return ranWithIt.length === 0 ? unfinished : [...unfinished, ...ranWithIt];
 }
 
 function scheduledAt(pod: PodLike): number | undefined {
@@ -273,14 +274,38 @@ function scheduledAt(pod: PodLike): number | undefined {
   return timestampMs(scheduled?.lastTransitionTime);
 }
 
-function gangKeyOf(pod: PodLike, groupLabel: string): string {
-  const value = pod.metadata?.labels?.[groupLabel];
-  return `${pod.metadata?.namespace ?? ''}\u0000${value ?? '\u0001'}`;
+/** The group label's value, or a stand-in for a pod without it (those group together). */
+function gangValueOf(pod: PodLike, groupLabel: string): string {
+  return pod.metadata?.labels?.[groupLabel] ?? '\u0001';
+}
+
+/**
+ * Pods by namespace, then group label value: looked up with the pod's own strings, whose
+ * hashes are kept once computed. A key string per pod (namespace and value joined) was
+ * made, flattened and hashed anew for every pod, twice per gang pod of a pass.
+ */
+type GangLists = Map<string, Map<string, PodLike[]>>;
+
+function membersOf(lists: GangLists, pod: PodLike, groupLabel: string): PodLike[] | undefined {
+  return lists.get(pod.metadata?.namespace ?? '')?.get(gangValueOf(pod, groupLabel));
+}
+
+function addMember(lists: GangLists, pod: PodLike, groupLabel: string): void {
+  const namespace = pod.metadata?.namespace ?? '';
+  let byValue = lists.get(namespace);
+  if (byValue === undefined) {
+    byValue = new Map();
+    lists.set(namespace, byValue);
+  }
+  const value = gangValueOf(pod, groupLabel);
+  const members = byValue.get(value);
+  if (members) members.push(pod);
+  else byValue.set(value, [pod]);
 }
 
 interface GangIndex {
-  readonly unfinished: Map<string, PodLike[]>;
-  readonly finished: Map<string, PodLike[]>;
+  readonly unfinished: GangLists;
+  readonly finished: GangLists;
 }
 
 /**
@@ -310,11 +335,7 @@ function gangIndex(
     if (p.metadata?.deletionTimestamp) continue;
     const state = classified.stateOf.get(p);
     const done = state === 'succeeded' || state === 'failed';
-    const byKey = done ? index.finished : index.unfinished;
-    const key = gangKeyOf(p, groupLabel);
-    const members = byKey.get(key);
-    if (members) members.push(p);
-    else byKey.set(key, [p]);
+    addMember(done ? index.finished : index.unfinished, p, groupLabel);
   }
   memo.byLabel.set(groupLabel, index);
   return index;

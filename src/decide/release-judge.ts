@@ -48,7 +48,29 @@ interface JudgeContext {
   readonly gangReleases: GangReleases | undefined;
   /** Built once, on the first ImagePresent condition of the pass. */
   imageIndex?: NodeImageIndex;
+  /** GangComplete judgements shared by the members of a gang (`gangJudgement`). */
+  readonly gangJudgements: Map<readonly PodLike[], GangJudgement>;
+  /** Per GatePolicy of the pass: its GangComplete condition when that is all it judges here. */
+  readonly soleGangs: Map<GatePolicy, GangCondition | undefined>;
 }
+
+/**
+ * One gang's GangComplete input, and the inputs list of a pod whose only condition
+ * besides Budget is GangComplete, as judged for its first member: every member with the
+ * same present members (the same list from the gang index), condition, namespace, group
+ * label value and size text is judged alike, so shares both (read only). A 50,000-pod gang
+ * pass made an input, its value, its group id and a list for every pod.
+ */
+interface GangJudgement {
+  readonly condition: GangCondition;
+  readonly namespace: string | undefined;
+  readonly group: string | undefined;
+  readonly sizeText: string | undefined;
+  readonly input: ConditionInput;
+  readonly inputsAlone: readonly ConditionInput[];
+}
+
+type GangCondition = Extract<GatePolicy['conditions'][number], { type: 'GangComplete' }>;
 
 type PodJudgement =
   | { readonly candidate: Candidate; readonly verdicts?: undefined; readonly wakeup?: undefined }
@@ -72,6 +94,8 @@ export function judgePods(
     classified,
     now,
     gangReleases: Object.keys(gangReleases).length > 0 ? gangReleases : undefined,
+    gangJudgements: new Map(),
+    soleGangs: new Map(),
   };
   const candidates: Candidate[] = [];
   const verdicts: Verdict[] = [];
@@ -307,7 +331,13 @@ function evaluateConditions(
   pod: PodLike,
   gatePolicy: GatePolicy,
   context: JudgeContext,
-): ConditionInput[] {
+): readonly ConditionInput[] {
+  const sole = soleGangCondition(gatePolicy, context);
+  if (sole) {
+    const judged = gangJudgement(pod, sole, context);
+    const remembered = rememberedGang(pod, judged.input, context);
+    return remembered === judged.input ? judged.inputsAlone : [remembered];
+  }
   const inputs: ConditionInput[] = [];
   for (const condition of gatePolicy.conditions) {
     switch (condition.type) {
@@ -321,16 +351,7 @@ function evaluateConditions(
         inputs.push(evaluateObjectCondition(pod, condition, context.snapshot));
         break;
       case 'GangComplete':
-        inputs.push(
-          gangCompleteRemembered(
-            evaluateGangComplete(
-              pod,
-              condition,
-              gangMembersPresent(pod, condition.groupLabel, context.classified),
-            ),
-            context.gangReleases?.[pod.metadata?.uid ?? ''],
-          ),
-        );
+        inputs.push(rememberedGang(pod, gangJudgement(pod, condition, context).input, context));
         break;
       case 'Approved':
         inputs.push(evaluateApproved(pod, context.policy.approvals, context.now, gatePolicy));
@@ -341,4 +362,57 @@ function evaluateConditions(
     }
   }
   return inputs;
+}
+
+/** GangComplete as judged, or met for a member whose release was decided with its whole gang. */
+function rememberedGang(
+  pod: PodLike,
+  input: ConditionInput,
+  context: JudgeContext,
+): ConditionInput {
+  if (context.gangReleases === undefined) return input;
+  return gangCompleteRemembered(input, context.gangReleases[pod.metadata?.uid ?? '']);
+}
+
+/** The GangComplete judgement of this pod: its gang's, when a member was judged alike before. */
+function gangJudgement(
+  pod: PodLike,
+  condition: GangCondition,
+  context: JudgeContext,
+): GangJudgement {
+  const present = gangMembersPresent(pod, condition.groupLabel, context.classified);
+  const namespace = pod.metadata?.namespace;
+  const group = pod.metadata?.labels?.[condition.groupLabel];
+  const sizeText =
+    pod.metadata?.annotations?.[condition.sizeAnnotation] ??
+    pod.metadata?.labels?.[condition.sizeAnnotation];
+  const known = context.gangJudgements.get(present);
+  if (
+    known !== undefined &&
+    known.condition === condition &&
+    known.namespace === namespace &&
+    known.group === group &&
+    known.sizeText === sizeText
+  )
+    return known;
+  const input = evaluateGangComplete(pod, condition, present);
+  const judged = { condition, namespace, group, sizeText, input, inputsAlone: [input] };
+  context.gangJudgements.set(present, judged);
+  return judged;
+}
+
+/**
+ * GangComplete when it is the policy's only condition besides Budget (its members then
+ * share one inputs list), else undefined; found once per GatePolicy of the pass.
+ */
+function soleGangCondition(
+  gatePolicy: GatePolicy,
+  context: JudgeContext,
+): GangCondition | undefined {
+  if (context.soleGangs.has(gatePolicy)) return context.soleGangs.get(gatePolicy);
+  const judged = gatePolicy.conditions.filter((c) => c.type !== 'Budget');
+  const only = judged.length === 1 ? judged[0] : undefined;
+  const sole = only?.type === 'GangComplete' ? only : undefined;
+  context.soleGangs.set(gatePolicy, sole);
+  return sole;
 }

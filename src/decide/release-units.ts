@@ -5,7 +5,7 @@
  */
 import { addUsage, emptyUsage, gangId } from './conditions.ts';
 import { gateSetAt } from './expiry.ts';
-import { podKey } from './objects.ts';
+import { podKey, type PodLike } from './objects.ts';
 import { gangMembers, type Classification } from './release-classify.ts';
 import { holdVerdict, type Candidate, type ReleaseUnit, type Verdict } from './release-verdict.ts';
 import type { GatePolicy } from '../policy/model.ts';
@@ -25,31 +25,37 @@ export function groupReleaseUnits(
 ): Grouping {
   const units: ReleaseUnit[] = [];
   const verdicts: Verdict[] = [];
-  const byGang = new Map<string, Candidate[]>();
+  const gangs = gangGroups();
   const gangConditionOf = gangConditions();
   for (const candidate of candidates) {
     const gang = gangConditionOf(candidate);
-    const id = gang ? gangId(candidate.pod, gang) : undefined;
-    if (gang && id !== undefined) {
-      const list = byGang.get(id) ?? [];
-      list.push(candidate);
-      byGang.set(id, list);
-      continue;
-    }
+    if (gang && gangs.add(candidate, gang)) continue;
     units.push(unitOfOne(candidate));
   }
-  const candidateUids = byGang.size > 0 ? uidsOf(candidates) : new Set<string | undefined>();
-  for (const [id, members] of byGang) {
+  let candidateUids: Set<string | undefined> | undefined;
+  for (const members of gangs.inOrder) {
     const first = members[0] as Candidate;
     const gang = gangConditionOf(first) as GangCondition;
-    const notReady = gangMembers(first.pod, gang.groupLabel, classified).filter((p) => {
+    const notReady: PodLike[] = [];
+    // The gang's members and its candidates both come in pod order: a member that is
+    // the next of its candidates is one (no lookup); any other gated member is looked
+    // up among all the candidates' uids, made only then.
+    let next = 0;
+    for (const p of gangMembers(first.pod, gang.groupLabel, classified)) {
+      if (members[next]?.pod === p) {
+        next += 1;
+        continue;
+      }
       const s = classified.stateOf.get(p);
-      return (s === 'gated' || s === 'review') && !candidateUids.has(p.metadata?.uid);
-    });
+      if (s !== 'gated' && s !== 'review') continue;
+      candidateUids ??= uidsOf(candidates);
+      if (!candidateUids.has(p.metadata?.uid)) notReady.push(p);
+    }
     if (notReady.length === 0) {
       units.push(releaseUnit(members));
       continue;
     }
+    const id = gangId(first.pod, gang) as string;
     const names = notReady.map((p) => p.metadata?.name).join(', ');
     for (const m of members) {
       const reason = `gang ${id}: members not ready (${names})`;
@@ -59,6 +65,41 @@ export function groupReleaseUnits(
     }
   }
   return { units, verdicts };
+}
+
+/**
+ * Gang candidates grouped by gang (`gangId`: namespace and group label value), in order
+ * of their first candidate. Looked up by namespace, then value: no id string is made per
+ * candidate (only for a gang held, in its reason).
+ */
+function gangGroups(): {
+  readonly inOrder: Candidate[][];
+  /** Adds the candidate to its gang; false when it has no group label (a unit alone). */
+  add(candidate: Candidate, gang: GangCondition): boolean;
+} {
+  const inOrder: Candidate[][] = [];
+  const byNamespace = new Map<string, Map<string, Candidate[]>>();
+  return {
+    inOrder,
+    add(candidate, gang) {
+      const value = candidate.pod.metadata?.labels?.[gang.groupLabel];
+      if (value === undefined) return false;
+      const namespace = candidate.pod.metadata?.namespace ?? '';
+      let byValue = byNamespace.get(namespace);
+      if (byValue === undefined) {
+        byValue = new Map();
+        byNamespace.set(namespace, byValue);
+      }
+      const members = byValue.get(value);
+      if (members) members.push(candidate);
+      else {
+        const list = [candidate];
+        byValue.set(value, list);
+        inOrder.push(list);
+      }
+      return true;
+    },
+  };
 }
 
 /** The candidates' uids, added one by one (no array of 50,000 uids made first). */
@@ -71,10 +112,15 @@ function uidsOf(candidates: readonly Candidate[]): Set<string | undefined> {
 /** A candidate's GangComplete condition, found once per GatePolicy of the pass. */
 function gangConditions(): (candidate: Candidate) => GangCondition | undefined {
   const found = new Map<GatePolicy, GangCondition | undefined>();
+  // Most candidates of a pass share the GatePolicy of the one before: no lookup then.
+  let last: { gatePolicy: GatePolicy; gang: GangCondition | undefined } | undefined;
   return ({ owned: { gatePolicy } }) => {
-    if (found.has(gatePolicy)) return found.get(gatePolicy);
-    const gang = gatePolicy.conditions.find((c): c is GangCondition => c.type === 'GangComplete');
+    if (last?.gatePolicy === gatePolicy) return last.gang;
+    const gang = found.has(gatePolicy)
+      ? found.get(gatePolicy)
+      : gatePolicy.conditions.find((c): c is GangCondition => c.type === 'GangComplete');
     found.set(gatePolicy, gang);
+    last = { gatePolicy, gang };
     return gang;
   };
 }
@@ -85,12 +131,11 @@ export function releaseUnit(members: readonly Candidate[]): ReleaseUnit {
   if (members.length === 1) return unitOfOne(first);
   const requests = emptyUsage();
   let order = Infinity;
-  let key: string | undefined;
+  let keyPod = first.pod;
   for (const m of members) {
     addUsage(requests, m.requests);
     order = Math.min(order, gateSetAt(m.pod) ?? 0);
-    const memberKey = podKey(m.pod);
-    if (key === undefined || memberKey < key) key = memberKey;
+    if (keyBefore(m.pod, keyPod)) keyPod = m.pod;
   }
   return {
     tenant: first.owned.tenant,
@@ -98,8 +143,19 @@ export function releaseUnit(members: readonly Candidate[]): ReleaseUnit {
     members,
     requests,
     order,
-    key: key as string,
+    key: podKey(keyPod),
   };
+}
+
+/**
+ * Whether `pod`'s key (`podKey`) sorts before `than`'s. In one namespace (a gang's
+ * members always are) the names alone tell: the keys share their `namespace/` start, so
+ * no key is made per member.
+ */
+function keyBefore(pod: PodLike, than: PodLike): boolean {
+  if ((pod.metadata?.namespace ?? '') === (than.metadata?.namespace ?? ''))
+    return (pod.metadata?.name ?? '') < (than.metadata?.name ?? '');
+  return podKey(pod) < podKey(than);
 }
 
 /**
