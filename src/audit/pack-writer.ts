@@ -12,7 +12,18 @@
  * already known (indexPack reads the whole pack back and inflates every object again).
  */
 import { createHash } from 'node:crypto';
-import { closeSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeSync,
+} from 'node:fs';
+import { packfileCache } from '../lib/git-pack-cache.ts';
 import { join } from 'node:path';
 import { crc32, deflateSync } from 'node:zlib';
 
@@ -218,4 +229,85 @@ function packIndex(entries: readonly Entry[], packChecksum: Buffer): Buffer {
     packChecksum,
   ]);
   return Buffer.concat([body, createHash('sha1').update(body).digest()]);
+}
+
+/**
+ * The most pack bytes one merge takes. A merge copies entries without inflating them,
+ * holding one source pack in memory at a time (pack-writer.ts); the bound keeps that pack
+ * and the rewrite of old objects small. Packs above it stay as they are.
+ */
+export const maxMergeBytes = 16 * 1024 * 1024;
+
+/**
+ * Which packs to merge so the rest form a geometric progression (factor 2): sorted by
+ * size, every pack smaller than twice the sum of all smaller ones is merged, never more
+ * than `maxBytes` of them at once. What is kept is then at most about log2(total) packs
+ * below that size plus one pack per `maxBytes` above it, and an object is rewritten
+ * about log2(maxBytes) times over the life of the clone, not at every maintenance.
+ */
+export function packsToMerge<T extends { readonly size: number }>(
+  packs: readonly T[],
+  maxBytes: number = maxMergeBytes,
+): T[] {
+  const sorted = [...packs].sort((a, b) => a.size - b.size);
+  let below = 0;
+  let split = 0;
+  for (const [index, pack] of sorted.entries()) {
+    if (below + pack.size > maxBytes) break;
+    if (index > 0 && pack.size < 2 * below) split = index + 1;
+    below += pack.size;
+  }
+  return split >= 2 ? sorted.slice(0, split) : [];
+}
+
+/**
+ * Merges a clone's small packs (packsToMerge) into one and deletes them, evicting them
+ * from isomorphic-git's `cache`; returns how many were merged (0: none). Shared by the
+ * audit clone's maintenance and the policy reader, whose clone gains a pack per fetch:
+ * every object lookup scans the pack indexes, so a clone that keeps every pack it ever
+ * fetched reads more with every change. Entries are copied without inflating them
+ * (copiedEntry: a delta keeps its compressed bytes and names its base by id), one source
+ * pack in memory at a time; an object in two packs goes once. The merged pack is whole
+ * on disk (writePack) before a source pack is deleted.
+ */
+export async function mergeSmallPacks(gitdir: string, cache: object): Promise<number> {
+  const folder = join(gitdir, 'objects', 'pack');
+  const packs = (existsSync(folder) ? readdirSync(folder) : [])
+    .filter(
+      (name) => name.endsWith('.pack') && existsSync(join(folder, name.replace(/pack$/, 'idx'))),
+    )
+    .map((name) => ({ name, size: statSync(join(folder, name)).size }));
+  const merging = packsToMerge(packs);
+  if (merging.length === 0) return 0;
+  const located = merging.map(({ name, size }) => ({
+    name,
+    entries: indexedEntries(readFileSync(join(folder, name.replace(/pack$/, 'idx'))), size),
+  }));
+  const count = new Set(located.flatMap(({ entries }) => entries.map((e) => e.oid))).size;
+  const filename = await writePack(gitdir, count, mergedEntries(folder, located));
+  const packCache = packfileCache(cache);
+  for (const { name } of merging) {
+    if (name === filename) continue;
+    for (const file of [name, name.replace(/pack$/, 'idx')]) {
+      packCache?.delete(join(folder, file));
+      rmSync(join(folder, file), { force: true });
+    }
+  }
+  return merging.length;
+}
+
+function* mergedEntries(
+  folder: string,
+  located: readonly { readonly name: string; readonly entries: readonly PackedEntry[] }[],
+): Generator<PackInput> {
+  const seen = new Set<string>();
+  for (const { name, entries } of located) {
+    const pack = readFileSync(join(folder, name));
+    const oidAt = new Map(entries.map((entry) => [entry.offset, entry.oid]));
+    for (const entry of entries) {
+      if (seen.has(entry.oid)) continue;
+      seen.add(entry.oid);
+      yield { oid: entry.oid, entry: copiedEntry(pack, entry, (offset) => oidAt.get(offset)) };
+    }
+  }
 }

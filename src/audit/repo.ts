@@ -51,14 +51,14 @@ import {
 import type { SshSigner } from './sign.ts';
 import { advertisedRefs, sendPack } from './receive-pack.ts';
 import {
-  copiedEntry,
-  indexedEntries,
+  mergeSmallPacks,
   packBytes,
   writePack,
   type PackInput,
   type PackObjectType,
-  type PackedEntry,
 } from './pack-writer.ts';
+
+export { maxMergeBytes, packsToMerge } from './pack-writer.ts';
 import { addFile, diffTrees, lookup, objectsAdded, type Repo } from './tree.ts';
 
 export interface RetryOptions {
@@ -171,14 +171,6 @@ export class AuditPushError extends Error {
 
 const remoteName = 'origin';
 
-/** isomorphic-git's cache of pack indexes (and the packs it read), by file name. */
-function packfileCache(cache: object): Map<string, unknown> | undefined {
-  const key = Object.getOwnPropertySymbols(cache).find(
-    (symbol) => symbol.description === 'PackfileCache',
-  );
-  return key === undefined ? undefined : (cache as Record<symbol, Map<string, unknown>>)[key];
-}
-
 /** Loose objects of a git dir: oid -> file path. */
 function looseObjects(gitdir: string): Map<string, string> {
   const found = new Map<string, string>();
@@ -189,35 +181,6 @@ function looseObjects(gitdir: string): Map<string, string> {
       if (/^[0-9a-f]{38}$/.test(file)) found.set(folder + file, join(objects, folder, file));
   }
   return found;
-}
-
-/**
- * The most pack bytes one merge takes. A merge copies entries without inflating them,
- * holding one source pack in memory at a time (pack-writer.ts); the bound keeps that pack
- * and the rewrite of old objects small. Packs above it stay as they are.
- */
-export const maxMergeBytes = 16 * 1024 * 1024;
-
-/**
- * Which packs to merge so the rest form a geometric progression (factor 2): sorted by
- * size, every pack smaller than twice the sum of all smaller ones is merged, never more
- * than `maxBytes` of them at once. What is kept is then at most about log2(total) packs
- * below that size plus one pack per `maxBytes` above it, and an object is rewritten
- * about log2(maxBytes) times over the life of the clone, not at every maintenance.
- */
-export function packsToMerge<T extends { readonly size: number }>(
-  packs: readonly T[],
-  maxBytes: number = maxMergeBytes,
-): T[] {
-  const sorted = [...packs].sort((a, b) => a.size - b.size);
-  let below = 0;
-  let split = 0;
-  for (const [index, pack] of sorted.entries()) {
-    if (below + pack.size > maxBytes) break;
-    if (index > 0 && pack.size < 2 * below) split = index + 1;
-    below += pack.size;
-  }
-  return split >= 2 ? sorted.slice(0, split) : [];
 }
 
 /** The decisions an audit commit holds, from its trailer (0 when it names none). */
@@ -840,56 +803,12 @@ export class AuditRepo implements Repo {
   }
 
   /**
-   * Merges small packs (packsToMerge) into one, so the clone holds a few packs whatever
-   * its age: every object lookup scans the pack indexes, and isomorphic-git keeps each
-   * pack it read in memory. Returns how many packs were merged (0: none).
+   * Merges small packs into one (mergeSmallPacks, pack-writer.ts), so the clone holds a
+   * few packs whatever its age: every object lookup scans the pack indexes, and
+   * isomorphic-git keeps each pack it read in memory. Returns how many packs were merged.
    */
-  async #mergePacks(): Promise<number> {
-    const folder = join(this.gitdir, 'objects', 'pack');
-    const packs = (fs.existsSync(folder) ? fs.readdirSync(folder) : [])
-      .filter(
-        (name) =>
-          name.endsWith('.pack') && fs.existsSync(join(folder, name.replace(/pack$/, 'idx'))),
-      )
-      .map((name) => ({ name, size: fs.statSync(join(folder, name)).size }));
-    const merging = packsToMerge(packs);
-    if (merging.length === 0) return 0;
-    const located = merging.map(({ name, size }) => ({
-      name,
-      entries: indexedEntries(fs.readFileSync(join(folder, name.replace(/pack$/, 'idx'))), size),
-    }));
-    const count = new Set(located.flatMap(({ entries }) => entries.map((e) => e.oid))).size;
-    const filename = await writePack(this.gitdir, count, this.#mergedEntries(folder, located));
-    const packCache = packfileCache(this.cache);
-    for (const { name } of merging) {
-      if (name === filename) continue;
-      for (const file of [name, name.replace(/pack$/, 'idx')]) {
-        packCache?.delete(join(folder, file));
-        fs.rmSync(join(folder, file), { force: true });
-      }
-    }
-    return merging.length;
-  }
-
-  /**
-   * The entries of the packs being merged, one pack in memory at a time, copied without
-   * inflating them (copiedEntry: a delta keeps its compressed bytes and names its base by
-   * id); an object in two packs goes once.
-   */
-  *#mergedEntries(
-    folder: string,
-    located: readonly { readonly name: string; readonly entries: readonly PackedEntry[] }[],
-  ): Generator<PackInput> {
-    const seen = new Set<string>();
-    for (const { name, entries } of located) {
-      const pack = fs.readFileSync(join(folder, name));
-      const oidAt = new Map(entries.map((entry) => [entry.offset, entry.oid]));
-      for (const entry of entries) {
-        if (seen.has(entry.oid)) continue;
-        seen.add(entry.oid);
-        yield { oid: entry.oid, entry: copiedEntry(pack, entry, (offset) => oidAt.get(offset)) };
-      }
-    }
+  #mergePacks(): Promise<number> {
+    return mergeSmallPacks(this.gitdir, this.cache);
   }
 
   /**

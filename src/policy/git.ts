@@ -8,6 +8,8 @@
  * message is scrubbed of the token, so neither logs, errors nor printed URLs carry it.
  * A refused token is not offered twice (`onAuthFailure` cancels): one 401 is the answer.
  */
+import { mergeSmallPacks } from '../audit/pack-writer.ts';
+import { packfileCache } from '../lib/git-pack-cache.ts';
 import * as fs from 'node:fs';
 import { mkdirSync } from 'node:fs';
 import git, { Errors, type AuthCallback, type HttpClient } from 'isomorphic-git';
@@ -118,7 +120,15 @@ export class GitPolicyReader {
   readonly #seenTokens = new Set<string>();
   readonly #allowInsecureHttp: boolean;
   readonly #username: string;
-  readonly #cache = {};
+  /**
+   * isomorphic-git's cache: each pack read stays in it whole, with its index and the
+   * objects inflated from it. A long-lived reader fetches a pack per policy change and
+   * reads the history behind each approval file (fileChangedAt), so one cache for the
+   * life of the process grew with every change (about 0.1 MiB of heap per commit). The
+   * source drops it after each poll (releaseCache); a poll still reads each pack once.
+   */
+  #cache: object = {};
+  #maintenanceError: string | undefined;
 
   readonly #maxFetchBytes: number;
   readonly #ssh: SshAccess | undefined;
@@ -219,6 +229,38 @@ export class GitPolicyReader {
   }
 
   /** The commit the ref names on the server right now (one cheap ref advertisement). */
+  /**
+   * Why the last merge of the clone's packs failed, once (the source logs it); the poll
+   * went on: a clone with more packs is slower to read, not wrong.
+   */
+  takeMaintenanceError(): string | undefined {
+    const error = this.#maintenanceError;
+    this.#maintenanceError = undefined;
+    return error;
+  }
+
+  /**
+   * Each fetch adds a pack to the clone; small ones are merged (mergeSmallPacks), so a
+   * long-lived clone holds a few packs, not one per policy change it ever fetched.
+   */
+  async #mergePacks(): Promise<void> {
+    try {
+      await mergeSmallPacks(this.#gitdir, this.#cache);
+    } catch (error) {
+      this.#maintenanceError = error instanceof Error ? error.message : String(error);
+    }
+  }
+
+  /** Forgets every pack and object isomorphic-git loaded (the next read loads what it needs). */
+  releaseCache(): void {
+    this.#cache = {};
+  }
+
+  /** How many packs isomorphic-git holds in memory for this reader (for tests and benches). */
+  get cachedPacks(): number {
+    return packfileCache(this.#cache)?.size ?? 0;
+  }
+
   async remoteCommit(): Promise<{ commit: string; tag: boolean }> {
     let refs;
     try {
@@ -259,9 +301,16 @@ export class GitPolicyReader {
       .catch(() => false);
   }
 
-  /** Fetches the ref if its commit is not already in the cache, then reads the policy files of that commit. */
-  async fetch(): Promise<FetchedTree> {
+  /**
+   * Fetches the ref if its commit is not already in the cache, then reads the policy
+   * files of that commit. When the ref still names `unlessCommit` (the commit the caller
+   * read last), nothing is fetched or read: the files come back empty. A poll every 30 s
+   * then costs one listing of refs, not a read of the tree from every pack the clone
+   * ever fetched.
+   */
+  async fetch(options: { readonly unlessCommit?: string } = {}): Promise<FetchedTree> {
     const { commit, tag: isTag } = await this.remoteCommit();
+    if (commit === options.unlessCommit) return { commit, files: [], errors: [] };
     try {
       await this.#open();
       if (!(await this.#has(commit)) && this.#ssh) {
@@ -280,6 +329,7 @@ export class GitPolicyReader {
           onAuthFailure: this.#onAuthFailure,
           cache: this.#cache,
         });
+        await this.#mergePacks();
       }
     } catch (error) {
       throw this.#wrap(error, 'cannot fetch');

@@ -236,6 +236,14 @@ export class PolicySource {
     return this.#state;
   }
 
+  /**
+   * Packs isomorphic-git holds in memory for the Git reader between polls (0 for a
+   * folder): none, since each poll drops what it read. For tests and benches.
+   */
+  get gitPacksInMemory(): number {
+    return this.#reader?.cachedPacks ?? 0;
+  }
+
   /** The outcome of the last poll. */
   lastOutcome(): PollOutcome | undefined {
     return this.#lastOutcome;
@@ -254,6 +262,14 @@ export class PolicySource {
   /** Polls once now; concurrent callers share one poll. */
   poll(): Promise<PollOutcome> {
     this.#inFlight ??= this.#pollOnce().finally(() => {
+      // What the poll read from Git is not kept: memory must not grow with the history.
+      this.#reader?.releaseCache();
+      const maintenance = this.#reader?.takeMaintenanceError();
+      if (maintenance)
+        this.#logger.warn(
+          { location: this.location, err: maintenance },
+          "could not merge the policy cache clone's packs; it stays readable, and the next fetch tries again",
+        );
       this.#inFlight = undefined;
     });
     return this.#inFlight;
@@ -281,12 +297,22 @@ export class PolicySource {
     }, this.#intervalMs);
   }
 
+  /**
+   * The commit a poll need not read again: the last one seen, unless the last poll
+   * failed to fetch (then it is read, and judged, again). #pollOnce's 'unchanged' test.
+   */
+  #unchangedIf(): string | undefined {
+    return this.#lastOutcome && this.#lastOutcome.kind !== 'fetch-failed'
+      ? this.#lastSeen
+      : undefined;
+  }
+
   async #read(): Promise<{
     commit: string;
     files: PolicyFile[];
     errors: PolicyError[];
   }> {
-    if (this.#reader) return this.#reader.fetch();
+    if (this.#reader) return this.#reader.fetch({ unlessCommit: this.#unchangedIf() });
     const read = await readPolicyDirectory(this.location);
     if (read.errors.some((e) => e.file === '.' || /cannot read folder/.test(e.message))) {
       throw new PolicyFetchError(
@@ -350,11 +376,7 @@ export class PolicySource {
       return (this.#lastOutcome = { kind: 'fetch-failed', error: fetchError });
     }
     policyLastLoadTimestamp.set(this.#clock.now() / 1000);
-    if (
-      read.commit === this.#lastSeen &&
-      this.#lastOutcome &&
-      this.#lastOutcome.kind !== 'fetch-failed'
-    ) {
+    if (read.commit === this.#unchangedIf()) {
       return (this.#lastOutcome = { kind: 'unchanged', commit: read.commit });
     }
     this.#lastSeen = read.commit;

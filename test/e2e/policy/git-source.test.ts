@@ -6,12 +6,13 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { PolicySource } from '../../../src/policy/source.ts';
 import { GitPolicyReader } from '../../../src/policy/git.ts';
 import { randomBytes } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
 import { runValidate } from '../../../src/cli/validate.ts';
 import { formatPolicyError } from '../../../src/policy/errors.ts';
 import { registry } from '../../../src/observe/metrics.ts';
@@ -316,4 +317,91 @@ test('a repository larger than the fetch cap is refused while downloading', asyn
     maxFetchBytes: 100_000,
   });
   await assert.rejects(reader.fetch(), /the repository sent more than 100000 bytes; refused/);
+});
+
+/** A source on `url` with its own cache folder, polled only by the test (no timer fires). */
+function polledByHand(url: string): { source: PolicySource; dir: string } {
+  const dir = cacheDir();
+  const source = new PolicySource({
+    location: url,
+    token: server.token,
+    cacheDir: dir,
+    timers: new ManualTimers(),
+  });
+  return { source, dir };
+}
+
+test('a long-lived source keeps no pack in memory between polls, and still dates each approval by its own commit', async () => {
+  const url = server.createRepo('policy-history');
+  await pushTree(server, url, exampleFiles(), { message: 'initial policy' });
+  const { source, dir } = polledByHand(url);
+  assert.equal((await source.poll()).kind, 'applied');
+  const expiresAt = new Date(Date.now() + 10 * 365 * 86_400_000).toISOString();
+  const held: number[] = [];
+  const mergedAt = new Map<string, number>();
+  for (let i = 1; i <= 12; i++) {
+    const name = `soak-load-${i}`;
+    const file = `approvals/${name}.yaml`;
+    const sha = await pushTree(
+      server,
+      url,
+      {
+        [file]: [
+          '# yaml-language-server: $schema=../../schemas/Approval.schema.json',
+          'apiVersion: tollgate.io/v1alpha1',
+          'kind: Approval',
+          `metadata: { name: ${name} }`,
+          'spec:',
+          '  action: Release',
+          `  target: { kind: Pod, namespace: etl, name: ${name} }`,
+          '  approvedBy: ops@example.com',
+          `  reason: approval ${i}`,
+          `  expiresAt: "${expiresAt}"`,
+          '',
+        ].join('\n'),
+      },
+      { message: `approve ${name}` },
+    );
+    assert.deepEqual(await source.poll(), { kind: 'applied', commit: sha });
+    held.push(source.gitPacksInMemory);
+    const committed = execFileSync(
+      'git',
+      ['-C', join(server.root, 'policy-history.git'), 'log', '-1', '--format=%ct', sha],
+      { encoding: 'utf8' },
+    );
+    mergedAt.set(name, Number(committed) * 1000);
+  }
+  assert.deepEqual(
+    held,
+    Array.from({ length: 12 }, () => 0),
+    'packs held in memory after each poll',
+  );
+  // On disk too, the clone keeps a few packs, not one per fetch (13 here): small ones are
+  // merged as they come (mergeSmallPacks), so a lookup scans a few indexes.
+  const packsOnDisk = readdirSync(join(dir, 'objects', 'pack')).filter((n) => n.endsWith('.pack'));
+  assert.ok(packsOnDisk.length <= 4, `${packsOnDisk.length} packs on disk after 13 fetches`);
+  const approvals = source.current()?.approvals ?? [];
+  for (const [name, at] of mergedAt)
+    assert.equal(
+      approvals.find((a) => a.name === name)?.mergedAt,
+      at,
+      `${name} dated by its commit`,
+    );
+});
+
+test('a poll that finds the same commit reads nothing from the cache clone: it lists the refs and stops', async () => {
+  // Every 30 s a poll used to read the whole policy tree again from the clone's packs,
+  // one per policy change the clone ever fetched: a cost that grew with the clone's age.
+  const url = server.createRepo('policy-unchanged');
+  const sha = await pushTree(server, url, exampleFiles(), { message: 'initial policy' });
+  const { source, dir } = polledByHand(url);
+  assert.deepEqual(await source.poll(), { kind: 'applied', commit: sha });
+  // The clone's packs are emptied (their indexes kept): a poll that read the commit or
+  // its tree from the clone again would fail, while listing the remote's refs still works.
+  const packs = join(dir, 'objects', 'pack');
+  const emptied = readdirSync(packs).filter((name) => name.endsWith('.pack'));
+  assert.ok(emptied.length > 0, 'the clone holds packs');
+  for (const name of emptied) writeFileSync(join(packs, name), '');
+  assert.deepEqual(await source.poll(), { kind: 'unchanged', commit: sha });
+  assert.deepEqual(source.state(), { kind: 'fetched', commit: sha });
 });
