@@ -164,7 +164,8 @@ export interface AuditWriterOptions {
   readonly retryIntervalMs?: number;
   /**
    * A standby holding commits its earlier terms could not push pushes them itself after
-   * this long (default 30 s; doubling after a failure, at most 5 minutes): see
+   * this long (default 30 s; doubling after a failure, at most 30 s in strict mode and 5
+   * minutes in async, as the leader's retries): see
    * GitAuditWriter.#pushAsStandby.
    */
   readonly standbyPushDelayMs?: number;
@@ -1148,8 +1149,9 @@ export class GitAuditWriter implements AuditSink {
   /**
    * A process that does not lead and holds commits it could not push while it led (Git
    * down, the lease lost, a kill) pushes them itself after `standbyPushDelayMs`, retried
-   * with backoff: otherwise they would wait for this process to lead again, which it may
-   * never do, and go with its cache. If it leads first, its term start does it.
+   * with backoff up to the leader's ceiling (#standbyCeiling): otherwise they would wait
+   * for this process to lead again, which it may never do, and go with its cache. If it
+   * leads first, its term start does it.
    */
   #armStandbyPush(): void {
     if (this.#standbyTimer !== undefined || this.#closed) return;
@@ -1167,11 +1169,21 @@ export class GitAuditWriter implements AuditSink {
             { err: this.#redact((error as Error).message), backlog: this.backlog },
             'audit: a standby could not push the commits its earlier terms left unpushed; retrying',
           );
-          this.#standbyDelay = Math.min(300_000, this.#standbyDelay * 2);
+          this.#standbyDelay = Math.min(this.#standbyCeiling(), this.#standbyDelay * 2);
           this.#armStandbyPush();
         },
       );
     }, this.#standbyDelay);
+  }
+
+  /**
+   * The longest wait between a standby's push attempts: the leader's own ceiling (30 s in
+   * strict mode, 5 minutes in async; see #scheduleRetry), or the first delay when that is
+   * longer. A standby waiting longer than the leader would keep decisions out of Git for
+   * minutes after Git came back (seed 21: 113 decisions, its delay grown to 240 s).
+   */
+  #standbyCeiling(): number {
+    return Math.max(this.#mode === 'strict' ? 30_000 : 300_000, this.#standbyPushDelayMs);
   }
 
   /**
@@ -1236,6 +1248,12 @@ export class GitAuditWriter implements AuditSink {
     this.#retryDelay = this.#retryIntervalMs;
     if (this.#retry) this.#timers.clear(this.#retry.timer);
     this.#retry = undefined;
+    // Git takes pushes again, and what earlier terms left is pushed by this leader: a
+    // standby push still armed with the delay its failures grew (up to 5 minutes in async) is
+    // dropped, so the next lease loss arms the first delay, not that old timer.
+    this.#standbyDelay = this.#standbyPushDelayMs;
+    if (this.#standbyTimer !== undefined) this.#timers.clear(this.#standbyTimer);
+    this.#standbyTimer = undefined;
   }
 
   /** Strict intents asked while a failed push waits for its retry: refused, not committed. */

@@ -23,6 +23,8 @@ import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts'
 import { verifyTrail } from '../../../src/audit/verify.ts';
 import type { GitAuditWriter } from '../../../src/audit/writer.ts';
 import { aDecision, outcomeOf } from '../../builders/decision.ts';
+import { ManualClock } from '../../../src/lib/clock.ts';
+import { ManualTimers } from '../../support/manual-timers.ts';
 import { captureLogs, openTestWriter, successorRecovers } from './support.ts';
 
 let server: GitServer;
@@ -48,6 +50,16 @@ function writerOn(
     retry: { maxAttempts: 2, maxElapsedMs: 2_000, baseDelayMs: 5, maxDelayMs: 20 },
     logger,
   });
+}
+
+/** Standby pushes that failed, by their log line. */
+const failedStandbyPushesIn = (lines: readonly string[]): number =>
+  lines.filter((line) => line.includes('a standby could not push')).length;
+
+/** Waits (real time, at most 30 s) until `done`, else fails with `what`. */
+async function until(what: string, done: () => boolean): Promise<void> {
+  for (let i = 0; i < 600 && !done(); i += 1) await sleep(50);
+  assert.ok(done(), what);
 }
 
 /** The writer's own count: the clone is not read while the writer may be rewriting it. */
@@ -134,5 +146,116 @@ describe("a standby's leftover audit commits", () => {
       ),
       'the standby push is logged',
     );
+  });
+  it('start over after each term: a standby whose earlier standby pushes failed pushes within the first delay after its next term, not at the grown one', async () => {
+    // Seed 14 (30 minutes, main 8e62e9f): replica-a's standby pushes failed while Git was
+    // down, doubling their delay to 240 s; the timer stayed armed while replica-a led
+    // again, and when it lost that lease (Git up) its 284 decisions waited for that old
+    // timer, past the end of the soak.
+    const url = server.createRepo('standby-backoff');
+    const cache = mkdtempSync(join(tmpdir(), 'tollgate-standby-backoff-'));
+    const timers = new ManualTimers(new ManualClock(Date.now()));
+    const logs = captureLogs();
+    const firstDelayMs = 1_000;
+    const { writer: a, repo } = await openTestWriter(server, url, cluster, 'replica-a', {
+      cacheDir: cache,
+      mode: 'strict',
+      standbyPushDelayMs: firstDelayMs,
+      retry: { maxAttempts: 2, maxElapsedMs: 2_000, baseDelayMs: 5, maxDelayMs: 20 },
+      logger: logs.logger,
+      clock: timers.clock,
+      timers,
+    });
+    const localTip = (): string =>
+      readFileSync(join(repo.gitdir, 'refs', 'heads', 'tollgate', 'audit'), 'utf8').trim();
+    const failedStandbyPushes = (): number => failedStandbyPushesIn(logs.lines);
+    let leading = true;
+    /** A term that ends while Git refuses pushes, an outcome committed and not pushed. */
+    const termEndsInOutage = async (name: string): Promise<void> => {
+      leading = true;
+      a.setFence(() => leading);
+      const release = aDecision('Release', name).obj();
+      await a.recordIntents([release]);
+      server.refusePushes(503);
+      const tipBefore = localTip();
+      a.setFence(() => leading && localTip() === tipBefore);
+      a.record([outcomeOf(release)]);
+      await assert.rejects(a.flush(), /kept local, not pushed/);
+      leading = false;
+      assert.ok(a.backlog > 0, `${name}: the outcome is kept local`);
+    };
+
+    // Term 1 ends in an outage; two standby pushes fail while Git stays down.
+    await termEndsInOutage('first-term');
+    await timers.advance(firstDelayMs);
+    await until('a first standby push fails', () => failedStandbyPushes() === 1);
+    await timers.advance(2 * firstDelayMs);
+    await until('a second standby push fails', () => failedStandbyPushes() === 2);
+
+    // Term 2: Git is back, the term start pushes everything.
+    server.refusePushes(undefined);
+    leading = true;
+    a.setFence(() => leading);
+    await a.reconcile();
+    await a.flush();
+    assert.equal(a.backlog, 0, 'term 2 pushed the backlog');
+
+    // Term 2 ends in a short outage; Git is back at once. The standby pushes after the
+    // first delay, as after any lease loss.
+    await termEndsInOutage('second-term');
+    server.refusePushes(undefined);
+    await timers.advance(firstDelayMs);
+    await until(
+      `the standby pushed its second term's leftovers ${firstDelayMs} ms after losing the lease (backlog ${a.backlog}; pending timers ${timers.pending.join(', ')} ms)`,
+      () => a.backlog === 0,
+    );
+    await a.close({ flush: false });
+    assert.equal((await repo.unpushed()).length, 0, 'nothing left in the clone');
+  });
+  it("a strict standby whose pushes keep failing retries at least every 30 s, as a strict leader does, so its leftovers reach Git within 30 s of Git's return", async () => {
+    // Seed 21 (30 minutes, main 00312d1): replica-b's standby pushes failed (refused as
+    // not a fast-forward while the leader pushed, then Git down), doubling their delay to
+    // 240 s; Git came back and the soak ended with its 113 decisions still local.
+    const url = server.createRepo('standby-ceiling');
+    const cache = mkdtempSync(join(tmpdir(), 'tollgate-standby-ceiling-'));
+    const timers = new ManualTimers(new ManualClock(Date.now()));
+    const logs = captureLogs();
+    const { writer: a, repo } = await openTestWriter(server, url, cluster, 'replica-a', {
+      cacheDir: cache,
+      mode: 'strict',
+      standbyPushDelayMs: 1_000,
+      retry: { maxAttempts: 2, maxElapsedMs: 2_000, baseDelayMs: 5, maxDelayMs: 20 },
+      logger: logs.logger,
+      clock: timers.clock,
+      timers,
+    });
+    const failedStandbyPushes = (): number => failedStandbyPushesIn(logs.lines);
+    let leading = true;
+    a.setFence(() => leading);
+    const release = aDecision('Release', 'outage-term').obj();
+    await a.recordIntents([release]);
+    server.refusePushes(503);
+    a.record([outcomeOf(release)]);
+    await assert.rejects(a.flush());
+    leading = false;
+    assert.ok(a.backlog > 0, 'the outcome is kept local');
+
+    // Git stays down for 8 rounds of 30 s: a push is tried in every round (the delay
+    // doubles 1, 2, 4, 8, 16 s and then stays at 30 s).
+    for (let round = 1; round <= 8; round += 1) {
+      await timers.advance(30_000);
+      await until(
+        `round ${round} of 30 s: a standby push is tried and fails (${failedStandbyPushes()} so far; pending timers ${timers.pending.join(', ')} ms)`,
+        () => failedStandbyPushes() >= round,
+      );
+    }
+    server.refusePushes(undefined);
+    await timers.advance(30_000);
+    await until(
+      `pushed within 30 s of Git's return (backlog ${a.backlog}; pending timers ${timers.pending.join(', ')} ms)`,
+      () => a.backlog === 0,
+    );
+    await a.close({ flush: false });
+    assert.equal((await repo.unpushed()).length, 0, 'nothing left in the clone');
   });
 });
