@@ -45,7 +45,10 @@
  *   state; a blind retry would overwrite someone else's change); other 4xx are final.
  * - Read-back: when an attempt's answer was lost (timeout, connection reset) and a
  *   `readBack` is given, the target is read before any retry; a write already applied
- *   resolves `succeeded` (`confirmedBy: 'read-back'`) and is not sent again.
+ *   resolves `succeeded` (`confirmedBy: 'read-back'`) and is not sent again. A read
+ *   that fails tells nothing: each later attempt reads first and sends only when a read
+ *   shows the write not applied (never a blind send); reads that keep failing end the
+ *   write `failed` after its attempts, saying whether it applied is unknown.
  * - Synchronous mode: `mode: 'sync'`, or the automatic fallback (fallback.ts) when the
  *   API server looks unhealthy, sends one write at a time and holds no backlog (one
  *   waiting write per band at most; queued work and background writes are cancelled on
@@ -264,6 +267,18 @@ function neverSent(error: unknown): boolean {
   return (error as { fencedBeforeSend?: unknown } | null)?.fencedBeforeSend === true;
 }
 
+/**
+ * An attempt that read before sending found the object gone: nothing is sent to it.
+ * (A write whose earlier answer was lost is read before it is sent again.)
+ */
+class GoneOnRead extends Error {}
+
+/**
+ * An attempt that read before sending could not read: whether the earlier send applied
+ * is still unknown, so nothing is sent; the attempt is retried (and reads again).
+ */
+class UnknownIfApplied extends Error {}
+
 interface Item {
   request: WriteRequest;
   band: WriteBand;
@@ -290,6 +305,13 @@ interface Item {
    * since been withdrawn: an older decision is never sent after a newer one.
    */
   superseded?: boolean;
+  /**
+   * An earlier attempt's answer was lost and the read after it failed: the write may
+   * have been applied. Each later attempt reads first and sends only when the read shows
+   * it not applied; never a blind send (a gate removal sent again after it applied meets
+   * its failed `test` op and would be recorded a conflict).
+   */
+  unsure?: boolean;
 }
 
 function verbOf(op: WriteOperation): string {
@@ -828,24 +850,51 @@ export class PriorityDispatcher implements Dispatcher {
     this.#gauges();
     const timeout = this.#armTimeout(item, abort);
     const verb = verbOf(item.request.op);
-    let call: Promise<{ resourceVersion: string }>;
+    let call: Promise<{ resourceVersion: string; confirmedBy?: 'read-back' }>;
     try {
-      call = this.#executor(item.request, abort.signal);
+      call = item.unsure
+        ? this.#readThenSend(item, abort.signal)
+        : this.#executor(item.request, abort.signal);
     } catch (error) {
       call = Promise.reject(error);
     }
     call.then(
       (answer) => {
         this.#timers.clear(timeout);
-        apiRequestsTotal.inc({ verb, code: '2xx' });
+        if (!answer.confirmedBy) apiRequestsTotal.inc({ verb, code: '2xx' });
         this.#transition(this.#monitor.answer('ok', this.#clock.now()));
-        this.#finish(item, { result: 'succeeded', resourceVersion: answer.resourceVersion });
+        this.#finish(item, {
+          result: 'succeeded',
+          resourceVersion: answer.resourceVersion,
+          ...(answer.confirmedBy ? { confirmedBy: answer.confirmedBy } : {}),
+        });
       },
       (error: unknown) => {
         this.#timers.clear(timeout);
         void this.#failed(item, error, verb);
       },
     );
+  }
+
+  /**
+   * The attempt of a write whose earlier answer was lost and not read back (`unsure`):
+   * read first; send only when the read shows the write not applied.
+   */
+  async #readThenSend(
+    item: Item,
+    signal: AbortSignal,
+  ): Promise<{ resourceVersion: string; confirmedBy?: 'read-back' }> {
+    const verdict = await this.#readBackVerdict(item);
+    if (verdict?.state === 'applied')
+      return { resourceVersion: verdict.resourceVersion, confirmedBy: 'read-back' };
+    if (verdict?.state === 'gone') throw new GoneOnRead(`read-back: ${verdict.message}`);
+    if (!verdict)
+      throw new UnknownIfApplied(
+        'an earlier answer was lost and the object could not be read: whether the write applied is unknown, so it is not sent again',
+      );
+    item.unsure = false;
+    if (signal.aborted) throw signal.reason;
+    return this.#executor(item.request, signal);
   }
 
   /** Aborts the attempt as a timeout after `attemptTimeoutMs`. */
@@ -930,6 +979,14 @@ export class PriorityDispatcher implements Dispatcher {
       this.#finish(item, { result: 'cancelled', message: (error as Error).message });
       return;
     }
+    if (error instanceof GoneOnRead) {
+      this.#finish(item, { result: 'cancelled', message: error.message });
+      return;
+    }
+    if (error instanceof UnknownIfApplied) {
+      this.#scheduleRetry(item, { kind: 'retry', reason: 'network', message: error.message });
+      return;
+    }
     const kind: ErrorClass =
       aborted?.kind === 'timeout'
         ? { kind: 'retry', reason: 'timeout', message: aborted.message }
@@ -965,6 +1022,14 @@ export class PriorityDispatcher implements Dispatcher {
       }
       if (verdict?.state === 'gone') {
         this.#finish(item, { result: 'cancelled', message: `read-back: ${verdict.message}` });
+        return;
+      }
+      if (!verdict && this.#readBack) {
+        item.unsure = true;
+        this.#scheduleRetry(item, {
+          ...kind,
+          message: `${kind.message}; the read after it failed: whether the write applied is unknown, so it is read before any send`,
+        });
         return;
       }
     }

@@ -481,3 +481,36 @@ test('an answer lost after the API server applied a gate removal is read back as
     live.metadata?.resourceVersion,
   );
 });
+test('an answer lost after the API server applied a gate removal, and the first read after it failed too: read again before any send, succeeded, sent once', async () => {
+  const namespace = 'read-back-fails';
+  const [pod] = await createPods(namespace, 1);
+  const tollgate = cp.kubeConfig('tollgate');
+  const inner = createWriteExecutor(tollgate);
+  const reader = createReadBack(tollgate);
+  let sends = 0;
+  let reads = 0;
+  const dispatcher = new PriorityDispatcher({
+    executor: async (request, signal) => {
+      sends += 1;
+      await inner(request, signal);
+      throw Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
+    },
+    // The first read meets an API server too busy to answer (as under load in CI).
+    readBack: (request, signal) => {
+      reads += 1;
+      return reads === 1 ? Promise.reject(new Error('read timed out')) : reader(request, signal);
+    },
+  });
+  const answer = dispatcher.enqueue(writeFor(pod as V1Pod));
+  assert.ok(answer.accepted);
+  const result = await answer.done;
+  await dispatcher.close();
+  assert.deepEqual(
+    { result: result.result, confirmedBy: (result as { confirmedBy?: string }).confirmedBy },
+    { result: 'succeeded', confirmedBy: 'read-back' },
+  );
+  assert.equal(sends, 1, 'not sent again blind after the failed read');
+  assert.equal(reads, 2);
+  const live = await admin.readNamespacedPod({ namespace, name: pod?.metadata?.name ?? '' });
+  assert.deepEqual(live.spec?.schedulingGates ?? [], []);
+});

@@ -494,18 +494,75 @@ for (const row of readBackCases) {
   });
 }
 
-test('a read-back that fails leaves the write to its ordinary retry', async () => {
-  const { timers, dispatcher, sends } = setup(
-    (req, signal, attempt) =>
-      attempt === 1 ? hang(req, signal, attempt) : ok(req, signal, attempt),
-    {
-      readBack: () => Promise.reject(new Error('read failed')),
+/**
+ * A read-back that fails tells nothing: the write may have been applied. It is not sent
+ * again blind (a gate removal sent again after it applied meets its failed `test` op and
+ * would be recorded a conflict, a false record): each later attempt reads first, and
+ * sends only when a read shows the write not applied.
+ */
+const failedReadCases: {
+  name: string;
+  reads: readonly (ReadBackVerdict | 'fails')[];
+  result: WriteResult;
+  sends: number;
+}[] = [
+  {
+    name: 'a read-back that fails, then one that shows the write applied: succeeded from the read, sent once',
+    reads: ['fails', { state: 'applied', resourceVersion: '42' }],
+    result: { result: 'succeeded', resourceVersion: '42', confirmedBy: 'read-back' },
+    sends: 1,
+  },
+  {
+    name: 'a read-back that fails, then one that shows the write not applied: sent again',
+    reads: ['fails', { state: 'absent' }],
+    result: { result: 'succeeded', resourceVersion: '8' },
+    sends: 2,
+  },
+  {
+    name: 'a read-back that fails, then one that shows the pod gone: cancelled, sent once',
+    reads: ['fails', { state: 'gone', message: 'the pod no longer exists' }],
+    result: { result: 'cancelled', message: 'read-back: the pod no longer exists' },
+    sends: 1,
+  },
+];
+for (const row of failedReadCases) {
+  test(row.name, async () => {
+    let read = 0;
+    const { timers, dispatcher, sends } = setup(
+      (req, signal, attempt) =>
+        attempt === 1 ? hang(req, signal, attempt) : ok(req, signal, attempt),
+      {
+        readBack: () => {
+          const verdict = row.reads[Math.min(read++, row.reads.length - 1)]!;
+          return verdict === 'fails'
+            ? Promise.reject(new Error('read failed'))
+            : Promise.resolve(verdict);
+        },
+      },
+    );
+    const done = accepted(dispatcher.enqueue(write('ns/a', timers.clock.now())));
+    for (let i = 0; i < 10; i++) await advance(timers, 1_000);
+    assert.deepEqual(await done, row.result);
+    assert.equal(sends.length, row.sends, 'sends');
+    assert.equal(read, row.reads.length, 'reads');
+  });
+}
+
+test('reads that keep failing: never sent again; the write ends failed after its attempts, saying whether it applied is unknown', async () => {
+  let reads = 0;
+  const { timers, dispatcher, sends } = setup(hang, {
+    readBack: () => {
+      reads += 1;
+      return Promise.reject(new Error('read failed'));
     },
-  );
+  });
   const done = accepted(dispatcher.enqueue(write('ns/a', timers.clock.now())));
-  await advance(timers, 5_000);
-  assert.deepEqual(await done, { result: 'succeeded', resourceVersion: '8' });
-  assert.equal(sends.length, 2);
+  for (let i = 0; i < 20; i++) await advance(timers, 1_000);
+  const result = await done;
+  assert.equal(result.result, 'failed');
+  assert.match((result as { message: string }).message, /gave up after 4 attempts: .*unknown/);
+  assert.equal(sends.length, 1, 'sent once, never again without a read');
+  assert.equal(reads, 4, 'one read per attempt');
 });
 
 // --- Synchronous mode and the automatic fallback -------------------------------------
