@@ -3,11 +3,16 @@
  * when imported) so unit tests can drive them with an injected clock:
  * - the demo's own Approval, valid for a few hours from the moment the demo runs, so
  *   the demo never depends on a date written in policy-examples/;
+ * - that approval merged no earlier than the second after its load was created: a Git
+ *   commit time and a creationTimestamp are whole seconds, and an approval merged in the
+ *   second its pod was created does not reach that pod (src/decide/approvals.ts);
  * - when stdout is not a terminal (CI logs, a pipe), a progress line when what it shows
  *   changes, or every ~10 s while nothing does, not one per second.
  */
 import { stringify } from 'yaml';
 import type { Clock } from '../src/lib/clock.ts';
+import { gateSetAt } from '../src/decide/expiry.ts';
+import type { PodLike } from '../src/decide/objects.ts';
 
 /** The one nightly load the demo approves, by a commit of its own (approvalFile). */
 export const APPROVED = { namespace: 'etl', name: 'nightly-load-approved' } as const;
@@ -35,6 +40,21 @@ export function approvalFile(now: number): { path: string; content: string } {
     path: 'approvals/demo-nightly-load-approved.yaml',
     content: `# yaml-language-server: $schema=../../schemas/Approval.schema.json\n${stringify(approval)}`,
   };
+}
+
+/**
+ * When the demo may merge its approval of `load` (as read back from the API server):
+ * `now`, or the start of the second after the load's creation second when `now` is still
+ * in it, so the commit's whole-second time is after the load's and the approval reaches it.
+ */
+export function approvalMergeAt(load: PodLike, now: number): number {
+  const created = gateSetAt(load);
+  if (created === undefined)
+    throw new Error(
+      `${load.metadata?.namespace}/${load.metadata?.name} has no creationTimestamp: read the pod back from the API server before approving it`,
+    );
+  const nextSecond = (Math.floor(created / 1_000) + 1) * 1_000;
+  return Math.max(now, nextSecond);
 }
 
 /**

@@ -40,7 +40,13 @@ import { startPrometheus, type TestPrometheus } from '../test/support/prometheus
 import { createResourceSource, type ResourceSource } from '../src/cluster/source.ts';
 import { parseQuantity } from '../src/lib/quantity.ts';
 import { systemClock } from '../src/lib/clock.ts';
-import { APPROVAL_HOURS, APPROVED, ProgressLines, approvalFile } from './demo-time.ts';
+import {
+  APPROVAL_HOURS,
+  APPROVED,
+  ProgressLines,
+  approvalFile,
+  approvalMergeAt,
+} from './demo-time.ts';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(root, 'src/cli/main.ts');
@@ -601,7 +607,10 @@ async function main(): Promise<number> {
     );
     await createAll(core, pods);
     // The approval for tonight's load, merged once the pod exists (an approval binds to
-    // pods created before its merge) and good for a few hours.
+    // pods created before its merge, in whole seconds) and good for a few hours.
+    const load = await core.readNamespacedPod(APPROVED);
+    const mergeAt = approvalMergeAt(load, Date.now());
+    if (mergeAt > Date.now()) await sleep(mergeAt - Date.now());
     const approval = approvalFile(Date.now());
     const approvalCommit = await pushTree(
       git,

@@ -14,6 +14,7 @@ import {
   APPROVED,
   ProgressLines,
   approvalFile,
+  approvalMergeAt,
 } from '../../../scripts/demo-time.ts';
 import { aPod } from '../../builders/pod.ts';
 
@@ -51,6 +52,50 @@ test("the demo approves a load of its own, not the example approval's target", a
   const examplesOnly = policy.approvals.filter((a) => a.name !== 'demo-nightly-load-approved');
   const load = aPod(APPROVED.name, APPROVED.namespace).obj();
   assert.equal(approvalFor(examplesOnly, load, 'Release', systemClock.now()), undefined);
+});
+
+// ---- the approval's merge second
+
+// A Git commit time and a creationTimestamp are whole seconds, so an approval merged in
+// the second its load was created does not reach the load (decide/approvals.ts). The
+// demo merges its approval right after creating the pods: in CI the two fell in one
+// second and the approved load stayed gated.
+for (const createdMs of [0, 1, 500, 999]) {
+  test(`a load created ${createdMs} ms into a second: the demo's approval, merged when approvalMergeAt says, reaches it`, async () => {
+    const second = Math.floor(systemClock.now() / 1000) * 1000;
+    const created = second + createdMs;
+    const load = aPod(APPROVED.name, APPROVED.namespace).createdAt(created).obj();
+    for (const now of [created, created + 1, second + 999]) {
+      const mergedAt = approvalMergeAt(load, now);
+      assert.ok(mergedAt >= now, 'an approval is merged now or later, never in the past');
+      const policy = await demoPolicy(now);
+      const approvals = policy.approvals.map((a) =>
+        a.name === 'demo-nightly-load-approved' ? { ...a, mergedAt } : a,
+      );
+      assert.equal(
+        approvalFor(approvals, load, 'Release', mergedAt)?.name,
+        'demo-nightly-load-approved',
+        `merged at ${mergedAt - second} ms for a load created at ${createdMs} ms, asked at ${now - second} ms`,
+      );
+    }
+  });
+}
+
+test('a load created in an earlier second: the demo merges at once', () => {
+  const now = systemClock.now();
+  const load = aPod(APPROVED.name, APPROVED.namespace)
+    .createdAt(now - 1000)
+    .obj();
+  assert.equal(approvalMergeAt(load, now), now);
+});
+
+test('a load with no creation time (not read back from the API server): an error that says so', () => {
+  const load = aPod(APPROVED.name, APPROVED.namespace).obj();
+  delete load.metadata!.creationTimestamp;
+  assert.throws(
+    () => approvalMergeAt(load, 7_000_250),
+    /etl\/nightly-load-approved has no creationTimestamp/,
+  );
 });
 
 // ---- progress lines when stdout is not a terminal
