@@ -15,8 +15,8 @@
  * - `tollgate audit verify` finds no intent with two outcomes (exit 0);
  * - no write of the old leader's stopped term is accepted after the new leader's first
  *   write: the overlap window, from the API server's view (the order in which the watcher
- *   sees the removals, each attributed by the audit to the replica that recorded its
- *   intent, and to the stopped term when decided before that replica's next "became
+ *   sees the removals, each attributed by the audit to the replica that recorded the
+ *   intent whose outcome succeeded, and to the stopped term when decided before that replica's next "became
  *   leader"), is measured and printed as `[stalled-leader e2e]`. A write of the stopped
  *   term still waiting for a connection at the stop is kept off the wire by the fence
  *   asked again there (src/cluster/writer.ts); a later term of the same replica may
@@ -47,6 +47,7 @@ import { aPod } from '../../builders/pod.ts';
 import { BudgetWatcher } from '../gate-release/harness.ts';
 import { cleanEnv, spawnTollgate, type Replica } from '../../../bench/tollgate-process.ts';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
+import { releaseIntents } from '../../support/release-attribution.ts';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 const cli = join(repoRoot, 'src/cli/main.ts');
@@ -346,17 +347,8 @@ test('a leader stopped past its lease with writes in flight: the standby takes o
   const source = await openAuditSource(auditUrl, 'tollgate/audit', { token: git.token });
   const history = await readAuditHistory(source);
   source.close();
-  const intentBy = new Map<string, { controller: string; at: number }>();
-  for (const commit of history) {
-    const controller = /Tollgate-Controller: (\S+)/.exec(commit.message ?? '')?.[1] ?? '?';
-    for (const record of commit.records) {
-      if (record.kind === 'Release' && record.outcome.result === 'pending')
-        intentBy.set(`${record.target.namespace}/${record.target.name}`, {
-          controller,
-          at: record.at,
-        });
-    }
-  }
+  // Each removal's intent: the one whose outcome succeeded (test/support/release-attribution.ts).
+  const intentBy = releaseIntents(history);
 
   // The overlap window, from the API server's view: the order in which the watcher saw
   // the removals (watch order is the API server's commit order). Before the stop either
