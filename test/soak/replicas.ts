@@ -17,7 +17,7 @@ import { freePort } from '../e2e/deploy/tools.ts';
 import { metricValue } from '../e2e/gate-release/harness.ts';
 import { eventually } from '../support/eventually.ts';
 import { replicaLaunch, shippedRun, type ReplicaLaunch } from './shipped-run.ts';
-import { liveHeapBytes } from './inspector.ts';
+import { liveHeap, type LiveHeap } from './inspector.ts';
 
 const shipped = shippedRun();
 export const leaseName = shipped.configMap.TOLLGATE_LEASE_NAME ?? 'tollgate';
@@ -45,6 +45,11 @@ export interface MemorySample {
    * process; NaN in the samples between and when the replica could not answer.
    */
   readonly heapLiveBytes: number;
+  /**
+   * Of the live heap, bytes of V8's compiled code (bytecode and machine code: inspector.ts
+   * `codeSpaces`), read with it; NaN when it is.
+   */
+  readonly heapCodeBytes: number;
   /** Pods in the replica's own cluster view (tollgate_informer_objects): what its memory grows with. */
   readonly viewPods: number;
   readonly openFds: number;
@@ -279,13 +284,15 @@ export class Replica {
     const text = await this.metrics();
     if (text === undefined) return undefined;
     const incarnation = this.incarnation;
+    const heap = await this.#liveHeapIfDue(incarnation);
     return {
       at: Date.now(),
       identity: this.identity,
       incarnation,
       rssBytes: metricValue(text, 'process_resident_memory_bytes') ?? Number.NaN,
       heapUsedBytes: metricValue(text, 'nodejs_heap_size_used_bytes') ?? Number.NaN,
-      heapLiveBytes: await this.#liveHeapIfDue(incarnation),
+      heapLiveBytes: heap.liveBytes,
+      heapCodeBytes: heap.codeBytes,
       viewPods: metricValue(text, 'tollgate_informer_objects{resource="pods"}') ?? Number.NaN,
       openFds: countFds(this.child!.pid!),
       cloneBytes: duBytes(this.cacheDir),
@@ -296,14 +303,15 @@ export class Replica {
    * The live heap when a minute has passed since the last reading of this process (NaN
    * otherwise, or when it did not answer: a failed reading is tried again next sample).
    */
-  async #liveHeapIfDue(incarnation: number): Promise<number> {
+  async #liveHeapIfDue(incarnation: number): Promise<LiveHeap> {
+    const none = { liveBytes: Number.NaN, codeBytes: Number.NaN };
     const now = Date.now();
-    if (this.#liveHeapAt !== 0 && now - this.#liveHeapAt < liveHeapEveryMs) return Number.NaN;
-    const bytes = await liveHeapBytes(this.inspectPort);
+    if (this.#liveHeapAt !== 0 && now - this.#liveHeapAt < liveHeapEveryMs) return none;
+    const heap = await liveHeap(this.inspectPort);
     // A restart while the inspector answered: the reading is of the process before it.
-    if (incarnation !== this.incarnation) return Number.NaN;
-    if (!Number.isNaN(bytes)) this.#liveHeapAt = now;
-    return bytes;
+    if (incarnation !== this.incarnation) return none;
+    if (!Number.isNaN(heap.liveBytes)) this.#liveHeapAt = now;
+    return heap;
   }
 }
 

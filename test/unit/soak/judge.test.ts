@@ -21,8 +21,9 @@ const options = { warmupMs: 2 * minute, minSamples: 8, limit: 0.1 };
 /**
  * One sample per minute of one process, RSS and heap from `mib` (MiB per minute): heap
  * used and the live heap (after a full collection) half of it, or `live` (MiB per
- * minute; NaN: the replica did not answer the inspector); its view holds 500 pods, or
- * `pods` (per minute).
+ * minute; NaN: the replica did not answer the inspector), of which `code` is V8's
+ * compiled code (MiB per minute; none unless given); its view holds 500 pods, or `pods`
+ * (per minute).
  */
 function series(
   identity: string,
@@ -30,6 +31,7 @@ function series(
   mib: readonly number[],
   pods: readonly number[] = mib.map(() => 500),
   live: readonly number[] = mib.map((value) => value / 2),
+  code: readonly number[] = mib.map(() => 0),
 ): MemorySample[] {
   return mib.map((value, minuteIndex) => ({
     viewPods: pods[minuteIndex] ?? Number.NaN,
@@ -39,14 +41,21 @@ function series(
     rssBytes: value * 2 ** 20,
     heapUsedBytes: (value / 2) * 2 ** 20,
     heapLiveBytes: (live[minuteIndex] ?? Number.NaN) * 2 ** 20,
+    heapCodeBytes: Number.isNaN(live[minuteIndex] ?? Number.NaN)
+      ? Number.NaN
+      : (code[minuteIndex] ?? 0) * 2 ** 20,
     openFds: 40,
     cloneBytes: 2 ** 20,
   }));
 }
 
 /** `mib` as RSS and heap used, with RSS flat at 200 MiB instead: only the heap moves. */
-function heapOnly(mib: readonly number[], live: readonly number[]): MemorySample[] {
-  return series('replica-a', 0, mib, undefined, live).map((sample) => ({
+function heapOnly(
+  mib: readonly number[],
+  live: readonly number[],
+  code?: readonly number[],
+): MemorySample[] {
+  return series('replica-a', 0, mib, undefined, live, code).map((sample) => ({
     ...sample,
     rssBytes: 200 * 2 ** 20,
   }));
@@ -98,38 +107,88 @@ describe('the soak end checks', () => {
       assert.equal(growthCheck(growth, options).pass, pass, JSON.stringify(growth));
     });
 
-  for (const { name, heapUsed, live, pass, detail } of [
+  for (const { name, heapUsed, live, code, pass, detail } of [
     {
       name: 'heap used 30% higher (garbage not yet collected after a peak) while the live heap stays flat passes',
       heapUsed: [100, 100, 100, 100, 100, 100, 130, 130, 130, 130],
       live: [40, 40, 40, 40, 40, 41, 40, 40, 40, 40],
       pass: true,
-      detail: /heap used 30\.0% \(reported\), live heap 0\.0% \(8 readings\)/,
+      detail:
+        /heap used 30\.0% \(reported\), live data heap 0\.0% \(0\.0% with compiled code, 8 readings\)/,
     },
     {
       name: 'a live heap 16% higher after warm-up fails, though heap used is flat',
       heapUsed: [100, 100, 100, 100, 100, 100, 100, 100, 100, 100],
       live: [40, 40, 50, 50, 50, 50, 58, 58, 58, 58],
       pass: false,
-      detail: /heap used 0\.0% \(reported\), live heap 16\.0% \(8 readings\)/,
+      detail:
+        /heap used 0\.0% \(reported\), live data heap 16\.0% \(16\.0% with compiled code, 8 readings\)/,
     },
     {
       name: 'live readings missing while the replica could not answer (paused) are skipped',
       heapUsed: [100, 100, 100, 100, 100, 100, 100, 100, 100, 100],
       live: [40, 40, 50, NaN, 50, NaN, 51, 50, NaN, 50],
       pass: true,
-      detail: /live heap 0\.0% \(5 readings\)/,
+      detail: /live data heap 0\.0% \(0\.0% with compiled code, 5 readings\)/,
     },
     {
       name: 'a process judged on RSS with too few live readings (under 4) fails: its heap is not judged',
       heapUsed: [100, 100, 100, 100, 100, 100, 100, 100, 100, 100],
       live: [40, 40, 50, NaN, NaN, NaN, NaN, NaN, NaN, 50],
       pass: false,
-      detail: /live heap n\/a \(2 readings\)/,
+      detail: /live data heap n\/a \(n\/a with compiled code, 2 readings\)/,
+    },
+    {
+      name: 'a live heap 11% higher, all of it V8 compiling code paths run for the first time (code 16 -> 20.5 MiB), passes: the data heap is flat',
+      heapUsed: [100, 100, 100, 100, 100, 100, 100, 100, 100, 100],
+      live: [40, 40, 41, 41, 42, 43, 44, 45, 45.5, 45.5],
+      code: [15, 15, 16, 16, 17, 18, 19, 20, 20.5, 20.5],
+      pass: true,
+      detail:
+        /live data heap 0\.0% \(11\.0% with compiled code, 8 readings\), compiled code 16\.0 -> 20\.5 MiB/,
+    },
+    {
+      name: 'the same growth outside the compiled code fails',
+      heapUsed: [100, 100, 100, 100, 100, 100, 100, 100, 100, 100],
+      live: [40, 40, 41, 41, 42, 43, 44, 45, 45.5, 45.5],
+      code: [15, 15, 16, 16, 16, 16, 16, 16, 16, 16],
+      pass: false,
+      detail:
+        /live data heap 18\.0% \(11\.0% with compiled code, 8 readings\), compiled code 16\.0 -> 16\.0 MiB/,
+    },
+  ] as {
+    name: string;
+    heapUsed: number[];
+    live: number[];
+    code?: number[];
+    pass: boolean;
+    detail: RegExp;
+  }[])
+    it(`memory: ${name}`, () => {
+      const growth = memoryGrowth(heapOnly(heapUsed, live, code), options);
+      const check = growthCheck(growth, options);
+      assert.equal(check.pass, pass, check.detail);
+      assert.match(check.detail, detail);
+    });
+
+  for (const { name, rss, pass, detail } of [
+    {
+      name: 'RSS 10.7% higher, 4 MiB of it compiled code the live readings saw grow, passes: judged without the code',
+      rss: [140, 145, 150, 150, 150, 150, 166, 166, 166, 166],
+      pass: true,
+      detail: /rss 8\.0% \(10\.7% with compiled code\)/,
+    },
+    {
+      name: 'RSS 13.3% higher with the same 4 MiB of code fails: the code explains 2.7% of it',
+      rss: [140, 145, 150, 150, 150, 150, 170, 170, 170, 170],
+      pass: false,
+      detail: /rss 10\.7% \(13\.3% with compiled code\)/,
     },
   ])
     it(`memory: ${name}`, () => {
-      const growth = memoryGrowth(heapOnly(heapUsed, live), options);
+      const live = [40, 40, 40, 40, 40, 40, 44, 44, 44, 44];
+      const code = [15, 15, 15, 15, 15, 15, 19, 19, 19, 19];
+      const growth = memoryGrowth(series('replica-a', 0, rss, undefined, live, code), options);
       const check = growthCheck(growth, options);
       assert.equal(check.pass, pass, check.detail);
       assert.match(check.detail, detail);
@@ -166,7 +225,7 @@ describe('the soak end checks', () => {
     assert.match(check.name, /reported/);
     assert.match(
       check.detail,
-      /^not judged: runs shorter than 10 minutes only report it \(replica-a#0: 8 samples, rss 16\.0%, heap used 16\.0% \(reported\), live heap 16\.0% \(8 readings\), view 500 -> 500 pods\)$/,
+      /^not judged: runs shorter than 10 minutes only report it \(replica-a#0: 8 samples, rss 16\.0% \(16\.0% with compiled code\), heap used 16\.0% \(reported\), live data heap 16\.0% \(16\.0% with compiled code, 8 readings\), compiled code 0\.0 -> 0\.0 MiB, view 500 -> 500 pods\)$/,
     );
   });
 
