@@ -188,14 +188,28 @@ describe('a reviewed commit holds, schedules or drains a whole GatePolicy', () =
     await heldFor(waiting, /Approved/);
 
     await push(withSpec({ drained: { drain: true } }, releaseEarly), 'drain drained');
-    const cancels = await eventually('a Cancel record per waiting pod', async () => {
+    // A Cancel is a write (the pod's delete): an intent, then an outcome once the API
+    // server answered. Both are waited for; reading the trail once the intents were in
+    // could meet the outcomes too, or not yet (CI, under load: four records, two each).
+    const cancels = await eventually('a Cancel intent and outcome per waiting pod', async () => {
       const found = (await records()).filter(
         (r) =>
           r.kind === 'Cancel' && /GatePolicy drained is drained \(spec\.drain\)/.test(r.reason),
       );
-      return found.length >= waiting.length ? found : undefined;
+      return found.filter((r) => r.phase === 'outcome').length >= waiting.length
+        ? found
+        : undefined;
     });
-    assert.deepEqual(cancels.map((r) => r.target.name).sort(), waiting);
+    const names = (phase: string) =>
+      cancels
+        .filter((r) => r.phase === phase)
+        .map((r) => r.target.name)
+        .sort();
+    assert.deepEqual(names('intent'), waiting, 'one Cancel intent per waiting pod');
+    assert.deepEqual(names('outcome'), waiting, 'one Cancel outcome per waiting pod');
+    assert.equal(cancels.length, 2 * waiting.length, JSON.stringify(cancels));
+    for (const r of cancels.filter((c) => c.phase === 'outcome'))
+      assert.equal(r.outcome.result, 'succeeded', JSON.stringify(r));
     await eventually('the waiting pods are deleted', async () => {
       const pods = await world.core.listNamespacedPod({ namespace });
       const left = new Set(pods.items.map((p) => p.metadata?.name));
