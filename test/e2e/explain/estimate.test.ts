@@ -9,8 +9,8 @@
  * outcome, and every gate goes. The order in which the API server applied the removals
  * is reported, not asserted: a strict audit push can land the intents of two passes
  * together, their writes are then in flight at once, and the API server may apply the
- * second first (a fresh-clone CI saw job-3's removal seen after job-4's and job-5's; locally
- * 1 run in 3, job-3 before job-2, both sent within a millisecond, in order). Reported
+ * second first (a fresh-clone CI saw job-3's removal after job-4's and job-5's; locally
+ * 2 runs in 12, job-3 before job-2, both sent within a millisecond, in order). Reported
  * too (as a test diagnostic, never asserted: wall time on a shared machine is no proof):
  * each pod's estimated offset from the first release against the observed one, and the
  * largest error.
