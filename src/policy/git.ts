@@ -228,7 +228,6 @@ export class GitPolicyReader {
     if (problem) throw new PolicyFetchError('auth', problem);
   }
 
-  /** The commit the ref names on the server right now (one cheap ref advertisement). */
   /**
    * Why the last merge of the clone's packs failed, once (the source logs it); the poll
    * went on: a clone with more packs is slower to read, not wrong.
@@ -261,6 +260,7 @@ export class GitPolicyReader {
     return packfileCache(this.#cache)?.size ?? 0;
   }
 
+  /** The commit the ref names on the server right now (one cheap ref advertisement). */
   async remoteCommit(): Promise<{ commit: string; tag: boolean }> {
     let refs;
     try {
