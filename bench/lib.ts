@@ -121,6 +121,26 @@ export async function withRetries(
   }
 }
 
+/**
+ * Deletes every pod of `namespace` at once (no grace period) and waits until none is
+ * listed, at most `maxPolls` half-second looks. A bench phase that leaves its pods behind
+ * makes every later phase run against a larger store, with the scheduler still binding
+ * the pods it released: the last phase of a repeat, and every later repeat, would be
+ * measured on a different API server from the first.
+ */
+export async function clearPods(kc: KubeConfig, namespace: string, maxPolls = 600): Promise<void> {
+  const core = kc.makeApiClient(CoreV1Api);
+  await withRetries(`delete the pods of ${namespace}`, async () => {
+    await core.deleteCollectionNamespacedPod({ namespace, gracePeriodSeconds: 0 });
+  });
+  for (let poll = 0; poll < maxPolls; poll++) {
+    const left = await core.listNamespacedPod({ namespace, limit: 1 });
+    if (left.items.length === 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+  throw new Error(`pods of ${namespace} still listed after ${maxPolls} looks`);
+}
+
 /** Every pod of a namespace, in pages of 1,000. */
 export async function listAllPods(kc: KubeConfig, namespace: string): Promise<V1Pod[]> {
   const core = kc.makeApiClient(CoreV1Api);

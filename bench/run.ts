@@ -19,6 +19,9 @@
  *   server). Timed from loop start to the last gate removal seen by an independent
  *   watcher (admin identity, its own informer).
  *
+ * Each phase's pods are deleted when it ends (clearPods), so every phase, and every
+ * repeat, starts on the same store with nothing left for the scheduler to bind.
+ *
  * Release latency: every pod's conditions hold from creation, so "last condition became
  * true" is taken as the loop's start; latency = watcher's observation of the gate gone
  * minus loop start. This includes watch delivery to the watcher.
@@ -43,6 +46,7 @@ import { createClusterView } from '../src/cluster/view.ts';
 import {
   benchPolicyFiles,
   createGatedPods,
+  clearPods,
   ensureNamespace,
   median,
   percentile,
@@ -291,6 +295,7 @@ try {
       podsPerSecond: (raw.pods / raw.millis) * 1000,
     };
     ceilingLeftGated += await countGated(adminKc, ceilingNs);
+    await clearPods(adminKc, ceilingNs);
     ceilings.push(ceiling);
     say(
       `repeat ${r} ceiling: ${ceiling.podsPerSecond.toFixed(0)} pods/s (created in ${createMs.toFixed(0)} ms)`,
@@ -300,6 +305,7 @@ try {
     await createGatedPods(adminKc, fairNs, pods, gate, { concurrency: 32 });
     const fair = await fairCeiling(fairNs, tollgateKc, adminKc);
     ceilingLeftGated += fair.leftGated;
+    await clearPods(adminKc, fairNs);
     fairCeilings.push(fair);
     say(
       `repeat ${r} fair ceiling (tollgate's watches attached): ${fair.podsPerSecond.toFixed(0)} pods/s`,
@@ -312,6 +318,7 @@ try {
         raw: ceiling.podsPerSecond,
         fair: fair.podsPerSecond,
       });
+      await clearPods(adminKc, namespace);
       tollgates.push(run);
       say(
         `repeat ${r} ${mode}: ${run.podsPerSecond.toFixed(0)} pods/s (${run.ratioToCeiling.toFixed(2)} of ceiling, ${run.ratioToFairCeiling.toFixed(2)} of fair ceiling), ` +
