@@ -11,6 +11,7 @@ import { mkdtempSync, rmSync, mkdirSync, existsSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { AddressInfo } from 'node:net';
+import { after, before } from 'node:test';
 
 export interface GitServer {
   /** Base URL, e.g. http://127.0.0.1:PORT; a repo is at `${url}/${name}.git`. */
@@ -40,6 +41,28 @@ const backend = (() => {
   const execPath = execFileSync('git', ['--exec-path'], { encoding: 'utf8' }).trim();
   return join(execPath, 'git-http-backend');
 })();
+
+/**
+ * The Git server of a whole test file: started before its first test, closed after its
+ * last. What it returns stands for that server (each property read reaches the one
+ * started), so a file writes `const server = gitServerPerFile();` and uses it in tests.
+ */
+export function gitServerPerFile(): GitServer {
+  let started: GitServer | undefined;
+  before(async () => {
+    started = await startGitServer();
+  });
+  after(async () => {
+    await started?.close();
+  });
+  return new Proxy({} as GitServer, {
+    get(_, key) {
+      if (!started) throw new Error('the Git server starts before the first test, not before');
+      const value: unknown = Reflect.get(started, key);
+      return typeof value === 'function' ? value.bind(started) : value;
+    },
+  });
+}
 
 export async function startGitServer(options: { token?: string } = {}): Promise<GitServer> {
   let token = options.token ?? `tg-test-${Math.random().toString(36).slice(2)}`;

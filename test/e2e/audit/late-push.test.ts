@@ -13,12 +13,12 @@
  * of the open intents, before its push); then A's are the outcomes and B's recovered ones
  * are pushed as the marked records naming them.
  */
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startGitServer, type GitServer } from '../../support/git-server.ts';
+import { gitServerPerFile } from '../../support/git-server.ts';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
 import { recover, type IntentState } from '../../../src/audit/recover.ts';
 import { verifyTrail } from '../../../src/audit/verify.ts';
@@ -28,13 +28,7 @@ import { systemClock } from '../../../src/lib/clock.ts';
 import { aDecision, outcomeOf } from '../../builders/decision.ts';
 import { captureLogs, successorRecovers } from './support.ts';
 
-let server: GitServer;
-before(async () => {
-  server = await startGitServer();
-});
-after(async () => {
-  await server.close();
-});
+const server = gitServerPerFile();
 
 const cluster = 'prod';
 

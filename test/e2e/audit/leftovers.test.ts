@@ -7,12 +7,12 @@
  * intent (`verify` passes), nothing true lost (an outcome that contradicts recovery's
  * becomes a correction record), and the drop is logged.
  */
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startGitServer, type GitServer } from '../../support/git-server.ts';
+import { gitServerPerFile } from '../../support/git-server.ts';
 import { openAuditSource, readAuditHistory, repoSource } from '../../../src/audit/reader.ts';
 import type { IntentState } from '../../../src/audit/recover.ts';
 import { verifyTrail } from '../../../src/audit/verify.ts';
@@ -21,13 +21,7 @@ import type { Decision, Outcome } from '../../../src/decide/decision.ts';
 import { aDecision, outcomeOf } from '../../builders/decision.ts';
 import { captureLogs, successorRecovers } from './support.ts';
 
-let server: GitServer;
-before(async () => {
-  server = await startGitServer();
-});
-after(async () => {
-  await server.close();
-});
+const server = gitServerPerFile();
 
 const cluster = 'prod';
 

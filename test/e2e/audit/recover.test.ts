@@ -4,14 +4,14 @@
  * The child and the CLI are separate processes; the git server runs here, so every
  * child is awaited asynchronously.
  */
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
-import { startGitServer, type GitServer } from '../../support/git-server.ts';
+import { gitServerPerFile } from '../../support/git-server.ts';
 import { GitAuditWriter } from '../../../src/audit/writer.ts';
 import { podStateLookup, recover } from '../../../src/audit/recover.ts';
 import { openAuditSource, readAuditHistory, repoSource } from '../../../src/audit/reader.ts';
@@ -20,13 +20,7 @@ import { systemClock } from '../../../src/lib/clock.ts';
 import { captureLogs } from './support.ts';
 
 const root = new URL('../../../', import.meta.url).pathname;
-let server: GitServer;
-before(async () => {
-  server = await startGitServer();
-});
-after(async () => {
-  await server.close();
-});
+const server = gitServerPerFile();
 
 function runNode(
   args: string[],

@@ -11,22 +11,16 @@
  * against what the remote recorded since recovery read it: the intent keeps one outcome,
  * and B's is kept as a confirmation record.
  */
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { startGitServer, type GitServer } from '../../support/git-server.ts';
+import { gitServerPerFile } from '../../support/git-server.ts';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
 import { openIntents } from '../../../src/audit/recover.ts';
 import { verifyTrail } from '../../../src/audit/verify.ts';
 import { aDecision, outcomeOf } from '../../builders/decision.ts';
 import { captureLogs, openTestWriter } from './support.ts';
 
-let server: GitServer;
-before(async () => {
-  server = await startGitServer();
-});
-after(async () => {
-  await server.close();
-});
+const server = gitServerPerFile();
 
 const cluster = 'prod';
 

@@ -2,27 +2,21 @@
  * SSH-signed audit commits, checked by the real `git verify-commit` (gpg.format=ssh)
  * on a fresh clone, including commits that were rebuilt on a new tip after a lost race.
  */
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { startGitServer, type GitServer } from '../../support/git-server.ts';
+import { gitServerPerFile } from '../../support/git-server.ts';
 import { sshSigner } from '../../../src/audit/sign.ts';
 import { GitAuditWriter } from '../../../src/audit/writer.ts';
 import { aDecision } from '../../builders/decision.ts';
 import { freshClone, gitCli } from './support.ts';
 
 const run = promisify(execFile);
-let server: GitServer;
-before(async () => {
-  server = await startGitServer();
-});
-after(async () => {
-  await server.close();
-});
+const server = gitServerPerFile();
 
 describe('signed audit commits', () => {
   it('every commit of a signing writer verifies with git, also after a rebuild on a moved tip', async () => {

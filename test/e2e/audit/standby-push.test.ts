@@ -12,13 +12,13 @@
  * intent that never reached Git as `cancelled` (never sent, in strict mode); `verify`
  * passes and nothing is left in A's clone.
  */
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startGitServer, type GitServer } from '../../support/git-server.ts';
+import { gitServerPerFile } from '../../support/git-server.ts';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
 import { verifyTrail } from '../../../src/audit/verify.ts';
 import type { GitAuditWriter } from '../../../src/audit/writer.ts';
@@ -27,13 +27,7 @@ import { ManualClock } from '../../../src/lib/clock.ts';
 import { ManualTimers } from '../../support/manual-timers.ts';
 import { captureLogs, openTestWriter, successorRecovers } from './support.ts';
 
-let server: GitServer;
-before(async () => {
-  server = await startGitServer();
-});
-after(async () => {
-  await server.close();
-});
+const server = gitServerPerFile();
 
 const cluster = 'prod';
 

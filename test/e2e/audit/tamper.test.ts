@@ -6,14 +6,14 @@
  * verify` (the CLI, in its own process) must fail each one (exit 1) and name the commit
  * and the record. The writer itself refuses to build on a rewritten branch.
  */
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { startGitServer, type GitServer } from '../../support/git-server.ts';
+import { gitServerPerFile } from '../../support/git-server.ts';
 import { sshSigner } from '../../../src/audit/sign.ts';
 import { GitAuditWriter } from '../../../src/audit/writer.ts';
 import type { VerifyProblem, VerifyReport } from '../../../src/audit/verify.ts';
@@ -22,13 +22,7 @@ import { freshClone, gitCli } from './support.ts';
 
 const root = new URL('../../../', import.meta.url).pathname;
 const branch = 'tollgate/audit';
-let server: GitServer;
-before(async () => {
-  server = await startGitServer();
-});
-after(async () => {
-  await server.close();
-});
+const server = gitServerPerFile();
 
 function verify(...args: string[]): Promise<{ code: number; report: VerifyReport; raw: string }> {
   return new Promise((resolve) => {

@@ -3,12 +3,12 @@
  * auth). The server rejects non-fast-forward updates (receive.denyNonFastForwards), so
  * a force push could not succeed; history is checked with the real git CLI on a fresh clone.
  */
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startGitServer, type GitServer } from '../../support/git-server.ts';
+import { gitServerPerFile } from '../../support/git-server.ts';
 import { GitAuditWriter } from '../../../src/audit/writer.ts';
 import { parseBatch } from '../../../src/audit/record.ts';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
@@ -18,14 +18,7 @@ import { aDecision, outcomeOf } from '../../builders/decision.ts';
 import { allFiles, captureLogs, filesContaining, freshClone, gitCli } from './support.ts';
 
 const branch = 'tollgate/audit';
-let server: GitServer;
-
-before(async () => {
-  server = await startGitServer();
-});
-after(async () => {
-  await server.close();
-});
+const server = gitServerPerFile();
 
 async function emptyRepo(name: string): Promise<string> {
   const url = server.createRepo(name);

@@ -10,7 +10,7 @@
  * Over a real Git server: a first writer pushes a trail, a second clones it (the fetch
  * writes a pack) and reads it each of those ways; after each, the clone keeps no pack.
  */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -22,16 +22,10 @@ import { GitAuditWriter } from '../../../src/audit/writer.ts';
 import { ManualClock } from '../../../src/lib/clock.ts';
 import { packfileCache } from '../../../src/lib/git-pack-cache.ts';
 import { aDecision, outcomeOf } from '../../builders/decision.ts';
-import { startGitServer, type GitServer } from '../../support/git-server.ts';
+import { gitServerPerFile } from '../../support/git-server.ts';
 import { ManualTimers } from '../../support/manual-timers.ts';
 
-let server: GitServer;
-before(async () => {
-  server = await startGitServer();
-});
-after(async () => {
-  await server.close();
-});
+const server = gitServerPerFile();
 
 const cluster = 'prod';
 const standbyPushDelayMs = 1_000;
