@@ -393,12 +393,13 @@ export class GitAuditWriter implements AuditSink {
   }
 
   /**
-   * A read of the clone outside a commit-and-push cycle (the open, a term start's
-   * reconcile, a standby's push), then what the Git library cached of it is dropped
-   * (AuditRepo.releaseCache), as a cycle drops it at its end. A quiet leader may run no
-   * cycle for hours: soak seed 25's leader held 69 MB of live heap at rest against 45-47 MB
-   * at work, and heap snapshots found the clone's packs in this cache (issue 24). What the read returned keeps its own reference (a
-   * reconcile's source: recovery reads through it, then lets it go).
+   * Runs work that reads the clone (a commit-and-push cycle, the open, a term start's
+   * reconcile, a standby's push), then drops what the Git library cached of it
+   * (AuditRepo.releaseCache). Every such piece of work goes through here: a quiet leader
+   * may do none for hours, and soak seed 25's leader, whose term start's packs stayed
+   * cached, held 69 MB of live heap at rest against 45-47 MB at work (issue 24). What the
+   * work returned keeps its own reference (a reconcile's source: recovery reads through
+   * it, then lets it go).
    */
   async #releasingCache<T>(read: () => Promise<T>): Promise<T> {
     try {
@@ -720,7 +721,7 @@ export class GitAuditWriter implements AuditSink {
     };
     entry.promise = this.#chain.then(() => {
       this.#queued = undefined;
-      return this.#cycle(entry.flushAll);
+      return this.#releasingCache(() => this.#cycle(entry.flushAll));
     });
     this.#queued = entry;
     this.#chain = entry.promise;
@@ -761,7 +762,6 @@ export class GitAuditWriter implements AuditSink {
       this.#scheduleRetry(failure);
     if (failure instanceof AuditNotLeaderError) this.#armStandbyPush();
     if (turn.waiters.length > 0) this.#settle(turn.waiters, failure, turn.committedIntents);
-    this.#store.releaseCache?.();
     this.#arm();
     return failure;
   }
@@ -1295,7 +1295,6 @@ export class GitAuditWriter implements AuditSink {
       waiter.reject(unavailable ?? new AuditWriteError('audit push failing'));
     const turn: CycleTurn = { waiters: [], committedIntents: new Set() };
     const failure = await this.#commitBatches(kinds, turn);
-    this.#store.releaseCache?.();
     this.#arm();
     return failure;
   }

@@ -15,13 +15,13 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { openIntents } from '../../../src/audit/recover.ts';
 import type { AuditRepo } from '../../../src/audit/repo.ts';
 import { GitAuditWriter } from '../../../src/audit/writer.ts';
 import { ManualClock } from '../../../src/lib/clock.ts';
 import { packfileCache } from '../../../src/lib/git-pack-cache.ts';
 import { aDecision, outcomeOf } from '../../builders/decision.ts';
+import { eventually } from '../../support/eventually.ts';
 import { gitServerPerFile } from '../../support/git-server.ts';
 import { ManualTimers } from '../../support/manual-timers.ts';
 
@@ -50,7 +50,7 @@ function openWriter(url: string, controller: string, timers: ManualTimers) {
   });
 }
 
-/** A trail of `rounds` releases, each intent and outcome pushed, then a checkpoint's worth of open intents. */
+/** A trail of `rounds` releases, each intent and outcome pushed, then one intent left open. */
 async function pushedTrail(name: string, rounds: number): Promise<string> {
   const url = server.createRepo(name);
   const timers = new ManualTimers(new ManualClock(Date.now()));
@@ -115,8 +115,13 @@ test("a standby's push of what its term left unpushed keeps no pack of the clone
   server.refusePushes(undefined);
   await timers.advance(standbyPushDelayMs);
   // The push is real I/O to the Git server: waited for by its result, at most 30 s.
-  for (let turn = 0; turn < 600 && writer.backlog > 0; turn += 1) await sleep(50);
-  assert.equal(writer.backlog, 0, 'the standby pushed its leftover');
+  await eventually(
+    'the standby to push its leftover (backlog 0)',
+    async () => writer.backlog === 0,
+    {
+      describe: () => `backlog ${writer.backlog}`,
+    },
+  );
   assert.equal(packsHeld(repo), 0, 'packs held after the standby push');
   await writer.close({ flush: false });
 });
