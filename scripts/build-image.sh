@@ -78,7 +78,7 @@ fi
 debs=(libc6 libstdc++6 libgcc-s1
   git libpcre2-8-0 zlib1g
   openssh-client libselinux1 libgssapi-krb5-2 libssl3 libkrb5-3 libk5crypto3 libcom-err2
-  libkrb5support0 libkeyutils1)
+  libkrb5support0 libkeyutils1 libjemalloc2)
 mkdir -p "$cache/debs"
 for deb in "${debs[@]}"; do
   if ! ls "$cache/debs/${deb}_"*.deb >/dev/null 2>&1; then
@@ -101,6 +101,10 @@ for lib in libc.so.6 libm.so.6 libdl.so.2 libpthread.so.0 libgcc_s.so.1 libstdc+
   cp -L "$work/debroot/lib/x86_64-linux-gnu/$lib" "$rootfs/lib/x86_64-linux-gnu/$lib" 2>/dev/null ||
     cp -L "$work/debroot/usr/lib/x86_64-linux-gnu/$lib" "$rootfs/lib/x86_64-linux-gnu/$lib"
 done
+# jemalloc, preloaded by the image's environment (below); at the path Debian installs it,
+# so the same LD_PRELOAD names it on a Debian host (the soak's replicas, test/soak).
+mkdir -p "$rootfs/usr/lib/x86_64-linux-gnu"
+cp -L "$work/debroot/usr/lib/x86_64-linux-gnu/libjemalloc.so.2" "$rootfs/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 cp -L "$work/debroot/lib64/ld-linux-x86-64.so.2" "$rootfs/lib64/ld-linux-x86-64.so.2" 2>/dev/null ||
   cp -L "$work/debroot/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2" "$rootfs/lib64/ld-linux-x86-64.so.2"
 printf 'root:x:0:0:root:/root:/sbin/nologin\ntollgate:x:1000:1000:tollgate:/tmp:/sbin/nologin\n' >"$rootfs/etc/passwd"
@@ -163,15 +167,21 @@ blob() { # file media-type -> prints a descriptor, stores the blob
   printf '{"mediaType":"%s","digest":"sha256:%s","size":%s}' "$2" "$sum" "$size"
 }
 layer_desc=$(blob "$work/layer.tar.gz" application/vnd.oci.image.layer.v1.tar+gzip)
-# GLIBC_TUNABLES: glibc's malloc keeps freed memory in up to 8 arenas per core and moves its
-# mmap threshold up to 32 MiB as large buffers are freed, so a long-running process stays at
-# its peak; two arenas and a fixed threshold hold `tollgate run` about 40 MB lower at 10,000
-# pods (docs/BENCHMARKS.md, Memory). The threshold is 8 KiB, not 128: an audit fetch inflates
-# every object of its pack into buffers of 4 to 100 KiB, and with 128 KiB they came from the
-# main arena and left it fragmented (six fetches of 300 commits: main arena 27 -> 101 MiB,
-# and it stays; at 8 KiB, 17 -> 18 MiB, in the same time). docs/soak.md, memory.
+# LD_PRELOAD and MALLOC_CONF: native memory (TLS, HTTP parsing, zlib, Node's own buffers)
+# comes from jemalloc, not glibc's malloc. glibc's main arena only grows at its top, so a
+# chunk still in use high in it pins everything freed below: in 30-minute chaos soaks a
+# replica's arena went from 15-17 MiB to 32-37 MiB and stayed there at rest (malloc_trim
+# gave back 5 of 22 MiB), 11-20% of its RSS (docs/soak.md, memory). jemalloc hands back
+# whole unused pages on its own: two arenas, pages unused for a second purged by one
+# background thread (muzzy_decay_ms:0: given back at once, not left to the kernel).
+# GLIBC_TUNABLES still holds glibc's malloc (for the loader, and for a container that
+# clears LD_PRELOAD) to two arenas and an 8 KiB mmap threshold: glibc moves its threshold
+# up to 32 MiB as large buffers are freed, so a process stays at its peak, and an audit
+# fetch inflates every object of its pack into buffers of 4 to 100 KiB that fragmented
+# the main arena at 128 KiB (six fetches of 300 commits: 27 -> 101 MiB; at 8 KiB, 17 ->
+# 18 MiB). docs/BENCHMARKS.md, Memory.
 cat >"$work/config.json" <<EOF
-{"architecture":"amd64","os":"linux","created":"$created","config":{"User":"1000:1000","ExposedPorts":{"9090/tcp":{}},"Env":["PATH=/usr/local/bin:/usr/bin","NODE_ENV=production","HOME=/tmp","TOLLGATE_GIT_CACHE_DIR=/var/cache/tollgate","GLIBC_TUNABLES=glibc.malloc.arena_max=2:glibc.malloc.mmap_threshold=8192"],"Entrypoint":["/usr/local/bin/node","/app/bin/tollgate.js"],"Cmd":["run"],"WorkingDir":"/app","Labels":{"org.opencontainers.image.title":"tollgate","org.opencontainers.image.version":"$version","org.opencontainers.image.revision":"$revision","org.opencontainers.image.created":"$created"}},"rootfs":{"type":"layers","diff_ids":["$diff_id"]},"history":[{"created":"$created","created_by":"scripts/build-image.sh"}]}
+{"architecture":"amd64","os":"linux","created":"$created","config":{"User":"1000:1000","ExposedPorts":{"9090/tcp":{}},"Env":["PATH=/usr/local/bin:/usr/bin","NODE_ENV=production","HOME=/tmp","TOLLGATE_GIT_CACHE_DIR=/var/cache/tollgate","GLIBC_TUNABLES=glibc.malloc.arena_max=2:glibc.malloc.mmap_threshold=8192","LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2","MALLOC_CONF=narenas:2,background_thread:true,max_background_threads:1,dirty_decay_ms:1000,muzzy_decay_ms:0"],"Entrypoint":["/usr/local/bin/node","/app/bin/tollgate.js"],"Cmd":["run"],"WorkingDir":"/app","Labels":{"org.opencontainers.image.title":"tollgate","org.opencontainers.image.version":"$version","org.opencontainers.image.revision":"$revision","org.opencontainers.image.created":"$created"}},"rootfs":{"type":"layers","diff_ids":["$diff_id"]},"history":[{"created":"$created","created_by":"scripts/build-image.sh"}]}
 EOF
 config_desc=$(blob "$work/config.json" application/vnd.oci.image.config.v1+json)
 printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":%s,"layers":[%s]}' \

@@ -4,12 +4,13 @@
 #   prometheus real metrics for the resize loop
 #   openssl    control-plane keys
 #   ssh        the client tollgate runs (through git) for ssh:// policy and audit remotes
+#   libjemalloc2 the allocator the image preloads, for the soak's replicas (test/soak)
 # Used by .ci/run and `npm run demo`. As root it runs apt-get; with passwordless sudo it
 # runs sudo apt-get; otherwise it exits 1 and prints the exact command to run.
 #
 # Usage: ensure-debian-packages.sh [--label TEXT] [PROBE=PACKAGE ...]
-#   PROBE is a command name (looked up on PATH) or an absolute path that must be
-#   executable; PACKAGE is installed when PROBE is missing. Without pairs, the list above.
+#   PROBE is a command name (looked up on PATH) or an absolute path that must exist;
+#   PACKAGE is installed when PROBE is missing. Without pairs, the list above.
 set -euo pipefail
 
 label=tollgate
@@ -19,7 +20,7 @@ if [ "${1:-}" = "--label" ]; then
 fi
 if [ $# -eq 0 ]; then
   set -- git=git /usr/lib/git-core/git-http-backend=git prometheus=prometheus openssl=openssl \
-    ssh=openssh-client
+    ssh=openssh-client /usr/lib/x86_64-linux-gnu/libjemalloc.so.2=libjemalloc2
 fi
 
 need=()
@@ -31,7 +32,7 @@ for pair in "$@"; do
     exit 2
   fi
   if [[ $probe == /* ]]; then
-    [ -x "$probe" ] && continue
+    [ -e "$probe" ] && continue
   else
     command -v "$probe" >/dev/null 2>&1 && continue
   fi

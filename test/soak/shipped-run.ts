@@ -7,7 +7,7 @@
  * itself is what an overlay sets (the repositories, the metrics address) and the cluster
  * access of a process outside the cluster (a kubeconfig instead of the service account).
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { repoRoot } from '../e2e/deploy/tools.ts';
@@ -55,6 +55,8 @@ export interface ReplicaSite {
   readonly overlay: Readonly<Record<string, string>>;
   /** Each Secret's data by name, as `kubectl create secret` would hold it. */
   readonly secrets: Readonly<Record<string, Readonly<Record<string, string>>>>;
+  /** Whether a file exists on this host (the libraries the image preloads). */
+  readonly hostHas?: (path: string) => boolean;
 }
 
 export interface ReplicaLaunch {
@@ -131,6 +133,7 @@ export function replicaLaunch(shipped: Shipped, site: ReplicaSite): ReplicaLaunc
     ...site.hostEnv,
     TOLLGATE_KUBECONFIG: site.kubeconfig,
   };
+  assertPreloadsOnHost(env, site.hostHas ?? existsSync);
   return {
     command: process.execPath,
     args: [
@@ -142,6 +145,23 @@ export function replicaLaunch(shipped: Shipped, site: ReplicaSite): ReplicaLaunc
     folders: shipped.mounts.map((m) => volumeFolder(site, m.name)),
     terminationGraceMs: shipped.terminationGraceSeconds * 1000,
   };
+}
+
+/**
+ * The loader only warns about a preload it cannot find and runs on without it: a soak on
+ * such a host would judge glibc's malloc as the image's allocator. Refused instead.
+ */
+function assertPreloadsOnHost(
+  env: Readonly<Record<string, string>>,
+  hostHas: (path: string) => boolean,
+): void {
+  const missing = (env.LD_PRELOAD ?? '')
+    .split(/[:\s]+/)
+    .filter((lib) => lib !== '' && !hostHas(lib));
+  if (missing.length > 0)
+    throw new Error(
+      `the image preloads ${missing.join(', ')} (scripts/build-image.sh, LD_PRELOAD) and this host has no such file: install it (bash scripts/ensure-debian-packages.sh installs libjemalloc2)`,
+    );
 }
 
 const volumeFolder = (site: ReplicaSite, volume: string): string => join(site.folder, volume);

@@ -102,6 +102,15 @@ describe('the soak runs tollgate as deploy/ ships it', () => {
     );
   });
 
+  it("preloads the image's allocator, and refuses a host without it rather than run on another", () => {
+    assert.equal(launch.env.LD_PRELOAD, '/usr/lib/x86_64-linux-gnu/libjemalloc.so.2');
+    assert.match(launch.env.MALLOC_CONF!, /background_thread:true/);
+    assert.throws(
+      () => replicaLaunch(shipped, aSite({ hostHas: () => false })),
+      /preloads \/usr\/lib\/x86_64-linux-gnu\/libjemalloc\.so\.2 .* no such file/,
+    );
+  });
+
   it('is a configuration `tollgate run` accepts, with the resize state key and the shipped shutdown timeout', () => {
     const files = new Set([...launch.files.map((f) => f.path), aSite().kubeconfig]);
     const result = parseRunConfig(
