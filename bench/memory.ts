@@ -50,7 +50,6 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
-import https from 'node:https';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -60,6 +59,7 @@ import { createClusterView } from '../src/cluster/view.ts';
 import { trimObject } from '../src/cluster/trim.ts';
 import { silentLogger } from '../src/observe/log.ts';
 import { createGatedPods, ensureNamespace, median } from './lib.ts';
+import { getRaw } from './phase-profile.ts';
 import { holdAllPolicy, measureTollgateRun, type RunMeasurement } from './memory-run.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -552,25 +552,6 @@ function writeReport(state: ParentState): void {
   process.stdout.write(
     `${lines.join('\n')}\nnode flags: ${nodeFlags.join(' ') || '(none)'}\nresults: ${file}\n`,
   );
-}
-
-/** GET with the admin identity, body untouched (the typed client would re-serialise it). */
-async function getRaw(kc: KubeConfig, path: string): Promise<string> {
-  const options: https.RequestOptions = {};
-  await kc.applyToHTTPSOptions(options);
-  return new Promise((resolve, reject) => {
-    https
-      .get(`${kc.getCurrentCluster()!.server}${path}`, options, (res) => {
-        let body = '';
-        res.on('data', (chunk: Buffer) => (body += chunk.toString()));
-        res.on('end', () =>
-          res.statusCode === 200
-            ? resolve(body)
-            : reject(new Error(`GET ${path}: ${res.statusCode}`)),
-        );
-      })
-      .on('error', reject);
-  });
 }
 
 if (values.child) {

@@ -26,6 +26,11 @@
  * true" is taken as the loop's start; latency = watcher's observation of the gate gone
  * minus loop start. This includes watch delivery to the watcher.
  *
+ * Every fair-ceiling and tollgate phase also reports the API server's requests per
+ * released pod, by verb and resource (bench/phase-profile.ts). --profile DIR adds CPU
+ * profiles of each such phase: this process's (tollgate's loop runs here) as DIR/<phase>.cpuprofile,
+ * summarized in the results, and the API server's own as DIR/<phase>-apiserver.pprof.
+ *
  * --smoke: 200 pods, 1 repeat, both modes; exits 1 unless writes per release is exactly
  * 1.00 and no pod is left gated.
  */
@@ -42,6 +47,7 @@ import type { AuditMode } from '../src/audit/writer.ts';
 import { createLogger } from '../src/observe/log.ts';
 import type { WriteResult } from '../src/dispatch/types.ts';
 import { prepareGateReleaseStack } from '../test/support/gate-release-stack.ts';
+import { startPhase, type PhaseCost } from './phase-profile.ts';
 import { createClusterView } from '../src/cluster/view.ts';
 import {
   benchPolicyFiles,
@@ -61,6 +67,7 @@ const { values } = parseArgs({
     mode: { type: 'string', default: 'both' },
     smoke: { type: 'boolean', default: false },
     timeout: { type: 'string', default: '300' },
+    profile: { type: 'string' },
   },
 });
 const pods = values.smoke ? 200 : Number(values.pods);
@@ -72,6 +79,8 @@ if (!['strict', 'async', 'both'].includes(modeArg ?? ''))
   throw new Error(`--mode: must be strict, async or both, got ${modeArg}`);
 const modes: AuditMode[] = modeArg === 'both' ? ['strict', 'async'] : [modeArg as AuditMode];
 const timeoutMs = Number(values.timeout) * 1000;
+const profileDir = values.profile;
+if (profileDir !== undefined) mkdirSync(profileDir, { recursive: true });
 
 const CONCURRENCY = 16;
 const gate = 'bench.tollgate.io/ready';
@@ -87,7 +96,27 @@ interface CeilingRun {
 }
 interface FairCeilingRun extends CeilingRun {
   leftGated: number;
+  cost: PerPodCost;
 }
+/** A phase's API requests per released pod, and its profile summary when profiled. */
+type PerPodCost = Omit<PhaseCost, 'requests'> & { requestsPerPod: Record<string, number> };
+
+function perPod(cost: PhaseCost, released: number): PerPodCost {
+  const { requests, ...rest } = cost;
+  const requestsPerPod = Object.fromEntries(
+    Object.entries(requests).map(([key, n]) => [key, Number((n / released).toFixed(3))]),
+  );
+  return { ...rest, requestsPerPod };
+}
+
+/** The requests per pod that cost the most, for the progress line. */
+const topRequests = (cost: PerPodCost): string =>
+  Object.entries(cost.requestsPerPod)
+    .filter(([key]) => !key.startsWith('WATCH') && !key.startsWith('LIST'))
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 6)
+    .map(([key, n]) => `${key} ${n}`)
+    .join(', ');
 interface TollgateRun {
   mode: AuditMode;
   pods: number;
@@ -105,6 +134,7 @@ interface TollgateRun {
   /** `first`: loop start to the first release (debounce, decide, and in strict mode the intent push). */
   latencyMs: { first: number; p50: number; p99: number; max: number };
   leftGated: number;
+  cost: PerPodCost;
 }
 
 /** Own informer on one namespace: when each pod was first seen without the gate. */
@@ -173,6 +203,10 @@ async function runTollgate(
   const { counters } = stack;
 
   const watcher = await watchReleases(adminKc, namespace);
+  const phase = await startPhase(adminKc, namespace, {
+    profileDir,
+    apiServerSeconds: (pods / ceilings.fair) * 1.25,
+  });
   const started = performance.now();
   stack.startLoop();
   const deadline = started + timeoutMs;
@@ -181,6 +215,7 @@ async function runTollgate(
   const times = [...watcher.released.values()].map((t) => t - started);
   const millis = times.length === pods ? Math.max(...times) : performance.now() - started;
   if (times.length < pods) say(`${mode}: only ${times.length}/${pods} released in ${timeoutMs} ms`);
+  const cost = perPod(await phase.end(), times.length);
 
   await stack.stop();
   await watcher.stop();
@@ -210,6 +245,7 @@ async function runTollgate(
       max: Math.max(...times),
     },
     leftGated,
+    cost,
   };
 }
 
@@ -222,17 +258,23 @@ async function fairCeiling(
   namespace: string,
   tollgateKc: KubeConfig,
   adminKc: KubeConfig,
+  rawPodsPerSecond: number,
 ): Promise<FairCeilingRun> {
   const view = createClusterView({ kubeConfig: tollgateKc, logger: log });
   view.start();
   await view.whenSynced();
   const watcher = await watchReleases(adminKc, namespace);
+  const phase = await startPhase(adminKc, namespace, {
+    profileDir,
+    apiServerSeconds: (pods / rawPodsPerSecond) * 1.25,
+  });
   const started = performance.now();
   const raw = await rawRelease(adminKc, namespace, gate, CONCURRENCY);
   const deadline = started + timeoutMs;
   while (watcher.released.size < raw.pods && performance.now() < deadline)
     await new Promise((resolve) => setTimeout(resolve, 20));
   const millis = Math.max(...[...watcher.released.values()].map((t) => t - started));
+  const cost = perPod(await phase.end(), watcher.released.size);
   await watcher.stop();
   await view.stop();
   return {
@@ -240,6 +282,7 @@ async function fairCeiling(
     millis,
     podsPerSecond: (watcher.released.size / millis) * 1000,
     leftGated: await countGated(adminKc, namespace),
+    cost,
   };
 }
 
@@ -303,12 +346,12 @@ try {
     const fairNs = nsOf(r, 'fair');
     await ensureNamespace(adminKc, fairNs);
     await createGatedPods(adminKc, fairNs, pods, gate, { concurrency: 32 });
-    const fair = await fairCeiling(fairNs, tollgateKc, adminKc);
+    const fair = await fairCeiling(fairNs, tollgateKc, adminKc, ceiling.podsPerSecond);
     ceilingLeftGated += fair.leftGated;
     await clearPods(adminKc, fairNs);
     fairCeilings.push(fair);
     say(
-      `repeat ${r} fair ceiling (tollgate's watches attached): ${fair.podsPerSecond.toFixed(0)} pods/s`,
+      `repeat ${r} fair ceiling (tollgate's watches attached): ${fair.podsPerSecond.toFixed(0)} pods/s; requests per pod: ${topRequests(fair.cost)}`,
     );
     for (const mode of modes) {
       const namespace = nsOf(r, mode);
@@ -322,7 +365,7 @@ try {
       tollgates.push(run);
       say(
         `repeat ${r} ${mode}: ${run.podsPerSecond.toFixed(0)} pods/s (${run.ratioToCeiling.toFixed(2)} of ceiling, ${run.ratioToFairCeiling.toFixed(2)} of fair ceiling), ` +
-          `writes/release ${run.writesPerRelease.toFixed(2)}, p50 ${run.latencyMs.p50.toFixed(0)} ms, p99 ${run.latencyMs.p99.toFixed(0)} ms`,
+          `writes/release ${run.writesPerRelease.toFixed(2)}, p50 ${run.latencyMs.p50.toFixed(0)} ms, p99 ${run.latencyMs.p99.toFixed(0)} ms; requests per pod: ${topRequests(run.cost)}`,
       );
     }
   }

@@ -1,0 +1,184 @@
+/**
+ * What one bench phase cost, on both sides of the wire:
+ * - the API server's requests in the phase, by verb and resource (`apiserver_request_total`
+ *   read before and after: every client's requests, the scheduler's and the kubelet's too,
+ *   so two phases that release the same pods differ by what their releasing client did);
+ * - with a profile folder: a CPU profile of this process (the bench's own loop, where
+ *   tollgate runs in the bench) through the inspector, and the API server's own CPU
+ *   profile (`/debug/pprof/profile`, Go's pprof format: `go tool pprof -top FILE`).
+ */
+import { writeFileSync } from 'node:fs';
+import https from 'node:https';
+import { Session } from 'node:inspector/promises';
+import { join } from 'node:path';
+import type { KubeConfig } from '@kubernetes/client-node';
+
+/** GET with the kubeconfig's identity, the body as served (bytes, for pprof). */
+export async function getRawBytes(kc: KubeConfig, path: string): Promise<Buffer> {
+  const options: https.RequestOptions = {};
+  await kc.applyToHTTPSOptions(options);
+  return new Promise((resolve, reject) => {
+    https
+      .get(`${kc.getCurrentCluster()!.server}${path}`, options, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () =>
+          res.statusCode === 200
+            ? resolve(Buffer.concat(chunks))
+            : reject(new Error(`GET ${path}: ${res.statusCode}`)),
+        );
+      })
+      .on('error', reject);
+  });
+}
+
+/** GET with the kubeconfig's identity, the body as text. */
+export async function getRaw(kc: KubeConfig, path: string): Promise<string> {
+  return (await getRawBytes(kc, path)).toString('utf8');
+}
+
+/** Requests served, by "VERB resource[/subresource]", from the API server's metrics text. */
+export function requestCounts(metrics: string): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const line of metrics.split('\n')) {
+    if (!line.startsWith('apiserver_request_total{')) continue;
+    const label = (name: string): string =>
+      new RegExp(`[{,]${name}="([^"]*)"`).exec(line)?.[1] ?? '';
+    const value = Number(line.slice(line.lastIndexOf(' ') + 1));
+    const sub = label('subresource');
+    const key = `${label('verb')} ${label('resource')}${sub === '' ? '' : `/${sub}`}`;
+    counts.set(key, (counts.get(key) ?? 0) + value);
+  }
+  return counts;
+}
+
+/** `after - before` per key, the keys that moved only. */
+export function countsBetween(
+  before: ReadonlyMap<string, number>,
+  after: ReadonlyMap<string, number>,
+): Record<string, number> {
+  const moved: Record<string, number> = {};
+  for (const [key, value] of [...after].sort(([a], [b]) => a.localeCompare(b))) {
+    const delta = value - (before.get(key) ?? 0);
+    if (delta > 0) moved[key] = delta;
+  }
+  return moved;
+}
+
+export interface PhaseCost {
+  /** API requests in the phase, by verb and resource. */
+  readonly requests: Record<string, number>;
+  /** This process's CPU profile, when a profile folder was given. */
+  readonly profile?: ProfileSummary;
+  readonly files: readonly string[];
+}
+
+export interface ProfileSummary {
+  readonly sampledMs: number;
+  /** Share of samples by where the code lives (idle, gc, src/<folder>, a package). */
+  readonly byArea: Record<string, number>;
+  /** The functions with the most self time: "name (file:line)" and share. */
+  readonly top: readonly { readonly frame: string; readonly share: number }[];
+}
+
+interface CpuProfileNode {
+  readonly id: number;
+  readonly hitCount?: number;
+  readonly callFrame: {
+    readonly functionName: string;
+    readonly url: string;
+    readonly lineNumber: number;
+  };
+}
+interface CpuProfile {
+  readonly nodes: readonly CpuProfileNode[];
+  readonly startTime: number;
+  readonly endTime: number;
+  readonly samples?: readonly number[];
+}
+
+/** Where a frame's code lives, coarsely: what a reader compares between two phases. */
+export function areaOf(url: string, functionName: string): string {
+  if (url === '') {
+    if (functionName === '(idle)') return 'idle';
+    if (functionName === '(garbage collector)') return 'gc';
+    return functionName === '(program)' ? 'program (V8, native)' : `native ${functionName}`;
+  }
+  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
+  if (pkg !== null) return pkg[1]!;
+  const own = /\/(src|bench|test)\/([^/]+)\//.exec(url);
+  if (own !== null) return `${own[1]}/${own[2]}`;
+  if (url.startsWith('node:')) return 'node core';
+  return 'other';
+}
+
+/** Self-time shares from a V8 CPU profile. */
+export function summarize(profile: CpuProfile, topN = 20): ProfileSummary {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const hits = new Map<number, number>();
+  if (profile.samples !== undefined)
+    for (const id of profile.samples) hits.set(id, (hits.get(id) ?? 0) + 1);
+  else for (const n of profile.nodes) hits.set(n.id, n.hitCount ?? 0);
+  const total = [...hits.values()].reduce((a, b) => a + b, 0) || 1;
+  const byArea: Record<string, number> = {};
+  const byFrame = new Map<string, number>();
+  for (const [id, count] of hits) {
+    const { functionName, url, lineNumber } = byId.get(id)!.callFrame;
+    const area = areaOf(url, functionName);
+    byArea[area] = (byArea[area] ?? 0) + count / total;
+    const file = url.replace(/^.*\/(node_modules|src|bench|test)\//, '$1/');
+    const frame = `${functionName || '(anonymous)'}${url === '' ? '' : ` (${file}:${lineNumber + 1})`}`;
+    byFrame.set(frame, (byFrame.get(frame) ?? 0) + count / total);
+  }
+  const top = [...byFrame]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, topN)
+    .map(([frame, share]) => ({ frame, share }));
+  const sorted = Object.fromEntries(Object.entries(byArea).sort((a, b) => b[1] - a[1]));
+  return { sampledMs: (profile.endTime - profile.startTime) / 1000, byArea: sorted, top };
+}
+
+/**
+ * Starts measuring a phase; `end()` returns its cost. With `profileDir`, also profiles this
+ * process and asks the API server for a CPU profile of `apiServerSeconds` (started now;
+ * pprof takes a duration, so give the phase's expected length).
+ */
+export async function startPhase(
+  adminKc: KubeConfig,
+  name: string,
+  options: { profileDir?: string; apiServerSeconds?: number } = {},
+): Promise<{ end: () => Promise<PhaseCost> }> {
+  const before = requestCounts(await getRaw(adminKc, '/metrics'));
+  const dir = options.profileDir;
+  let session: Session | undefined;
+  let apiServer: Promise<Buffer | Error> | undefined;
+  if (dir !== undefined) {
+    session = new Session();
+    session.connect();
+    await session.post('Profiler.enable');
+    await session.post('Profiler.setSamplingInterval', { interval: 1000 });
+    await session.post('Profiler.start');
+    const seconds = Math.max(1, Math.round(options.apiServerSeconds ?? 30));
+    apiServer = getRawBytes(adminKc, `/debug/pprof/profile?seconds=${seconds}`).catch(
+      (error: unknown) => (error instanceof Error ? error : new Error(String(error))),
+    );
+  }
+  return {
+    end: async () => {
+      const requests = countsBetween(before, requestCounts(await getRaw(adminKc, '/metrics')));
+      if (dir === undefined || session === undefined) return { requests, files: [] };
+      const { profile } = (await session.post('Profiler.stop')) as { profile: CpuProfile };
+      session.disconnect();
+      const files = [join(dir, `${name}.cpuprofile`)];
+      writeFileSync(files[0]!, JSON.stringify(profile));
+      const pprof = await apiServer!;
+      if (pprof instanceof Error)
+        process.stderr.write(`# bench: API server profile: ${pprof.message}\n`);
+      else {
+        files.push(join(dir, `${name}-apiserver.pprof`));
+        writeFileSync(files[1]!, pprof);
+      }
+      return { requests, profile: summarize(profile), files };
+    },
+  };
+}

@@ -1,0 +1,89 @@
+/**
+ * The bench's phase cost (bench/phase-profile.ts): the API server's requests between two
+ * readings of its metrics, by verb and resource, and where a CPU profile's samples fell.
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { areaOf, countsBetween, requestCounts, summarize } from '../../../bench/phase-profile.ts';
+
+/** One apiserver_request_total line as the API server writes it. */
+const requestLine = (
+  verb: string,
+  resource: string,
+  value: number,
+  options: { subresource?: string; code?: string } = {},
+): string =>
+  `apiserver_request_total{code="${options.code ?? '200'}",component="apiserver",dry_run="",group="",resource="${resource}",scope="resource",subresource="${options.subresource ?? ''}",verb="${verb}",version="v1"} ${value}`;
+
+describe('the API requests of a phase', () => {
+  const before = requestCounts(
+    [
+      '# HELP apiserver_request_total Counter of apiserver requests',
+      requestLine('PATCH', 'pods', 100),
+      requestLine('PATCH', 'pods', 2, { code: '409' }),
+      requestLine('POST', 'pods', 7, { subresource: 'binding', code: '201' }),
+      'apiserver_request_duration_seconds_count{verb="PATCH"} 99',
+    ].join('\n'),
+  );
+
+  it('sums every response code of one verb and resource, and keeps subresources apart', () => {
+    assert.deepEqual(
+      [...before],
+      [
+        ['PATCH pods', 102],
+        ['POST pods/binding', 7],
+      ],
+    );
+  });
+
+  it('reports only what moved between two readings, new kinds of request included', () => {
+    const after = requestCounts(
+      [
+        requestLine('PATCH', 'pods', 150),
+        requestLine('PATCH', 'pods', 2, { code: '409' }),
+        requestLine('POST', 'pods', 7, { subresource: 'binding', code: '201' }),
+        requestLine('POST', 'events', 50, { code: '201' }),
+      ].join('\n'),
+    );
+    assert.deepEqual(countsBetween(before, after), { 'PATCH pods': 50, 'POST events': 50 });
+  });
+});
+
+describe("where a CPU profile's samples fell", () => {
+  it('names the area of a frame by its package, its source folder, or what V8 calls it', () => {
+    const table: [url: string, fn: string, area: string][] = [
+      ['', '(idle)', 'idle'],
+      ['', '(garbage collector)', 'gc'],
+      ['', '(program)', 'program (V8, native)'],
+      [
+        'file:///app/node_modules/@kubernetes/client-node/dist/x.js',
+        'f',
+        '@kubernetes/client-node',
+      ],
+      ['file:///app/node_modules/isomorphic-git/index.js', 'f', 'isomorphic-git'],
+      ['file:///app/src/decide/release-plan.ts', 'f', 'src/decide'],
+      ['node:internal/streams/readable', 'f', 'node core'],
+    ];
+    for (const [url, fn, area] of table) assert.equal(areaOf(url, fn), area, url || fn);
+  });
+
+  it('shares self time by the samples, not by the call tree', () => {
+    const frame = (functionName: string, url = '') => ({ functionName, url, lineNumber: 9 });
+    const summary = summarize({
+      startTime: 0,
+      endTime: 4_000_000,
+      nodes: [
+        { id: 1, callFrame: frame('(root)') },
+        { id: 2, callFrame: frame('(idle)') },
+        { id: 3, callFrame: frame('planReleases', 'file:///app/src/decide/release-plan.ts') },
+      ],
+      samples: [2, 2, 3, 2],
+    });
+    assert.equal(summary.sampledMs, 4000);
+    assert.deepEqual(summary.byArea, { idle: 0.75, 'src/decide': 0.25 });
+    assert.deepEqual(summary.top[1], {
+      frame: 'planReleases (src/decide/release-plan.ts:10)',
+      share: 0.25,
+    });
+  });
+});
