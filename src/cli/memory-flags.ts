@@ -1,5 +1,6 @@
 /**
- * The V8 flags `tollgate run` sets on itself before it loads anything heavy.
+ * The V8 flags `tollgate run` and `tollgate audit verify` set on themselves before they
+ * load anything heavy.
  *
  * V8 grows its young generation (the semi-spaces where new objects are born) up to
  * 16 MiB per semi-space while objects pile up: loading the Kubernetes client's thousands
@@ -10,6 +11,13 @@
  * capacity; V8's time-based sizing still grows it on a busy machine, up to 24 MiB seen,
  * against 64 MiB without): more, smaller scavenges, planning a few per cent slower, and
  * the memory back.
+ *
+ * `audit verify` walks the whole audit branch: every commit's trees, blobs and records are
+ * garbage a moment later, and V8 grew its young generation to that churn (a 100,000-record
+ * trail: 420 MiB peak RSS in 36 s; with a 1 MiB semi-space from the command line, 302 MiB
+ * in 23 s: docs/BENCHMARKS.md, the audit trail at a million records). The same flag holds
+ * it at its initial size from inside the process; a semi-space size set at run time does
+ * not (V8 has sized the heap by then).
  *
  * The flag is set at run time (`v8.setFlagsFromString`), because the image starts
  * `node bin/tollgate.js run` and a deployment's NODE_OPTIONS carry only the heap cap.
@@ -26,7 +34,8 @@ export function memoryFlagsFor(
   args: readonly string[],
   nodeFlags: readonly string[],
 ): readonly string[] {
-  if (args[0] !== 'run') return [];
+  const walksOrRuns = args[0] === 'run' || (args[0] === 'audit' && args[1] === 'verify');
+  if (!walksOrRuns) return [];
   if (nodeFlags.some((flag) => youngGenerationFlag.test(flag))) return [];
   return runMemoryFlags;
 }

@@ -16,6 +16,13 @@ describe('tollgate run keeps its young generation small', () => {
       why: 'the shipped heap cap says nothing about the young generation',
     },
     { args: ['validate', '.'], nodeFlags: [], sets: false, why: 'a short command: speed first' },
+    {
+      args: ['audit', 'verify', '--repo', 'https://git.example/audit.git'],
+      nodeFlags: [],
+      sets: true,
+      why: "a walk of the whole branch, each commit's objects garbage a moment later",
+    },
+    { args: ['audit', 'log'], nodeFlags: [], sets: false, why: 'reads a few records' },
     { args: [], nodeFlags: [], sets: false, why: 'no command' },
     {
       args: ['run'],
