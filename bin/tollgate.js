@@ -5,8 +5,9 @@
 // in the same pod, skip parsing and type stripping; where the cache cannot be written it is
 // simply not used. It is enabled before the first TypeScript module loads: a warm start then
 // never loads Node's TypeScript stripper (about 17 MB resident).
-// `tollgate run` and `tollgate audit verify` keep V8's young generation small before anything heavy is loaded
-// (src/cli/memory-flags.ts): the resident memory of a long-running controller.
+// `tollgate run` and `tollgate audit verify` keep V8's young generation small before
+// anything heavy is loaded (src/cli/memory-flags.ts): the resident memory of a
+// long-running controller, and of a walk over the whole audit branch.
 // Every command loads only the Kubernetes API groups tollgate calls
 // (src/cluster/slim-client.ts): the client library's other groups are never loaded.
 import module from 'node:module';
