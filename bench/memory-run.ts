@@ -29,15 +29,17 @@ import {
 
 const thisCheckout = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
+/** The image's variables that shape a process's memory: its allocator and its tunables. */
+const memoryVariables = new Set(['GLIBC_TUNABLES', 'LD_PRELOAD', 'MALLOC_CONF', 'NODE_ENV']);
+
 /**
  * What the image's own environment (the checkout's scripts/build-image.sh) sets that shapes
- * a process's memory: glibc's malloc tunables, NODE_ENV. Not PATH, HOME or the cache folder.
+ * a process's memory: the preloaded allocator and its settings, glibc's malloc tunables,
+ * NODE_ENV. Not PATH, HOME or the cache folder.
  */
 export function imageMemoryEnv(checkout: string): Record<string, string> {
   const { imageEnv } = shippedRun(checkout);
-  return Object.fromEntries(
-    Object.entries(imageEnv).filter(([name]) => name === 'GLIBC_TUNABLES' || name === 'NODE_ENV'),
-  );
+  return Object.fromEntries(Object.entries(imageEnv).filter(([name]) => memoryVariables.has(name)));
 }
 
 export interface RunMeasurement {
