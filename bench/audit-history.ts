@@ -262,7 +262,8 @@ async function measureVerify(
       '-f',
       'TIME %e %M',
       process.execPath,
-      join(root, 'src/cli/main.ts'),
+      // As users start it: bin/tollgate.js sets verify's memory flags (src/cli/memory-flags.ts).
+      join(root, 'bin/tollgate.js'),
       'audit',
       'verify',
       '--repo',
