@@ -237,7 +237,7 @@ async function start(
 
   // 5. Leader election; the dispatcher refuses every write outside an open term.
   const elector = createLeaderElector(config, kubeConfig, log);
-  audit.setFence(elector.fence);
+  audit.setFence(elector.fence, elector.termToken);
   const termWrites = new TermWrites();
   parts.freshness = freshness;
   const dispatcher = createRunDispatcher({

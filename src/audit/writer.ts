@@ -106,6 +106,8 @@ export interface AuditStore {
 
 /** True while this process may record (it holds the leader lease); see GitAuditWriter.setFence. */
 export type AuditFence = () => boolean;
+/** The lease term now open, by its fencing token; undefined between terms. */
+export type AuditTerm = () => string | undefined;
 
 /**
  * The tamper anchor kept outside the branch and the clone (the leader Lease): the last
@@ -272,6 +274,9 @@ export class GitAuditWriter implements AuditSink {
   #retryDelay: number;
   #closed = false;
   #fence: AuditFence = () => true;
+  #term: AuditTerm | undefined;
+  /** The term whose start read the open intents (`#open`); see setFence. */
+  #openTerm: string | undefined;
   #anchor: AuditAnchor | undefined;
   #commitsSinceMaintenance = 0;
   readonly #maintainEvery: number;
@@ -436,9 +441,17 @@ export class GitAuditWriter implements AuditSink {
    * decisions are dropped (logged, counted in tollgate_audit_dropped_total), strict
    * intents are refused (their writes are not sent), and commits already made stay
    * local, unpushed, until `reconcile` at this process's next term.
+   *
+   * `term` names the lease term now open (its fencing token; undefined between terms):
+   * the open intents a checkpoint lists are the ones this writer's term start read, so
+   * no checkpoint is written in a term whose start has not read them yet (soak seed 29:
+   * a replica leading again checkpointed its earlier term's open intents, none, on top of
+   * another leader's 11, before its term start read the branch; recovery then read back
+   * to that checkpoint and never closed them).
    */
-  setFence(fence: AuditFence): void {
+  setFence(fence: AuditFence, term?: AuditTerm): void {
     this.#fence = fence;
+    this.#term = term;
   }
 
   /**
@@ -583,6 +596,7 @@ export class GitAuditWriter implements AuditSink {
    */
   seedOpenIntents(open: readonly Decision[], carried: Carried = noCarried): void {
     this.#open = new OpenIntents(open);
+    this.#openTerm = this.#term?.();
     this.#carried = new CarriedState(carried);
   }
 
@@ -1048,6 +1062,9 @@ export class GitAuditWriter implements AuditSink {
   /** Every `checkpointEvery` commits, the open intents as a checkpoint commit (checkpoint.ts). */
   async #checkpointIfDue(): Promise<Error | undefined> {
     if (!this.#open || this.#commitsSinceCheckpoint < this.#checkpointEvery) return undefined;
+    // Open intents read at an earlier term's start: this term's start has not read the
+    // branch yet (another leader may have left intents open since). It is still due.
+    if (this.#term !== undefined && this.#term() !== this.#openTerm) return undefined;
     const open = this.#open.list();
     const carried = this.#carried?.take(this.#carriedInForce);
     this.#sequence += 1;

@@ -171,6 +171,12 @@ export class LeaderElector {
   /** Called before every API write: false means do not write. */
   readonly fence = (): boolean => this.isLeader();
 
+  /** The open term's fencing token as text (`holder/transitions`), undefined between terms. */
+  readonly termToken = (): string | undefined => {
+    const term = this.term();
+    return term === undefined ? undefined : formatFencingToken(term.token);
+  };
+
   /** The open term, if any. */
   term(): LeaderTerm | undefined {
     if (!this.isLeader() || this.#term === undefined) return undefined;

@@ -191,6 +191,9 @@ describe('leader election on a real Lease', () => {
         holder: 'replica-b',
         leaseTransitions: firstTerm.leaseTransitions + 1,
       });
+      // The audit writer's name for the term (its checkpoints wait for the term's start).
+      assert.equal(b.termToken(), `replica-b/${firstTerm.leaseTransitions + 1}`);
+      assert.equal(a.termToken(), undefined, 'a replica whose term ended names none');
 
       // The partition heals: replica-a sees a live holder and stays a follower.
       netA.cut = false;
