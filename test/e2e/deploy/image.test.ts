@@ -6,7 +6,8 @@
  * service account token, CA and namespace files).
  *
  * - the image holds no shell and runs as uid 1000; the SBOM names Node.js, the Debian C
- *   libraries and the npm packages;
+ *   libraries (jemalloc among them) and the npm packages;
+ * - `tollgate run` in it maps the allocator its environment preloads;
  * - `tollgate version` reports the package version and the commit it was built from;
  * - `tollgate run` with in-cluster configuration against the real control plane takes
  *   the lease, releases a gated pod, records the release in the audit branch, and exits 0
@@ -172,6 +173,7 @@ describe('the image', { skip }, () => {
       'git',
       'openssh-client',
       'libssl3',
+      'libjemalloc2',
       '@kubernetes/client-node',
       'isomorphic-git',
     ])
@@ -341,6 +343,12 @@ describe('the image running `tollgate run` in a pod-like environment', { skip },
       'the image process is ready',
       async () => (await fetch(`${metricsUrl}/readyz`).catch(() => undefined))?.status === 200,
       { timeoutMs: 90_000, intervalMs: 200, describe: () => log.slice(-2000) },
+    );
+    // The loader only warns about a preload it cannot find: the process must map it.
+    assert.match(
+      readFileSync(`/proc/${child!.pid}/maps`, 'utf8'),
+      /\/usr\/lib\/x86_64-linux-gnu\/libjemalloc\.so\.2/,
+      'the image process runs on the allocator its environment preloads (LD_PRELOAD)',
     );
     await eventually(
       'the image process holds the lease',
