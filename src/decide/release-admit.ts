@@ -277,6 +277,7 @@ function admitUnit(unit: ReleaseUnit, limits: BudgetLimits, context: AdmitContex
     reason: cost > 1 ? `${m.reasonPrefix}; gang of ${cost} released together` : m.reasonPrefix,
     gate: m.owned,
     expiryForced: m.expiryForced,
+    ...(cost > 1 ? { unit: unit.key } : {}),
   }));
 }
 

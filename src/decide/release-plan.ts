@@ -62,6 +62,11 @@ export interface PlannedWrite {
    * waived): the stale-guard judges it as `ExpireRelease`, destructive by default.
    */
   readonly expiryForced: boolean;
+  /**
+   * The gang this release belongs to (its unit's key): the guard sends a gang's writes
+   * all together or holds them all (loops/gate-release.ts guardWrites). Absent alone.
+   */
+  readonly unit?: string;
 }
 
 /**

@@ -108,6 +108,7 @@ export function recordVerdicts(
     verdict: Verdict,
     op: PlannedOperation,
     expiryForced = false,
+    unit?: string,
   ) => {
     writes.push({
       key: podKey(verdict.pod),
@@ -117,6 +118,7 @@ export function recordVerdicts(
       tenant: verdict.tenant.name,
       decisionId: decision.id,
       expiryForced,
+      ...(unit === undefined ? {} : { unit }),
     });
   };
   for (const verdict of verdicts) {
@@ -153,7 +155,7 @@ export function recordVerdicts(
         const { gate, index } = verdict.gate;
         const markReleased = releaseMarkFor(verdict.pod);
         const op: PlannedOperation = { type: 'removeGate', gate, gateIndex: index, markReleased };
-        write(decide(verdict, 'Release'), verdict, op, verdict.expiryForced);
+        write(decide(verdict, 'Release'), verdict, op, verdict.expiryForced, verdict.unit);
         acting[uid] = { write: 'release', gate };
         break;
       }

@@ -73,6 +73,8 @@ export type Verdict =
       readonly gatePolicy: GatePolicy;
       readonly gate: OwnedGate;
       readonly expiryForced: boolean;
+      /** The gang this release belongs to (its unit's key); absent for a pod alone. */
+      readonly unit?: string;
     });
 
 export function holdVerdict(

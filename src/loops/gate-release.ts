@@ -982,14 +982,9 @@ export function guardWrites(
   const { now } = context;
   const baseMs = context.requeueBaseMs ?? 1_000;
   const byId = new Map(plan.decisions.map((d) => [d.id, d]));
-  const toSend: Sending[] = [];
-  const skipped = new Map<ObjectKey, string>();
-  const skips: { write: PlannedWrite; record: Decision }[] = [];
-  const held: PlannedWrite[] = [];
-  const conflictsPassed: ObjectKey[] = [];
   let retryAfterMs: number | undefined;
   let staleRetryAfterMs: number | undefined;
-  for (const write of plan.writes) {
+  const judged = plan.writes.map((write): Judged => {
     const decision = byId.get(write.decisionId) as Decision;
     const pod = context.view.pod(write.target.namespace, write.target.name);
     const conflict = context.conflicted.get(write.key);
@@ -997,35 +992,81 @@ export function guardWrites(
       pod && context.staleGuard
         ? freshnessOf(context.staleGuard, write.key, pod, baseMs)
         : ({ fresh: true } as const);
-    if (!freshness.fresh && freshness.decideLive) {
-      toSend.push({ decision, write, pod, decideLive: true });
-      continue;
-    }
-    let why: string | undefined;
-    let record = true;
+    const base = { write, decision, pod, conflicted: conflict !== undefined };
+    if (!freshness.fresh && freshness.decideLive) return { ...base, verdict: 'live' };
     if (!freshness.fresh) {
-      why = "the view has not yet seen tollgate's last write to this pod";
-      record = !freshness.waiting;
       staleRetryAfterMs = soonest(staleRetryAfterMs, freshness.retryAfterMs);
       retryAfterMs = soonest(retryAfterMs, freshness.retryAfterMs);
-    } else if (
+      const why = "the view has not yet seen tollgate's last write to this pod";
+      return { ...base, verdict: 'held', why, record: !freshness.waiting };
+    }
+    if (
       conflict &&
       conflict.resourceVersion === write.target.resourceVersion &&
       now - conflict.at < context.conflictWaitMs
     ) {
-      why = `a write at resourceVersion ${conflict.resourceVersion} conflicted; waiting for the view to move past it`;
       retryAfterMs = soonest(retryAfterMs, baseMs);
+      const why = `a write at resourceVersion ${conflict.resourceVersion} conflicted; waiting for the view to move past it`;
+      return { ...base, verdict: 'held', why, record: true };
     }
-    if (why) {
-      skipped.set(write.key, why);
+    return { ...base, verdict: 'send' };
+  });
+  const toSend: Sending[] = [];
+  const skipped = new Map<ObjectKey, string>();
+  const skips: { write: PlannedWrite; record: Decision }[] = [];
+  const held: PlannedWrite[] = [];
+  const conflictsPassed: ObjectKey[] = [];
+  for (const j of wholeGangs(judged)) {
+    const { write, decision, pod } = j;
+    if (j.verdict === 'live') toSend.push({ decision, write, pod, decideLive: true });
+    else if (j.verdict === 'held') {
+      skipped.set(write.key, j.why);
       held.push(write);
-      if (record) skips.push({ write, record: skipStaleRecord(decision, why, now) });
-      continue;
+      if (j.record) skips.push({ write, record: skipStaleRecord(decision, j.why, now) });
+    } else {
+      if (j.conflicted) conflictsPassed.push(write.key);
+      toSend.push({ decision, write, pod });
     }
-    if (conflict) conflictsPassed.push(write.key);
-    toSend.push({ decision, write, pod });
   }
   return { toSend, skipped, skips, held, conflictsPassed, retryAfterMs, staleRetryAfterMs };
+}
+
+/** The guard's verdict on one planned write, before gangs are made whole. */
+type Judged = {
+  readonly write: PlannedWrite;
+  readonly decision: Decision;
+  readonly pod: V1Pod | undefined;
+  readonly conflicted: boolean;
+} & (
+  | { readonly verdict: 'send' | 'live' }
+  | { readonly verdict: 'held'; readonly why: string; readonly record: boolean }
+);
+
+/**
+ * A gang's writes go together or not at all: one member held (the view behind on it, or
+ * a conflict not yet past) holds the whole gang, recorded with the member's reason; one
+ * member sent to a live read takes its gang to live reads. The Kubernetes API has no
+ * write across pods, so a member the guard let go while another waited was released
+ * alone (soak seed 32: a gang member released 23 s before the other two, whose writes
+ * conflicted on tollgate's own condition write the view had not yet seen).
+ */
+function wholeGangs(judged: readonly Judged[]): Judged[] {
+  const heldBy = new Map<string, string>();
+  const live = new Set<string>();
+  for (const j of judged) {
+    const unit = j.write.unit;
+    if (unit === undefined) continue;
+    if (j.verdict === 'held' && !heldBy.has(unit)) heldBy.set(unit, j.why);
+    if (j.verdict === 'live') live.add(unit);
+  }
+  return judged.map((j) => {
+    const unit = j.write.unit;
+    if (unit === undefined || j.verdict === 'held') return j;
+    const why = heldBy.get(unit);
+    if (why !== undefined)
+      return { ...j, verdict: 'held', why: `a member of its gang is held: ${why}`, record: true };
+    return live.has(unit) ? { ...j, verdict: 'live' } : j;
+  });
 }
 
 function skipStaleRecord(decision: Decision, why: string, now: number): Decision {

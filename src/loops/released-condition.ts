@@ -86,6 +86,13 @@ export function createReleasedConditions(options: {
   readonly maxQueued?: number;
   readonly maxBacklog?: number;
   readonly deadlineMs?: number;
+  /**
+   * Told the resourceVersion each condition write made (the gate-release stale-guard's
+   * recordWrite): a status write moves the pod's resourceVersion, and a release planned
+   * on a view from before it conflicts (soak seed 32: two of a gang's three members, so
+   * the third was released alone for 23 s).
+   */
+  readonly recordWrite?: (key: string, resourceVersion: string) => void;
 }): ReleasedConditions {
   const { dispatcher, clock } = options;
   const log = options.log ?? silentLogger;
@@ -115,8 +122,11 @@ export function createReleasedConditions(options: {
 
   const settled = (uid: string, due: Due, result: WriteResult): void => {
     if (sending.get(uid) === due.write) sending.delete(uid);
-    if (result.result === 'succeeded') releasedConditionWritesTotal.inc({ result: 'succeeded' });
-    else {
+    if (result.result === 'succeeded') {
+      releasedConditionWritesTotal.inc({ result: 'succeeded' });
+      const { namespace, name } = due.pod.metadata ?? {};
+      options.recordWrite?.(`${namespace}/${name}`, result.resourceVersion);
+    } else {
       releasedConditionWritesTotal.inc({ result: 'failed' });
       log.info(
         { pod: `${due.pod.metadata?.namespace}/${due.pod.metadata?.name}`, result },

@@ -245,6 +245,7 @@ async function startTermLoops(
       clock: systemClock,
       log,
       deadlineMs: parts.config.writes.writeDeadlineMs,
+      recordWrite: (key, resourceVersion) => parts.guards.gate.recordWrite(key, resourceVersion),
     }),
     readPod,
     writeDeadlineMs: parts.config.writes.writeDeadlineMs,

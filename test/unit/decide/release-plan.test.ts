@@ -262,6 +262,22 @@ test('gangs are released whole or not at all', async (t) => {
   ];
   for (const c of cases)
     await t.test(c.name, () => assert.equal(released(plan(c.policy, c.pods)).length, c.want));
+  await t.test(
+    "a gang's writes name their gang, so the guard sends them together; a pod alone names none",
+    () => {
+      const gang = plan(gangPolicy(10), members(3)).writes;
+      assert.equal(gang.length, 3);
+      assert.equal(new Set(gang.map((w) => w.unit)).size, 1);
+      assert.ok(gang[0]!.unit !== undefined, 'the gang is named');
+      const alone = aPolicy()
+        .tenant(aTenant('team-a'))
+        .gatePolicy(aGatePolicy('ready', 'team-a'))
+        .obj();
+      const solo = plan(alone, [aPod('solo', 'team-a').gated(gateA)]).writes;
+      assert.equal(solo.length, 1);
+      assert.equal(solo[0]!.unit, undefined);
+    },
+  );
   // A gang released in part (one member's write failed, its leader died): the members
   // tollgate released ran and finished before the straggler was decided again.
   const createdAt = now - 60_000;

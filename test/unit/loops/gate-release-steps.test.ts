@@ -72,6 +72,78 @@ describe('gate-release steps', () => {
       "Release skipped: the view has not yet seen tollgate's last write to this pod",
     );
   });
+  it('guard: a gang is sent whole or held whole: one member the view is behind on holds the others (soak seed 32: a gang released in part for 23 s)', () => {
+    const [g0, g1, g2, solo] = ['g-0', 'g-1', 'g-2', 'solo'].map((name) => decided(name));
+    const inGang = (d: Decision): PlannedWrite => ({
+      ...writeOf(d, removeGate),
+      unit: 'team-a/g-0',
+    });
+    const guarded = guardWrites(
+      {
+        decisions: [g0!, g1!, g2!, solo!],
+        writes: [inGang(g0!), inGang(g1!), inGang(g2!), writeOf(solo!, removeGate)],
+      },
+      {
+        view,
+        staleGuard: { isFresh: (key) => key !== 'team-a/g-1' },
+        conflicted: new Map(),
+        now,
+        conflictWaitMs: 1000,
+      },
+    );
+    assert.deepEqual(
+      guarded.toSend.map((s) => s.write.key),
+      ['team-a/solo'],
+    );
+    assert.deepEqual([...guarded.skipped.keys()].sort(), [
+      'team-a/g-0',
+      'team-a/g-1',
+      'team-a/g-2',
+    ]);
+    assert.match(guarded.skipped.get('team-a/g-0')!, /member of its gang/);
+    assert.deepEqual(guarded.held.map((w) => w.key).sort(), [
+      'team-a/g-0',
+      'team-a/g-1',
+      'team-a/g-2',
+    ]);
+  });
+  it('guard: a gang member sent to be decided on a live read takes its gang with it to live reads', () => {
+    const [g0, g1] = ['g-0', 'g-1'].map((name) => decided(name));
+    const inGang = (d: Decision): PlannedWrite => ({
+      ...writeOf(d, removeGate),
+      unit: 'team-a/g-0',
+    });
+    const guarded = guardWrites(
+      { decisions: [g0!, g1!], writes: [inGang(g0!), inGang(g1!)] },
+      {
+        view,
+        staleGuard: {
+          isFresh: () => true,
+          check: (key) =>
+            key === 'team-a/g-1'
+              ? {
+                  fresh: false,
+                  reason: 'behind',
+                  detail: '',
+                  retryAfterMs: 10,
+                  waiting: false,
+                  decideLive: true,
+                }
+              : { fresh: true },
+        },
+        conflicted: new Map(),
+        now,
+        conflictWaitMs: 1000,
+      },
+    );
+    assert.deepEqual(
+      guarded.toSend.map((s) => [s.write.key, s.decideLive === true]),
+      [
+        ['team-a/g-0', true],
+        ['team-a/g-1', true],
+      ],
+    );
+  });
   it('guard: a pod still at a conflicted resourceVersion waits, for at most the wait; once past it, the conflict is done', () => {
     const a = decided('a', 'Release', '5');
     const plan = { decisions: [a], writes: [writeOf(a, removeGate)] };

@@ -42,6 +42,22 @@ describe('the Released condition writer', () => {
     assert.equal(sent[0]!.request.key, `team-a/p#${releasedConditionType}`);
   });
 
+  it('tells the stale-guard the resourceVersion its write made, so no release is planned on a view from before it (soak seed 32)', async () => {
+    const { dispatcher, sent } = recordingDispatcher();
+    const wrote: [string, string][] = [];
+    const conditions = createReleasedConditions({
+      dispatcher,
+      clock: new ManualClock(),
+      recordWrite: (key, resourceVersion) => wrote.push([key, resourceVersion]),
+    });
+    conditions.held(aPod('p', 'team-a').obj(), 'Budget', 'waiting for Budget');
+    conditions.held(aPod('q', 'team-a').obj(), 'Budget', 'waiting for Budget');
+    sent[0]!.answer(succeeded);
+    sent[1]!.answer({ result: 'failed', message: 'no' });
+    await settle();
+    assert.deepEqual(wrote, [['team-a/p', '9']]);
+  });
+
   it('folds reason changes that wait behind a full window into one write of the newest', async () => {
     const { dispatcher, sent } = recordingDispatcher();
     const conditions = createReleasedConditions({
