@@ -46,6 +46,16 @@ const removeGate: PlannedWrite['op'] = {
   markReleased: { annotationsPresent: false },
 };
 const view = { pod: (_ns: string, name: string) => aPod(name, 'team-a').obj() };
+/** The guard step's context: this stale-guard, no conflicts. */
+const guardedBy = (staleGuard: Parameters<typeof guardWrites>[1]['staleGuard']) => ({
+  view,
+  staleGuard,
+  conflicted: new Map(),
+  now,
+  conflictWaitMs: 1000,
+});
+/** A gate removal of the gang `team-a/g-0`. */
+const inGang = (d: Decision): PlannedWrite => ({ ...writeOf(d, removeGate), unit: 'team-a/g-0' });
 
 describe('gate-release steps', () => {
   it('guard: a write whose pod the view has not caught up on is skipped with a SkipStale record', () => {
@@ -53,13 +63,7 @@ describe('gate-release steps', () => {
     const b = decided('b');
     const guarded = guardWrites(
       { decisions: [a, b], writes: [writeOf(a, removeGate), writeOf(b, removeGate)] },
-      {
-        view,
-        staleGuard: { isFresh: (key) => key !== 'team-a/a' },
-        conflicted: new Map(),
-        now,
-        conflictWaitMs: 1000,
-      },
+      guardedBy({ isFresh: (key) => key !== 'team-a/a' }),
     );
     assert.deepEqual(
       guarded.toSend.map((s) => s.write.key),
@@ -74,22 +78,12 @@ describe('gate-release steps', () => {
   });
   it('guard: a gang is sent whole or held whole: one member the view is behind on holds the others (soak seed 32: a gang released in part for 23 s)', () => {
     const [g0, g1, g2, solo] = ['g-0', 'g-1', 'g-2', 'solo'].map((name) => decided(name));
-    const inGang = (d: Decision): PlannedWrite => ({
-      ...writeOf(d, removeGate),
-      unit: 'team-a/g-0',
-    });
     const guarded = guardWrites(
       {
         decisions: [g0!, g1!, g2!, solo!],
         writes: [inGang(g0!), inGang(g1!), inGang(g2!), writeOf(solo!, removeGate)],
       },
-      {
-        view,
-        staleGuard: { isFresh: (key) => key !== 'team-a/g-1' },
-        conflicted: new Map(),
-        now,
-        conflictWaitMs: 1000,
-      },
+      guardedBy({ isFresh: (key) => key !== 'team-a/g-1' }),
     );
     assert.deepEqual(
       guarded.toSend.map((s) => s.write.key),
@@ -109,32 +103,22 @@ describe('gate-release steps', () => {
   });
   it('guard: a gang member sent to be decided on a live read takes its gang with it to live reads', () => {
     const [g0, g1] = ['g-0', 'g-1'].map((name) => decided(name));
-    const inGang = (d: Decision): PlannedWrite => ({
-      ...writeOf(d, removeGate),
-      unit: 'team-a/g-0',
-    });
     const guarded = guardWrites(
       { decisions: [g0!, g1!], writes: [inGang(g0!), inGang(g1!)] },
-      {
-        view,
-        staleGuard: {
-          isFresh: () => true,
-          check: (key) =>
-            key === 'team-a/g-1'
-              ? {
-                  fresh: false,
-                  reason: 'behind',
-                  detail: '',
-                  retryAfterMs: 10,
-                  waiting: false,
-                  decideLive: true,
-                }
-              : { fresh: true },
-        },
-        conflicted: new Map(),
-        now,
-        conflictWaitMs: 1000,
-      },
+      guardedBy({
+        isFresh: () => true,
+        check: (key) =>
+          key === 'team-a/g-1'
+            ? {
+                fresh: false,
+                reason: 'behind',
+                detail: '',
+                retryAfterMs: 10,
+                waiting: false,
+                decideLive: true,
+              }
+            : { fresh: true },
+      }),
     );
     assert.deepEqual(
       guarded.toSend.map((s) => [s.write.key, s.decideLive === true]),
