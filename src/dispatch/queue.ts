@@ -52,7 +52,8 @@
  * - Synchronous mode: `mode: 'sync'`, or the automatic fallback (fallback.ts) when the
  *   API server looks unhealthy, sends one write at a time and holds no backlog (one
  *   waiting write per band at most; queued work and background writes are cancelled on
- *   entry so their loops decide again); the fallback returns to the queue by itself.
+ *   entry so their loops decide again, except the rest of a gang already going out and
+ *   a write that may have applied); the fallback returns to the queue by itself.
  * - Exactly one result per accepted request.
  *
  * Selection is a linear scan over the queued items per send; the queue is bounded (a few
@@ -314,6 +315,15 @@ interface Item {
   unsure?: boolean;
 }
 
+/**
+ * How long a gang counts as going out after its first write was sent: a release's
+ * members are queued in one pass, so minutes cover a throttled API server; a same-name
+ * gang created later than that is a new gang.
+ */
+const sentUnitMemoryMs = 5 * 60_000;
+/** The remembered gangs are pruned of old ones once there are this many. */
+const sentUnitsPruneAt = 256;
+
 function verbOf(op: WriteOperation): string {
   if (op.type === 'delete') return 'delete';
   if (op.type === 'event' && op.event.action === 'create') return 'create';
@@ -355,6 +365,8 @@ export class PriorityDispatcher implements Dispatcher {
   #tenantServed = new Map<string, number>();
   #seq = 0;
   #served = 0;
+  /** Gangs (`WriteRequest.unit`) one of whose writes was sent, and when (see `#keepsInFallback`). */
+  #sentUnits = new Map<string, number>();
   #wake: { handle: unknown; at: number } | undefined;
   #closed = false;
   #roomWaiters = new Set<{ band: WriteBand | undefined; wake: () => void }>();
@@ -710,9 +722,10 @@ export class PriorityDispatcher implements Dispatcher {
       syncMode.set(1);
       fallbackTransitionsTotal.inc({ to: 'degraded', reason: transition.reason });
       // No backlog in the fallback: queued work and Events are cancelled (their loops
-      // decide again); safety writes stay and go first, one at a time.
+      // decide again); what must still go stays and goes one at a time, best band first.
+      const now = this.#clock.now();
       for (const item of [...this.#queued.values()]) {
-        if (item.band === 'safety') continue;
+        if (this.#keepsInFallback(item, now)) continue;
         this.#queued.delete(item.request.key);
         this.#settle(item, {
           result: 'cancelled',
@@ -727,6 +740,30 @@ export class PriorityDispatcher implements Dispatcher {
       this.#notifyRoom();
     }
     this.#onFallback?.(transition);
+  }
+
+  /**
+   * Whether a queued write stays when the dispatcher falls back: a safety write; a write
+   * whose earlier answer was lost and not read back (it may have applied: cancelling it
+   * would record a guess); and a member of a gang another member of which was already
+   * sent (cancelling the rest would leave the gang released in part until its loop
+   * decides again, through a term change if one comes).
+   */
+  #keepsInFallback(item: Item, now: number): boolean {
+    if (item.band === 'safety' || item.unsure) return true;
+    const unit = item.request.unit;
+    const sentAt = unit === undefined ? undefined : this.#sentUnits.get(unit);
+    return sentAt !== undefined && now - sentAt <= sentUnitMemoryMs;
+  }
+
+  /** Remembers that a gang began to go out; forgets gangs older than `sentUnitMemoryMs`. */
+  #unitSent(unit: string, now: number): void {
+    if (!this.#sentUnits.has(unit) && this.#sentUnits.size >= sentUnitsPruneAt) {
+      for (const [known, at] of this.#sentUnits) {
+        if (now - at > sentUnitMemoryMs) this.#sentUnits.delete(known);
+      }
+    }
+    if (!this.#sentUnits.has(unit)) this.#sentUnits.set(unit, now);
   }
 
   #clearWake(): void {
@@ -841,6 +878,7 @@ export class PriorityDispatcher implements Dispatcher {
     if (item.attempts === 0) {
       item.firstSentAt = now;
       waitSeconds.observe({ band: item.band }, Math.max(0, now - item.queuedAt) / 1000);
+      if (item.request.unit !== undefined) this.#unitSent(item.request.unit, now);
     }
     item.attempts += 1;
     item.abortReason = undefined;

@@ -104,6 +104,12 @@ export interface WriteRequest {
   readonly band?: WriteBand;
   /** Round-robin unit inside one priority. */
   readonly tenant: string;
+  /**
+   * The gang this write belongs to (a release of one member of an all-or-nothing unit):
+   * once one member was sent, the others are not dropped when the dispatcher falls back
+   * to synchronous writes, so the gang goes out whole.
+   */
+  readonly unit?: string;
   /** Epoch ms after which the write is no longer useful and is dropped as `expired`. */
   readonly deadline: number;
   /** The decision this write carries out (for the audit outcome). */

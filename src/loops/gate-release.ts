@@ -691,6 +691,7 @@ class GateReleaseRunner {
       tenant: write.tenant,
       deadline: this.#clock.now() + this.#deadlineMs,
       decisionId: write.decisionId,
+      ...(write.unit === undefined ? {} : { unit: write.unit }),
     };
     for (;;) {
       const enqueued = this.#deps.dispatcher.enqueue(request);

@@ -859,3 +859,81 @@ test('with the fallback off (the library default), timeouts never leave the queu
   dispatcher.fenceClosed('test over');
   await settle();
 });
+
+test('the fallback keeps the queued members of a gang one of whose members was sent: the gang goes out whole, one write at a time', async () => {
+  const transitions: string[] = [];
+  const { timers, dispatcher, sends } = setup(
+    (req, signal, attempt) =>
+      req.key.startsWith('ns/slow') ? hang(req, signal, attempt) : ok(req, signal, attempt),
+    {
+      concurrency: 1,
+      fallback: { enabled: true, maxConsecutiveTimeouts: 2, windowAttempts: 100 },
+      retry: { maxAttempts: 1 },
+      onFallback: (t) => transitions.push(t.to),
+    },
+  );
+  const now = timers.clock.now();
+  const inGang = (unit: string) => ({ unit, priority: 5 });
+  const first = accepted(
+    dispatcher.enqueue(write('ns/gang-0', now, { priority: 10, unit: 'ns/gang' })),
+  );
+  const slow = ['ns/slow-a', 'ns/slow-b'].map((key, i) =>
+    accepted(dispatcher.enqueue(write(key, now, { priority: 9 - i }))),
+  );
+  const rest = accepted(dispatcher.enqueue(write('ns/gang-1', now, inGang('ns/gang'))));
+  const last = accepted(dispatcher.enqueue(write('ns/gang-2', now, inGang('ns/gang'))));
+  const solo = accepted(dispatcher.enqueue(write('ns/solo', now, { priority: 5 })));
+  const unsent = [0, 1].map((i) =>
+    accepted(dispatcher.enqueue(write(`ns/other-${i}`, now, inGang('ns/other')))),
+  );
+  await advance(timers, 2_001);
+  assert.deepEqual(transitions, ['degraded'], 'two timeouts in a row: the fallback');
+  assert.equal((await first).result, 'succeeded');
+  for (const s of slow) assert.equal((await s).result, 'failed');
+  // A gang none of whose members was sent is cancelled whole, as any other queued work.
+  for (const cancelled of [solo, ...unsent]) {
+    const result = await cancelled;
+    assert.equal(result.result, 'cancelled');
+    assert.match((result as { message: string }).message, /fell back to synchronous writes/);
+  }
+  await advance(timers, 100);
+  assert.equal((await rest).result, 'succeeded', 'gang-1 follows gang-0');
+  assert.equal((await last).result, 'succeeded', 'gang-2 follows gang-0');
+  assert.deepEqual(
+    sends.map((s) => s.key),
+    ['ns/gang-0', 'ns/slow-a', 'ns/slow-b', 'ns/gang-1', 'ns/gang-2'],
+  );
+});
+
+test('the fallback keeps a write whose answer was lost and not read back: it may have applied, so a read, not a cancel, ends it', async () => {
+  const transitions: string[] = [];
+  let reads = 0;
+  const { timers, dispatcher } = setup(hang, {
+    concurrency: 1,
+    fallback: { enabled: true, maxConsecutiveTimeouts: 2, windowAttempts: 100 },
+    retry: { maxAttempts: 4 },
+    readBack: (req) => {
+      if (req.key !== 'ns/lost') return Promise.resolve<ReadBackVerdict>({ state: 'absent' });
+      reads += 1;
+      return reads === 1
+        ? Promise.reject(new Error('connection reset'))
+        : Promise.resolve<ReadBackVerdict>({ state: 'applied', resourceVersion: '9' });
+    },
+    onFallback: (t) => transitions.push(t.to),
+  });
+  const now = timers.clock.now();
+  const lost = accepted(dispatcher.enqueue(write('ns/lost', now, { priority: 10 })));
+  const other = accepted(dispatcher.enqueue(write('ns/other', now, { priority: 9 })));
+  await advance(timers, 2_001);
+  assert.deepEqual(transitions, ['degraded']);
+  await advance(timers, 1_000);
+  assert.deepEqual(await lost, {
+    result: 'succeeded',
+    resourceVersion: '9',
+    confirmedBy: 'read-back',
+  });
+  assert.equal(reads, 2, 'read once after the lost answer (failed), once before the retry');
+  dispatcher.fenceClosed('test over');
+  await advance(timers, 3_600_000);
+  assert.notEqual((await other).result, 'succeeded', 'the other write never had an answer');
+});

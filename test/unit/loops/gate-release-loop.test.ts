@@ -460,3 +460,47 @@ test('while a strict audit push waits for its retry, the first refused pass warn
   assert.equal(lines.filter((line) => line.level === 20 && /audit/.test(line.msg)).length, 2);
   assert.deepEqual(h.log, ['intents:2', 'write:a', 'write:b'], 'nothing sent while refused');
 });
+
+test("a gang's releases reach the dispatcher naming their gang (its first member's key), so a fallback keeps the gang whole; a pod alone names none", async () => {
+  const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
+  const gangPolicy = aPolicy()
+    .tenant(aTenant('team-a').budget({ pods: 10 }))
+    .gatePolicy(
+      aGatePolicy('ready', 'team-a').conditions({
+        type: 'GangComplete',
+        groupLabel: 'gang',
+        sizeAnnotation: 'gang-size',
+      }),
+    )
+    .obj();
+  const member = (n: string) =>
+    aPod(n, 'team-a').gated(gate).label('gang', 'g1').annotate('gang-size', '2').obj();
+  const loop = loopOver(h, {
+    view: viewOf([member('m0'), member('m1')]),
+    policy: () => gangPolicy,
+  });
+  await (
+    await loop.pass()
+  ).settled;
+  await loop.stop();
+  assert.deepEqual(
+    h.requests.map((r) => [r.target.name, r.unit]),
+    [
+      ['m0', 'team-a/m0'],
+      ['m1', 'team-a/m0'],
+    ],
+  );
+  const lone = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
+  const loneLoop = loopOver(lone);
+  await (
+    await loneLoop.pass()
+  ).settled;
+  await loneLoop.stop();
+  assert.deepEqual(
+    lone.requests.map((r) => [r.target.name, r.unit]),
+    [
+      ['a', undefined],
+      ['b', undefined],
+    ],
+  );
+});
