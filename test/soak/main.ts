@@ -493,7 +493,19 @@ async function main(): Promise<void> {
   checks.push(await auditVerify(world));
   const audit = await auditReleases(world);
   checks.push(releasesInAudit([...world.watcher.releases.values()], audit.records));
-  checks.push(gangsWhole(world.watcher.gangs));
+  // Clocks: the watcher's releasedAt is wall-clock Date.now() when it saw a gate go; a
+  // fault's atMs is ms since the chaos began (timeline.startedAt, its scheduled start:
+  // Chaos.run injects it then). The releases are moved to the chaos's clock, so the
+  // line names a gang's split and its fault in the seconds of the timeline.
+  const gangs = new Map(
+    [...world.watcher.gangs].map(([gang, members]) => [
+      gang,
+      members.map((m) =>
+        m.releasedAt === undefined ? m : { ...m, releasedAt: m.releasedAt - startedAt },
+      ),
+    ]),
+  );
+  checks.push(gangsWhole(gangs, chaos.injected));
   checks.push(
     opts.minutes >= minutesToJudgeMemory
       ? growthCheck(memoryGrowth(samples, growthOptions), growthOptions)

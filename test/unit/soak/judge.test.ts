@@ -14,6 +14,7 @@ import {
   type Outage,
 } from '../../soak/judge.ts';
 import type { MemorySample } from '../../soak/replicas.ts';
+import type { FaultKind } from '../../soak/schedule.ts';
 
 const minute = 60_000;
 const options = { warmupMs: 2 * minute, minSamples: 8, limit: 0.1 };
@@ -294,7 +295,10 @@ describe('the soak end check on gangs', () => {
     pod,
     ...(releasedAt === undefined ? {} : { releasedAt }),
   });
-  for (const { name, members, pass } of [
+  const second = 1000;
+  /** A fault of `kind` that began `atS` seconds into the chaos. */
+  const fault = (kind: FaultKind, atS: number) => ({ kind, atMs: atS * second });
+  for (const { name, members, faults, pass, detail } of [
     {
       name: 'a gang released whole passes',
       members: [member('a', 0), member('b', 10), member('c', 20)],
@@ -310,8 +314,60 @@ describe('the soak end check on gangs', () => {
       members: [member('a', 0), member('b', 10), member('c')],
       pass: false,
     },
+    {
+      name: 'a gang whose members were released 0.5 s apart passes',
+      members: [
+        member('a', 100 * second),
+        member('b', 100.2 * second),
+        member('c', 100.5 * second),
+      ],
+      pass: true,
+    },
+    {
+      name: 'a gang whose members were released 23 s apart with no fault fails, naming the gang and the spread',
+      members: [member('a', 100 * second), member('b', 123 * second), member('c', 123 * second)],
+      pass: false,
+      detail: /ns\/g1 .*23\.0 s apart.*a, b, c/,
+    },
+    {
+      name: 'a gang released 23 s apart passes when the leader was SIGKILLed 1 s after its first release, and the line names the fault',
+      members: [member('a', 100 * second), member('b', 123 * second), member('c', 123 * second)],
+      faults: [fault('leader-sigkill', 101)],
+      pass: true,
+      detail: /ns\/g1 .*23\.0 s apart.*leader-sigkill at 101\.0 s/,
+    },
+    {
+      name: 'a gang released 23 s apart passes when the leader was SIGSTOPped 2 s after its first release',
+      members: [member('a', 100 * second), member('b', 123 * second), member('c', 123 * second)],
+      faults: [fault('replica-sigstop', 102)],
+      pass: true,
+    },
+    {
+      name: 'a gang released 23 s apart passes when kube-apiserver restarted 2 s after its first release',
+      members: [member('a', 100 * second), member('b', 123 * second), member('c', 123 * second)],
+      faults: [fault('apiserver-restart', 102)],
+      pass: true,
+    },
+    {
+      name: 'a gang released 135 s apart fails when the only fault in its window was API throttling',
+      members: [member('a', 100 * second), member('b', 235 * second), member('c', 235 * second)],
+      faults: [fault('api-throttled', 99), fault('api-throttled', 101)],
+      pass: false,
+      detail: /ns\/g1 .*135\.0 s apart/,
+    },
+    {
+      name: 'a gang released 23 s apart fails when the leader was SIGKILLed 60 s after its first release, too late to explain it',
+      members: [member('a', 100 * second), member('b', 123 * second), member('c', 123 * second)],
+      faults: [fault('leader-sigkill', 160)],
+      pass: false,
+      detail: /ns\/g1 .*23\.0 s apart/,
+    },
   ])
-    it(name, () => assert.equal(gangsWhole(new Map([['ns/g1', members]])).pass, pass));
+    it(name, () => {
+      const check = gangsWhole(new Map([['ns/g1', members]]), faults ?? []);
+      assert.equal(check.pass, pass);
+      if (detail) assert.match(check.detail, detail);
+    });
 
   it('names the members left waiting and how far apart whole gangs were released', () => {
     const check = gangsWhole(
@@ -319,6 +375,7 @@ describe('the soak end check on gangs', () => {
         ['ns/g1', [member('a', 0), member('b', 2500), member('c', 1000)]],
         ['ns/g2', [member('d', 0), member('e')]],
       ]),
+      [],
     );
     assert.match(check.detail, /1 whole \(members released at most 2\.5 s apart\)/);
     assert.match(check.detail, /ns\/g2 \(1 of 2 released; e not\)/);
