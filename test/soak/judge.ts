@@ -450,7 +450,8 @@ export const gangSplitLimitMs = 5_000;
 /**
  * The fault kinds that interrupt the leader's writes in the middle of a gang: the leader
  * killed (SIGKILL, SIGTERM) or paused (SIGSTOP, past its lease), or kube-apiserver
- * restarted. API throttling (429s) is not one: the dispatcher keeps a gang's queued
+ * restarted (alone, or by the etcd compaction fault, which restarts it about 5 s after
+ * it begins). API throttling (429s) is not one: the dispatcher keeps a gang's queued
  * writes together and must not split them under throttling.
  */
 export const gangSplitFaults: readonly FaultKind[] = [
@@ -458,7 +459,11 @@ export const gangSplitFaults: readonly FaultKind[] = [
   'leader-sigterm',
   'replica-sigstop',
   'apiserver-restart',
+  'etcd-compaction',
 ];
+
+/** How long before its API server restart a fault of this kind begins (see faults.ts). */
+const restartLeadMs: Partial<Record<FaultKind, number>> = { 'etcd-compaction': 5_000 };
 
 /** A fault injected, and when it began, on the same clock as the gang members' `releasedAt`. */
 export interface FaultStart {
@@ -507,7 +512,9 @@ export function gangsWhole(
       const gangLine = `${gang} ${secs(spreadMs)} apart (${members.map((m) => m.pod).join(', ')})`;
       const excuse = faults.find(
         (f) =>
-          gangSplitFaults.includes(f.kind) && f.atMs >= firstMs && f.atMs <= firstMs + maxSplitMs,
+          gangSplitFaults.includes(f.kind) &&
+          f.atMs + (restartLeadMs[f.kind] ?? 0) >= firstMs &&
+          f.atMs <= firstMs + maxSplitMs,
       );
       if (excuse) excused.push(`${gangLine}, ${excuse.kind} at ${secs(excuse.atMs)}`);
       else split.push(gangLine);

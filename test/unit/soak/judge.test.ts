@@ -349,6 +349,18 @@ describe('the soak end check on gangs', () => {
       pass: true,
     },
     {
+      name: 'a gang released 23 s apart passes when an etcd compaction began 3 s before its first release (its kube-apiserver restart comes 5 s after it begins)',
+      members: [member('a', 100 * second), member('b', 123 * second), member('c', 123 * second)],
+      faults: [fault('etcd-compaction', 97)],
+      pass: true,
+    },
+    {
+      name: 'a gang released 23 s apart fails when an etcd compaction began 10 s before its first release (its restart was over)',
+      members: [member('a', 100 * second), member('b', 123 * second), member('c', 123 * second)],
+      faults: [fault('etcd-compaction', 90)],
+      pass: false,
+    },
+    {
       name: 'a gang released 135 s apart fails when the only fault in its window was API throttling',
       members: [member('a', 100 * second), member('b', 235 * second), member('c', 235 * second)],
       faults: [fault('api-throttled', 99), fault('api-throttled', 101)],
