@@ -20,8 +20,9 @@ const maxAgents = 8;
  * request opens its own connection with a full TLS handshake, and idle sockets pile up
  * until their keep-alive ends: at hundreds of writes per second most of tollgate's and
  * the apiserver's CPU went to handshakes. Here the Agent is kept per TLS identity
- * (server, CA, client certificate and key, verification settings, proxy), hashed so no
- * key material is held twice; a changed certificate file gives a new Agent and the
+ * (server, CA, client certificate and key, verification settings, proxy), hashed (the
+ * map keys hold no key material; the last options are kept to spare the hash while
+ * they stay the same); a changed certificate file gives a new Agent and the
  * oldest beyond `maxAgents` is closed gracefully (its requests in flight finish).
  * Bearer tokens travel in headers, not in the Agent, so token refresh is unaffected.
  *
@@ -51,10 +52,21 @@ export function reuseConnections(kubeConfig: KubeConfig): KubeConfig {
   return kubeConfig;
 }
 
+/**
+ * The last identity hashed and the values it was hashed from: the library builds the
+ * options again for every request (new Buffers of the same certificates), so comparing
+ * them with the last ones (a memcmp) spares a SHA-256 of every PEM per request.
+ */
+let lastIdentity: { readonly values: readonly unknown[]; readonly key: string } | undefined;
+
+function sameValue(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  return Buffer.isBuffer(a) && Buffer.isBuffer(b) && a.equals(b);
+}
+
 function tlsIdentity(cluster: unknown, agentOptions: Record<string, unknown>): string {
   const c = (cluster ?? {}) as Record<string, unknown>;
-  const hash = createHash('sha256');
-  for (const value of [
+  const values = [
     c.server,
     c.proxyUrl,
     c.skipTLSVerify,
@@ -62,7 +74,17 @@ function tlsIdentity(cluster: unknown, agentOptions: Record<string, unknown>): s
     ...['ca', 'cert', 'key', 'pfx', 'passphrase', 'rejectUnauthorized', 'servername'].map(
       (name) => agentOptions[name],
     ),
-  ]) {
+  ];
+  const last = lastIdentity;
+  if (last && values.every((value, i) => sameValue(value, last.values[i]))) return last.key;
+  const key = hashIdentity(values);
+  lastIdentity = { values, key };
+  return key;
+}
+
+function hashIdentity(values: readonly unknown[]): string {
+  const hash = createHash('sha256');
+  for (const value of values) {
     hash.update(
       value === undefined
         ? '\u0000undefined'

@@ -84,7 +84,8 @@ interface Series {
  */
 export class EventAggregator {
   readonly #series = new Map<string, Series>();
-  readonly #due: string[] = [];
+  /** Series keys waiting to be written, oldest first (a Set: insertion order, O(1) lookups). */
+  readonly #due = new Set<string>();
   readonly #windowMs: number;
   readonly #maxBacklog: number;
   dropped = 0;
@@ -93,7 +94,7 @@ export class EventAggregator {
     this.#maxBacklog = maxBacklog;
   }
   get backlog(): number {
-    return this.#due.length;
+    return this.#due.size;
   }
   /** Returns false when the event was dropped because the backlog is full. */
   add(subject: EventSubject, event: EventRecord, now: number): boolean {
@@ -102,13 +103,13 @@ export class EventAggregator {
     if (existing && now - existing.lastAt <= this.#windowMs) {
       existing.count += 1;
       existing.lastAt = now;
-      if (!this.#due.includes(key)) {
-        if (this.#due.length >= this.#maxBacklog) return this.#drop();
-        this.#due.push(key);
+      if (!this.#due.has(key)) {
+        if (this.#due.size >= this.#maxBacklog) return this.#drop();
+        this.#due.add(key);
       }
       return true;
     }
-    if (this.#due.length >= this.#maxBacklog) return this.#drop();
+    if (this.#due.size >= this.#maxBacklog) return this.#drop();
     this.#series.set(key, {
       key,
       subject,
@@ -120,7 +121,7 @@ export class EventAggregator {
       writtenCount: 0,
     });
     // A series outside its window starts over as a new Event.
-    if (!this.#due.includes(key)) this.#due.push(key);
+    this.#due.add(key);
     return true;
   }
   #drop(): false {
@@ -129,14 +130,15 @@ export class EventAggregator {
   }
   /** The next series to write, oldest first. */
   next(): Series | undefined {
-    const key = this.#due.shift();
-    return key === undefined ? undefined : this.#series.get(key);
+    const key = this.#due.values().next().value;
+    if (key === undefined) return undefined;
+    this.#due.delete(key);
+    return this.#series.get(key);
   }
   /** Forgets series whose window has passed, so memory follows activity, not history. */
   expire(now: number): void {
     for (const [key, series] of this.#series) {
-      if (now - series.lastAt > this.#windowMs && !this.#due.includes(key))
-        this.#series.delete(key);
+      if (now - series.lastAt > this.#windowMs && !this.#due.has(key)) this.#series.delete(key);
     }
   }
 }
