@@ -59,7 +59,8 @@ import {
 } from '@kubernetes/client-node';
 import { startControlPlane } from '../test/support/control-plane.ts';
 import { SimulatedKubelet } from '../test/support/kubelet.ts';
-import { pushTree, startGitServer, type GitServer } from '../test/support/git-server.ts';
+import { pushTree, type GitServer } from '../test/support/git-server.ts';
+import { startGitServerProcess } from '../test/support/git-server-process.ts';
 import { prepareGateReleaseStack } from '../test/support/gate-release-stack.ts';
 import type { AuditMode } from '../src/audit/writer.ts';
 import { auditPushSeconds } from '../src/audit/metrics.ts';
@@ -564,7 +565,8 @@ say(
 const cp = await startControlPlane({ name: 'bench-latency' });
 const adminKc = cp.kubeConfig('admin');
 const tollgateKc = cp.kubeConfig('tollgate');
-const git = await startGitServer();
+// In its own process: its spawns of git-http-backend must not block tollgate's loop.
+const git = await startGitServerProcess();
 // tollgate's own way to Git, with the round trip asked for; the bench's set-up goes direct.
 const gitDelay: DelayProxy | undefined =
   gitDelayMs > 0 ? await startDelayProxy(git.url, gitDelayMs) : undefined;

@@ -60,7 +60,8 @@ import {
 import { stringify } from 'yaml';
 import { startControlPlane, type ControlPlane } from '../test/support/control-plane.ts';
 import { SimulatedKubelet } from '../test/support/kubelet.ts';
-import { pushTree, startGitServer, type GitServer } from '../test/support/git-server.ts';
+import { pushTree, type GitServer } from '../test/support/git-server.ts';
+import { startGitServerProcess } from '../test/support/git-server-process.ts';
 import {
   benchPolicyFiles,
   createGatedPods,
@@ -564,7 +565,8 @@ const cp = await startControlPlane({
   ],
 });
 const adminKc = cp.kubeConfig('admin');
-const git = await startGitServer();
+// In its own process: its spawns of git-http-backend must not block tollgate's loop.
+const git = await startGitServerProcess();
 const kubelet = new SimulatedKubelet(adminKc, { concurrency: 16 });
 const total = sizes.reduce((a, b) => a + b, 0) * 2;
 for (let i = 1; i <= Math.ceil(total / 1000) + 1; i++)

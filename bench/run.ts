@@ -42,7 +42,8 @@ import { parseArgs } from 'node:util';
 import { CoreV1Api, makeInformer, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { startControlPlane } from '../test/support/control-plane.ts';
 import { SimulatedKubelet } from '../test/support/kubelet.ts';
-import { pushTree, startGitServer, type GitServer } from '../test/support/git-server.ts';
+import { pushTree, type GitServer } from '../test/support/git-server.ts';
+import { startGitServerProcess } from '../test/support/git-server-process.ts';
 import type { AuditMode } from '../src/audit/writer.ts';
 import { createLogger } from '../src/observe/log.ts';
 import type { WriteResult } from '../src/dispatch/types.ts';
@@ -296,7 +297,8 @@ say(`pods ${pods}, repeats ${repeats}, modes ${modes.join('+')}, ${machine.cores
 const cp = await startControlPlane({ name: 'bench' });
 const adminKc = cp.kubeConfig('admin');
 const tollgateKc = cp.kubeConfig('tollgate');
-const git = await startGitServer();
+// In its own process: its spawns of git-http-backend must not block tollgate's loop.
+const git = await startGitServerProcess();
 const kubelet = new SimulatedKubelet(adminKc, { concurrency: 16 });
 // Every released pod is scheduled and "run"; room for all of them across all repeats.
 const totalPods = pods * repeats * (2 + modes.length);
