@@ -93,7 +93,25 @@ function addInitContainers(requests: Amounts, initContainers: readonly Container
   maxInto(requests, initPeak);
 }
 
-export function podRequests(pod: PodLike): Amounts {
+/**
+ * Requests already computed, per pod object. The view replaces a pod's object on every
+ * change and never edits one, so an object's requests never change: a pass over 10,000
+ * pods, most of them unchanged since the last, reads them here (podRequests was 9% of a
+ * steady pass). Frozen, so a caller that would add into them fails loudly instead of
+ * corrupting every later pass.
+ */
+const requestsOfPod = new WeakMap<PodLike, Readonly<Amounts>>();
+
+export function podRequests(pod: PodLike): Readonly<Amounts> {
+  let requests = requestsOfPod.get(pod);
+  if (requests === undefined) {
+    requests = Object.freeze(computePodRequests(pod));
+    requestsOfPod.set(pod, requests);
+  }
+  return requests;
+}
+
+function computePodRequests(pod: PodLike): Amounts {
   const spec = pod.spec;
   const containers = spec?.containers;
   // One container and nothing else to add (most pods): its requests are the pod's, as
