@@ -7,6 +7,7 @@
  *   tollgate runs in the bench) through the inspector, and the API server's own CPU
  *   profile (`/debug/pprof/profile`, Go's pprof format: `go tool pprof -top FILE`).
  */
+import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import https from 'node:https';
 import { Session } from 'node:inspector/promises';
@@ -175,10 +176,33 @@ export async function startPhase(
       if (pprof instanceof Error)
         process.stderr.write(`# bench: API server profile: ${pprof.message}\n`);
       else {
-        files.push(join(dir, `${name}-apiserver.pprof`));
-        writeFileSync(files[1]!, pprof);
+        const pprofFile = join(dir, `${name}-apiserver.pprof`);
+        writeFileSync(pprofFile, pprof);
+        files.push(pprofFile, ...pprofTop(pprofFile));
       }
       return { requests, profile: summarize(profile), files };
     },
   };
+}
+
+/**
+ * The API server profile's top functions as text beside it (`go tool pprof -top`), when Go
+ * is on the PATH; the file's name, or none (said on stderr).
+ */
+function pprofTop(pprofFile: string): string[] {
+  const out = pprofFile.replace(/\.pprof$/, '.top.txt');
+  try {
+    const top = execFileSync('go', ['tool', 'pprof', '-top', '-nodecount=40', pprofFile], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: 120_000,
+    });
+    writeFileSync(out, top);
+    return [out];
+  } catch (error) {
+    process.stderr.write(
+      `# bench: go tool pprof -top ${pprofFile}: ${error instanceof Error ? error.message : String(error)}\n`,
+    );
+    return [];
+  }
 }

@@ -294,7 +294,11 @@ const machine = {
   memGiB: (await import('node:os')).totalmem() / 2 ** 30,
 };
 say(`pods ${pods}, repeats ${repeats}, modes ${modes.join('+')}, ${machine.cores} cores`);
-const cp = await startControlPlane({ name: 'bench' });
+// --profile takes the API server's CPU profile too (/debug/pprof, off in the test plane).
+const cp = await startControlPlane({
+  name: 'bench',
+  ...(profileDir !== undefined ? { apiServerArgs: ['--profiling=true'] } : {}),
+});
 const adminKc = cp.kubeConfig('admin');
 const tollgateKc = cp.kubeConfig('tollgate');
 // In its own process: its spawns of git-http-backend must not block tollgate's loop.
