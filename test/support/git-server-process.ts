@@ -10,12 +10,10 @@
  * Run as a script, it starts the server and prints `{url, root, token}` as one JSON line.
  */
 import { fork } from 'node:child_process';
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { startGitServer, type GitServer } from './git-server.ts';
+import { createBareRepo, startGitServer, type GitServer } from './git-server.ts';
 
 const self = fileURLToPath(import.meta.url);
 
@@ -45,12 +43,7 @@ export async function startGitServerProcess(): Promise<GitServer> {
       return testOnly('unauthorized');
     },
     createRepo(name: string): string {
-      const dir = join(root, `${name}.git`);
-      if (!existsSync(dir)) {
-        mkdirSync(dir, { recursive: true });
-        execFileSync('git', ['init', '--quiet', '--bare', '--initial-branch=main', dir]);
-        execFileSync('git', ['-C', dir, 'config', 'http.receivepack', 'true']);
-      }
+      createBareRepo(root, name);
       return `${url}/${name}.git`;
     },
     async close(): Promise<void> {

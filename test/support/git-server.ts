@@ -167,12 +167,7 @@ export async function startGitServer(options: { token?: string } = {}): Promise<
       return unauthorized;
     },
     createRepo(name: string): string {
-      const dir = join(root, `${name}.git`);
-      if (!existsSync(dir)) {
-        mkdirSync(dir, { recursive: true });
-        execFileSync('git', ['init', '--quiet', '--bare', '--initial-branch=main', dir]);
-        execFileSync('git', ['-C', dir, 'config', 'http.receivepack', 'true']);
-      }
+      createBareRepo(root, name);
       return `${url}/${name}.git`;
     },
     async close(): Promise<void> {
@@ -181,6 +176,15 @@ export async function startGitServer(options: { token?: string } = {}): Promise<
       rmSync(root, { recursive: true, force: true });
     },
   };
+}
+
+/** Creates `<root>/<name>.git`, a bare repository taking pushes over HTTP, unless it exists. */
+export function createBareRepo(root: string, name: string): void {
+  const dir = join(root, `${name}.git`);
+  if (existsSync(dir)) return;
+  mkdirSync(dir, { recursive: true });
+  execFileSync('git', ['init', '--quiet', '--bare', '--initial-branch=main', dir]);
+  execFileSync('git', ['-C', dir, 'config', 'http.receivepack', 'true']);
 }
 
 /** Pushes files as one commit to a repo on the server, with the real git CLI (async: the server may run in this process). */
