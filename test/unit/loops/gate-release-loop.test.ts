@@ -461,8 +461,18 @@ test('while a strict audit push waits for its retry, the first refused pass warn
   assert.deepEqual(h.log, ['intents:2', 'write:a', 'write:b'], 'nothing sent while refused');
 });
 
-test("a gang's releases reach the dispatcher naming their gang (its first member's key), so a fallback keeps the gang whole; a pod alone names none", async () => {
+/** The requests one pass sends: the target pod's name and the gang it names. */
+async function unitsOfOnePass(overrides: Parameters<typeof loopOver>[1] = {}) {
   const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
+  const loop = loopOver(h, overrides);
+  await (
+    await loop.pass()
+  ).settled;
+  await loop.stop();
+  return h.requests.map((r) => [r.target.name, r.unit]);
+}
+
+test("a gang's releases reach the dispatcher naming their gang (its first member's key), so a fallback keeps the gang whole; a pod alone names none", async () => {
   const gangPolicy = aPolicy()
     .tenant(aTenant('team-a').budget({ pods: 10 }))
     .gatePolicy(
@@ -475,32 +485,15 @@ test("a gang's releases reach the dispatcher naming their gang (its first member
     .obj();
   const member = (n: string) =>
     aPod(n, 'team-a').gated(gate).label('gang', 'g1').annotate('gang-size', '2').obj();
-  const loop = loopOver(h, {
-    view: viewOf([member('m0'), member('m1')]),
-    policy: () => gangPolicy,
-  });
-  await (
-    await loop.pass()
-  ).settled;
-  await loop.stop();
   assert.deepEqual(
-    h.requests.map((r) => [r.target.name, r.unit]),
+    await unitsOfOnePass({ view: viewOf([member('m0'), member('m1')]), policy: () => gangPolicy }),
     [
       ['m0', 'team-a/m0'],
       ['m1', 'team-a/m0'],
     ],
   );
-  const lone = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
-  const loneLoop = loopOver(lone);
-  await (
-    await loneLoop.pass()
-  ).settled;
-  await loneLoop.stop();
-  assert.deepEqual(
-    lone.requests.map((r) => [r.target.name, r.unit]),
-    [
-      ['a', undefined],
-      ['b', undefined],
-    ],
-  );
+  assert.deepEqual(await unitsOfOnePass(), [
+    ['a', undefined],
+    ['b', undefined],
+  ]);
 });
