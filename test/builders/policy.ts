@@ -124,6 +124,10 @@ export class GatePolicyBuilder {
     this.#policy.conditions = conditions;
     return this;
   }
+  /** One GangComplete condition: members share `groupLabel`, their size in `sizeAnnotation`. */
+  gangComplete(groupLabel = 'gang', sizeAnnotation = 'gang-size'): this {
+    return this.conditions({ type: 'GangComplete', groupLabel, sizeAnnotation });
+  }
   expiry(afterMs: number, action: ExpiryAction): this {
     this.#policy.expiry = { afterMs, action };
     return this;

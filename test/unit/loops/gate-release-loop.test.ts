@@ -475,13 +475,7 @@ async function unitsOfOnePass(overrides: Parameters<typeof loopOver>[1] = {}) {
 test("a gang's releases reach the dispatcher naming their gang (its first member's key), so a fallback keeps the gang whole; a pod alone names none", async () => {
   const gangPolicy = aPolicy()
     .tenant(aTenant('team-a').budget({ pods: 10 }))
-    .gatePolicy(
-      aGatePolicy('ready', 'team-a').conditions({
-        type: 'GangComplete',
-        groupLabel: 'gang',
-        sizeAnnotation: 'gang-size',
-      }),
-    )
+    .gatePolicy(aGatePolicy('ready', 'team-a').gangComplete())
     .obj();
   const member = (n: string) =>
     aPod(n, 'team-a').gated(gate).label('gang', 'g1').annotate('gang-size', '2').obj();
