@@ -218,7 +218,6 @@ export function ownedGates(pod: PodLike, policy: Policy): OwnedGate[] {
   return owned;
 }
 
-/** The first gate on the pod that tollgate owns (see `ownedGates`): the one judged now. */
 /**
  * Owned gates already found, per policy and pod object (null: none). A pod's object is
  * replaced on every change and never edited, and a policy is replaced whole, so a pass
@@ -226,6 +225,7 @@ export function ownedGates(pod: PodLike, policy: Policy): OwnedGate[] {
  */
 const ownedGateMemo = new WeakMap<Policy, WeakMap<PodLike, OwnedGate | null>>();
 
+/** The first gate on the pod that tollgate owns (see `ownedGates`): the one judged now. */
 export function ownedGate(pod: PodLike, policy: Policy): OwnedGate | undefined {
   if (!pod.spec?.schedulingGates?.length) return undefined;
   let byPod = ownedGateMemo.get(policy);
