@@ -17,7 +17,7 @@ import type { MemorySample } from '../../soak/replicas.ts';
 import type { FaultKind } from '../../soak/schedule.ts';
 
 const minute = 60_000;
-const options = { warmupMs: 2 * minute, minSamples: 8, limit: 0.1 };
+const options = { warmupMs: 2 * minute, minSamples: 8, liveEveryMs: minute, limit: 0.1 };
 
 /**
  * One sample per minute of one process, RSS and heap from `mib` (MiB per minute): heap
@@ -194,6 +194,48 @@ describe('the soak end checks', () => {
       assert.equal(check.pass, pass, check.detail);
       assert.match(check.detail, detail);
     });
+
+  it('memory: a process that lived too briefly for four live readings (plus one missed) is judged on RSS alone, saying so', () => {
+    // Seed 35: replica-a#2 lived 12 samples 15 s apart after warm-up (165 s), and read
+    // its live heap once a minute: 3 readings. A cadence cannot give more; it is not a
+    // failure of the instrument.
+    const brief = series(
+      'replica-a',
+      2,
+      [
+        100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100,
+        100, 100,
+      ],
+    ).map((sample, index) => ({
+      ...sample,
+      at: index * 15_000 + (index >= 8 ? 0 : 0),
+      heapLiveBytes: index % 4 === 0 && index >= 8 ? 40 * 2 ** 20 : Number.NaN,
+      heapCodeBytes: index % 4 === 0 && index >= 8 ? 0 : Number.NaN,
+    }));
+    const growth = memoryGrowth(brief, options);
+    const check = growthCheck(growth, options);
+    assert.equal(check.pass, true, check.detail);
+    assert.match(
+      check.detail,
+      /live data heap n\/a \(n\/a with compiled code, 3 readings; not judged: lived 165 s past warm-up, 300 s needed\)/,
+    );
+  });
+
+  it('memory: a process that lived long enough for four live readings and gave fewer still fails', () => {
+    const long = series(
+      'replica-a',
+      0,
+      Array.from({ length: 40 }, () => 100),
+    ).map((sample, index) => ({
+      ...sample,
+      at: index * 15_000,
+      heapLiveBytes: index === 8 || index === 20 || index === 39 ? 40 * 2 ** 20 : Number.NaN,
+      heapCodeBytes: index === 8 || index === 20 || index === 39 ? 0 : Number.NaN,
+    }));
+    const check = growthCheck(memoryGrowth(long, options), options);
+    assert.equal(check.pass, false, check.detail);
+    assert.match(check.detail, /live data heap n\/a \(n\/a with compiled code, 3 readings\)/);
+  });
 
   it('memory: a restart starts a new series (the restarted process is not compared with the killed one)', () => {
     const samples = [
