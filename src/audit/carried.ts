@@ -112,6 +112,11 @@ export class CarriedState {
     if (relevant.length > 0) this.#carried = carriedFromRecords(relevant, this.#carried);
   }
 
+  /** The state as it stands, not pruned. */
+  peek(): Carried {
+    return this.#carried;
+  }
+
   /**
    * What the next checkpoint carries: what `inForce` keeps, at most `maxCarried` of
    * each; the state keeps only that from here on (a lifted state does not come back).

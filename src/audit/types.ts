@@ -52,6 +52,12 @@ export interface AuditSink {
   endTerm?(): void;
   recordedThisTerm?(id: string): boolean;
   /**
+   * After reconcile: the open intents and the carried state (Blocked writes, gang
+   * memory) as they stand now, kept as commits landed since the term start read them,
+   * so recovery and the gate loop do not read the trail again. Undefined before.
+   */
+  termState?(): { readonly open: readonly Decision[]; readonly carried: Carried } | undefined;
+  /**
    * Which of the Blocked writes and gang memory the checkpoints carry are still in force
    * (decide/release-carried.ts `carriedInForce`), asked at each checkpoint; the run sets
    * it at each term start. Absent: the sink writes no checkpoints.

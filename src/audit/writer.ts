@@ -526,19 +526,33 @@ export class GitAuditWriter implements AuditSink {
     // seed it becomes (a recovery retry runs while the loops record), or an outcome
     // committed meanwhile would be lost from the open intents and the next checkpoint
     // would list its intent as open.
-    const run = this.#chain.then(() =>
-      this.#releasingCache(async () => {
-        if (sync) await sync();
-        await this.#checkAnchor();
-        const planned = await this.#replayLeftovers();
-        await this.#rebaseOnRemote(planned);
-        await this.#countUnpushed();
-        await this.#markRecoveryBase();
-        return this.#seedFromClone();
-      }),
-    );
+    const steps: Record<string, number> = {};
+    const step = async <T>(name: string, work: () => Promise<T>): Promise<T> => {
+      const started = performance.now();
+      try {
+        return await work();
+      } finally {
+        steps[name] = Math.round(performance.now() - started);
+      }
+    };
+    const queued = performance.now();
+    const run = this.#chain.then(() => {
+      steps.waitMs = Math.round(performance.now() - queued);
+      return this.#releasingCache(async () => {
+        if (sync) await step('fetchMs', sync);
+        await step('anchorMs', () => this.#checkAnchor());
+        const planned = await step('leftoversMs', () => this.#replayLeftovers());
+        await step('rebaseMs', () => this.#rebaseOnRemote(planned));
+        await step('unpushedMs', () => this.#countUnpushed());
+        await step('recoveryBaseMs', () => this.#markRecoveryBase());
+        return step('seedMs', () => this.#seedFromClone());
+      });
+    });
     this.#chain = run.catch(() => undefined);
     const source = await run;
+    // Each step of a term start, so a slow one is named (the soak's seed 36: term starts
+    // of 18-32 s while faults came every half minute).
+    this.#logger.info(steps, 'audit: term start reconciled the clone with the remote');
     if (this.#unpushedCommits > 0) {
       this.#logger.info(
         {
@@ -594,6 +608,17 @@ export class GitAuditWriter implements AuditSink {
    * keeps them as its commits land and writes them as a checkpoint every
    * `checkpointEvery` commits.
    */
+  /**
+   * The open intents and the carried state as they stand now, kept since the term start
+   * seeded them (reconcile) as every commit landed: what reading the local trail back to
+   * its last checkpoint would give, without reading it again (recovery and the gate loop
+   * take them from here). Undefined before a reconcile seeded them.
+   */
+  termState(): { readonly open: readonly Decision[]; readonly carried: Carried } | undefined {
+    if (!this.#open || !this.#carried) return undefined;
+    return { open: this.#open.list(), carried: this.#carried.peek() };
+  }
+
   seedOpenIntents(open: readonly Decision[], carried: Carried = noCarried): void {
     this.#open = new OpenIntents(open);
     this.#openTerm = this.#term?.();

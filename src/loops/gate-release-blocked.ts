@@ -15,7 +15,7 @@
 import { readCarried, uncheckpointedLimit } from '../audit/carried.ts';
 import type { AuditSource } from '../audit/reader.ts';
 import type { BlockedWrite } from '../decide/release-blocked.ts';
-import { blockedWritesOf } from '../decide/release-carried.ts';
+import { blockedWritesOf, type Carried } from '../decide/release-carried.ts';
 import type { GangReleases } from '../decide/release-gang-memory.ts';
 import type { Logger } from '../observe/log.ts';
 
@@ -52,12 +52,27 @@ export async function recoverFromTrail(
       { commits: read.commits },
       'gate-release: no checkpoint carrying Blocked writes within the commits read; a pod Blocked further back is decided again',
     );
-  const blocked = blockedWritesOf(read.carried.blocked);
+  return carriedOver(read.carried, log, {
+    commits: read.commits,
+    fromCheckpoint: read.fromCheckpoint,
+  });
+}
+
+/**
+ * The same, from the carried state the audit writer keeps since its term-start reconcile
+ * read the trail (AuditSink.termState): no second read.
+ */
+export function carriedOver(
+  carried: Carried,
+  log: Logger,
+  read: Record<string, unknown> = { from: 'the audit writer' },
+): { blocked: Record<string, BlockedWrite>; gangReleases: GangReleases } {
+  const blocked = blockedWritesOf(carried.blocked);
   const count = Object.keys(blocked).length;
   if (count > 0)
     log.info(
-      { blocked: count, commits: read.commits, fromCheckpoint: read.fromCheckpoint },
+      { blocked: count, ...read },
       'gate-release: Blocked writes carried over from the audit trail',
     );
-  return { blocked, gangReleases: read.carried.gangReleases };
+  return { blocked, gangReleases: carried.gangReleases };
 }

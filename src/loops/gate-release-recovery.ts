@@ -17,6 +17,7 @@
  * recorded meanwhile (`AuditSink.recordedThisTerm`) are left to them.
  */
 import type { AuditSource } from '../audit/reader.ts';
+import { recordSchemaVersion, type AuditRecord } from '../audit/record.ts';
 import { openIntents, podStateLookup, recoveredOutcomes } from '../audit/recover.ts';
 import type { AuditSink } from '../audit/types.ts';
 import type { ClusterView } from '../cluster/types.ts';
@@ -38,6 +39,11 @@ export interface OpenIntentRecoveryDeps {
    * term, maybe of this same process, recovers the same intents itself).
    */
   readonly signal?: AbortSignal;
+  /**
+   * The open intents as the writer keeps them since the term start's reconcile read them
+   * (AuditSink.termState): given, the trail is not read again.
+   */
+  readonly open?: readonly Decision[];
 }
 
 export async function recoverOpenIntents(deps: OpenIntentRecoveryDeps): Promise<Decision[]> {
@@ -54,7 +60,12 @@ export async function recoverOpenIntents(deps: OpenIntentRecoveryDeps): Promise<
   );
   // Every loop's intents (no loop closes what a previous process or term left open),
   // but not those this term's loops recorded themselves.
-  const open = (await openIntents(deps.source, deps.cluster)).filter(
+  const known = deps.open?.map((d): AuditRecord => ({
+    ...d,
+    v: recordSchemaVersion,
+    phase: 'intent',
+  }));
+  const open = (known ?? (await openIntents(deps.source, deps.cluster))).filter(
     (i) => deps.audit.recordedThisTerm?.(i.id) !== true,
   );
   const recovered = await recoveredOutcomes(open, lookup, deps.clock.now());

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { openAuditSource, type AuditSource } from '../audit/reader.ts';
 import { sshSigner, type SshSigner } from '../audit/sign.ts';
 import type { AuditSink } from '../audit/types.ts';
+import type { Carried } from '../decide/release-carried.ts';
 import { GitAuditWriter } from '../audit/writer.ts';
 import type { EventRecorder } from '../cluster/events.ts';
 import type { LeaderElector } from '../cluster/leader.ts';
@@ -230,8 +231,11 @@ export interface RecoverOutcomesOptions {
   view: ClusterView;
   policy: Policy;
   log: Logger;
-  /** Also reads the reconciled trail before it is closed (the loops' Blocked writes). */
-  alsoRead?: (source: AuditSource) => Promise<void>;
+  /**
+   * Also reads the reconciled trail before it is closed (the loops' Blocked writes), or
+   * takes the carried state the writer keeps since its reconcile read it (`carried`).
+   */
+  alsoRead?: (source: AuditSource, carried?: Carried) => Promise<void>;
   /** The term: retries stop when it ends (the next leader recovers). */
   signal?: AbortSignal;
   timers?: Timers;
@@ -308,8 +312,12 @@ async function recoverOnce(options: RecoverOutcomesOptions, attempt: number): Pr
         ...(options.token === undefined ? {} : { token: options.token }),
         ...(options.ssh === undefined ? {} : { ssh: options.ssh }),
       }));
+    // What the reconcile read stands in the writer (kept as commits landed since): the
+    // trail is not read again for it.
+    const state = reconciled === undefined ? undefined : options.audit.termState?.();
     try {
       const recovered = await recoverOpenIntents({
+        ...(state === undefined ? {} : { open: state.open }),
         source,
         cluster: options.cluster,
         view: options.view,
@@ -320,10 +328,16 @@ async function recoverOnce(options: RecoverOutcomesOptions, attempt: number): Pr
         ...(options.signal ? { signal: options.signal } : {}),
       });
       options.log.info(
-        { recovered: recovered.length, attempt, ms: Date.now() - started },
+        {
+          recovered: recovered.length,
+          attempt,
+          ms: Date.now() - started,
+          // Whether the open intents came from a read of the trail or from the writer.
+          read: state === undefined ? 'trail' : 'writer',
+        },
         'audit: open intents checked at the start of the term',
       );
-      await options.alsoRead?.(source);
+      await options.alsoRead?.(source, state?.carried);
       return true;
     } finally {
       source.close();

@@ -28,7 +28,7 @@ import type { Policy } from '../policy/model.ts';
 import { createPrometheusClient } from '../signals/prometheus.ts';
 import { parseStateKeys, type StateKeyRing } from '../decide/resize-seal.ts';
 import { recoverOutcomes, type AuditTarget } from './audit.ts';
-import { recoverFromTrail } from '../loops/gate-release-blocked.ts';
+import { carriedOver, recoverFromTrail } from '../loops/gate-release-blocked.ts';
 import { carriedInForce } from '../decide/release-carried.ts';
 import type { TokenSource } from '../policy/credentials.ts';
 import type { SshAccess } from '../policy/git-ssh.ts';
@@ -213,8 +213,11 @@ async function startTermLoops(
     log,
     // A new term does not send again the writes the trail shows Blocked, and completes
     // the gangs an earlier term released in part.
-    alsoRead: async (source) => {
-      fromTrail = await recoverFromTrail(source, parts.first.settings.cluster, log);
+    alsoRead: async (source, carried) => {
+      fromTrail =
+        carried === undefined
+          ? await recoverFromTrail(source, parts.first.settings.cluster, log)
+          : carriedOver(carried, log);
     },
   });
   // Gates removed outside tollgate while it did not lead: recorded before any new decision.

@@ -202,3 +202,32 @@ test('an outcome committed while term start reads the open intents stays closed 
     [],
   );
 });
+
+test("after a term start's reconcile, the writer's open intents stand as a read of the trail would give them, as commits land", async () => {
+  const trail = await aTrail(4);
+  await writeRounds(trail, 0, 10);
+  await trail.writer.reconcile();
+  const asRead = async (): Promise<string[]> => (await termStart(trail)).open;
+  assert.deepEqual(
+    trail.writer.termState()?.open.map((d) => d.id),
+    await asRead(),
+  );
+  const left = await writeRounds(trail, 10, 7);
+  assert.ok(left.length > 0, 'the rounds leave intents open');
+  assert.deepEqual(
+    trail.writer.termState()?.open.map((d) => d.id),
+    await asRead(),
+  );
+});
+
+test('before any reconcile seeded them, the writer offers no term state (recovery reads the trail)', async () => {
+  const { store, clock } = await localClone();
+  const writer = new GitAuditWriter({
+    store,
+    cluster: 'prod',
+    controller: 'c0',
+    batch: { maxDecisions: 100, maxDelayMs: 1_000 },
+    clock,
+  });
+  assert.equal(writer.termState(), undefined);
+});

@@ -203,3 +203,37 @@ test("a recovery attempt still running when its term ends records nothing, and l
   assert.deepEqual(recorded, [], "the ended term's attempt records no outcome");
   assert.equal(ended, 0, "nor ends the tracking the next term's beginTerm started");
 });
+
+test('a term start whose writer keeps the open intents since its reconcile takes them and the carried state from it, and reads the trail no further', async () => {
+  // The trail holds an intent the writer's state has already seen closed; a second read
+  // of the trail would close it again.
+  const closedSince = aDecision('Release', 'closed-since').obj();
+  const stillOpen = aDecision('Release', 'still-open').obj();
+  const { sink, recorded } = flakySink(await trailWithOpenIntents(closedSince), 0, 'none');
+  const carried = { blocked: {}, gangReleases: { 'team-a/gang-1': 1 } };
+  const withState = Object.assign(sink, {
+    termState: () => ({ open: [stillOpen], carried }) as never,
+  });
+  const handed: unknown[] = [];
+  const run = await recoverOutcomes({
+    auditUrl: 'http://127.0.0.1:9/audit.git',
+    branch: 'tollgate/audit',
+    token: undefined,
+    cluster: 'prod',
+    audit: withState,
+    view: { pod: (_namespace: string, name: string) => gatedPod(name) } as unknown as ClusterView,
+    policy: aPolicy().obj(),
+    log: silentLogger,
+    timers: new ManualTimers(),
+    alsoRead: (_source, state) => {
+      handed.push(state);
+      return Promise.resolve();
+    },
+  });
+  await run.done;
+  assert.deepEqual(
+    recorded.map((d) => [d.id, d.outcome.result]),
+    [[stillOpen.id, 'cancelled']],
+  );
+  assert.deepEqual(handed, [carried]);
+});
