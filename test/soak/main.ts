@@ -506,7 +506,8 @@ async function main(): Promise<void> {
       ),
     ]),
   );
-  checks.push(gangsWhole(gangs, chaos.injected));
+  const termsAtMs = world.replicas.flatMap((r) => r.termStarts()).map((at) => at - startedAt);
+  checks.push(gangsWhole(gangs, chaos.injected, { termsAtMs }));
   checks.push(
     opts.minutes >= minutesToJudgeMemory
       ? growthCheck(memoryGrowth(samples, growthOptions), growthOptions)

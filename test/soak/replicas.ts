@@ -10,7 +10,15 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { CoordinationV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { freePort } from '../e2e/deploy/tools.ts';
@@ -193,6 +201,17 @@ export class Replica {
     return join(this.#config.work, `${this.identity}-${this.incarnation}.log`);
   }
 
+  /** When each leader term of every incarnation began (its "became leader" lines), epoch ms. */
+  termStarts(): number[] {
+    const starts: number[] = [];
+    for (let incarnation = 0; incarnation <= this.incarnation; incarnation += 1) {
+      const file = join(this.#config.work, `${this.identity}-${incarnation}.log`);
+      const text = existsSync(file) ? readFileSync(file, 'utf8') : '';
+      starts.push(...termStartsIn(text));
+    }
+    return starts;
+  }
+
   /** Ready (/readyz 200) within the timeout, or an error naming the log. */
   async ready(timeoutMs = 120_000): Promise<void> {
     await eventually(
@@ -313,6 +332,21 @@ export class Replica {
     if (!Number.isNaN(heap.liveBytes)) this.#liveHeapAt = now;
     return heap;
   }
+}
+
+/** The times of a log's "became leader" lines (tollgate's JSON log), epoch ms. */
+export function termStartsIn(log: string): number[] {
+  const starts: number[] = [];
+  for (const line of log.split('\n')) {
+    if (!line.includes('"msg":"became leader"')) continue;
+    try {
+      const at = Date.parse((JSON.parse(line) as { time?: string }).time ?? '');
+      if (Number.isFinite(at)) starts.push(at);
+    } catch {
+      // A line cut short by a SIGKILL is not a record.
+    }
+  }
+  return starts;
 }
 
 function countFds(pid: number): number {

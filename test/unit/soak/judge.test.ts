@@ -13,7 +13,7 @@ import {
   releasesInAudit,
   type Outage,
 } from '../../soak/judge.ts';
-import type { MemorySample } from '../../soak/replicas.ts';
+import { termStartsIn, type MemorySample } from '../../soak/replicas.ts';
 import type { FaultKind } from '../../soak/schedule.ts';
 
 const minute = 60_000;
@@ -340,7 +340,7 @@ describe('the soak end check on gangs', () => {
   const second = 1000;
   /** A fault of `kind` that began `atS` seconds into the chaos. */
   const fault = (kind: FaultKind, atS: number) => ({ kind, atMs: atS * second });
-  for (const { name, members, faults, pass, detail } of [
+  for (const { name, members, faults, terms, pass, detail } of [
     {
       name: 'a gang released whole passes',
       members: [member('a', 0), member('b', 10), member('c', 20)],
@@ -416,9 +416,31 @@ describe('the soak end check on gangs', () => {
       pass: false,
       detail: /ns\/g1 .*23\.0 s apart/,
     },
-  ])
+    {
+      name: 'a gang released 23 s apart passes when a new leader term began 2 s after its first release with no fault injected (a lease lost to a slow API server), and the line says so',
+      members: [member('a', 100 * second), member('b', 123 * second), member('c', 123 * second)],
+      terms: [40, 102],
+      pass: true,
+      detail: /ns\/g1 .*23\.0 s apart.*a new leader term \(not injected\) at 102\.0 s/,
+    },
+    {
+      name: 'a gang released 23 s apart fails when the only new leader term began 10 s before its first release',
+      members: [member('a', 100 * second), member('b', 123 * second), member('c', 123 * second)],
+      terms: [90],
+      pass: false,
+    },
+  ] as {
+    name: string;
+    members: ReturnType<typeof member>[];
+    faults?: ReturnType<typeof fault>[];
+    terms?: number[];
+    pass: boolean;
+    detail?: RegExp;
+  }[])
     it(name, () => {
-      const check = gangsWhole(new Map([['ns/g1', members]]), faults ?? []);
+      const check = gangsWhole(new Map([['ns/g1', members]]), faults ?? [], {
+        termsAtMs: (terms ?? []).map((atS) => atS * second),
+      });
       assert.equal(check.pass, pass);
       if (detail) assert.match(check.detail, detail);
     });
@@ -632,4 +654,20 @@ describe('the soak check that releases resume by themselves after Git comes back
       assert.equal(check.pass, pass, check.detail);
       assert.match(check.detail, detail);
     });
+});
+
+describe("the soak's reading of leader terms from a replica's log", () => {
+  it('takes the time of each "became leader" line and skips the rest, a line cut short by a SIGKILL included', () => {
+    const log = [
+      'Debugger listening on ws://127.0.0.1:33755/171276d2',
+      '{"level":30,"time":"2026-12-03T21:05:51.986Z","msg":"became leader","fencingToken":"replica-a/23"}',
+      '{"level":30,"time":"2026-12-03T21:05:52.245Z","msg":"new term: destructive acts take live reads"}',
+      '{"level":30,"time":"2026-12-03T21:06:22.470Z","msg":"became leader","fencingTo',
+      '{"level":30,"time":"2026-12-03T21:07:16.336Z","msg":"became leader"}',
+    ].join('\n');
+    assert.deepEqual(termStartsIn(log), [
+      Date.parse('2026-12-03T21:05:51.986Z'),
+      Date.parse('2026-12-03T21:07:16.336Z'),
+    ]);
+  });
 });
