@@ -19,6 +19,12 @@ import type { AuditStore, Timers } from '../src/audit/writer.ts';
 import { GitAuditWriter } from '../src/audit/writer.ts';
 import type { Decision } from '../src/decide/decision.ts';
 import { ManualClock } from '../src/lib/clock.ts';
+import {
+  defaultTreeWindowHours,
+  hourFolderOf,
+  hourKey,
+  windowCutoff,
+} from '../src/audit/window.ts';
 
 const run = promisify(execFile);
 
@@ -120,6 +126,7 @@ export async function writeRound(
 /**
  * An AuditStore whose commits go into a running `git fast-import` on one branch of a
  * bare repository: each commit adds one file (inline), on top of the branch's last one,
+ * and drops the hour folders the tip's window leaves behind (as AuditRepo does),
  * with the author, committer and time AuditRepo.commitFile gives it (the clock's second,
  * UTC) and the message as isomorphic-git stores it, so the objects are the ones the
  * writer's clone would hold. Nothing is ever unpushed: the branch is pushed whole after
@@ -132,6 +139,8 @@ export class FastImportStore implements AuditStore {
   readonly #author: TrailShape['author'];
   readonly #clock: ManualClock;
   #stderr = '';
+  /** The hour folders on the branch's tip (`audit/<cluster>/YYYY/MM/DD/HH`). */
+  readonly #hours = new Set<string>();
   commits = 0;
 
   constructor(gitdir: string, branch: string, author: TrailShape['author'], clock: ManualClock) {
@@ -148,6 +157,7 @@ export class FastImportStore implements AuditStore {
     content: string,
     message: string,
   ): Promise<{ oid: string; path: string }> {
+    const dropped = this.#dropOutOfWindow(path);
     const person = `${this.#author.name} <${this.#author.email}> ${Math.floor(this.#clock.now() / 1000)} +0000`;
     const text = isomorphicGitMessage(message);
     const body = Buffer.from(content, 'utf8');
@@ -159,12 +169,32 @@ export class FastImportStore implements AuditStore {
       `committer ${person}`,
       `data ${Buffer.byteLength(text)}`,
       text,
+      ...dropped.map((folder) => `D ${folder}`),
       `M 100644 inline ${path}`,
       `data ${body.length}`,
       '',
     ].join('\n');
     await this.#write(Buffer.concat([Buffer.from(head), body, Buffer.from('\n')]));
     return { oid: `:${this.commits}`, path };
+  }
+
+  /**
+   * The hour folders of `path`'s cluster older than the tip's window before it
+   * (src/audit/window.ts), which AuditRepo drops from the tree of the commit adding
+   * `path`; fast-import drops the folders they leave empty, as AuditRepo does.
+   */
+  #dropOutOfWindow(path: string): string[] {
+    const cutoff = windowCutoff(path, defaultTreeWindowHours)?.join('/');
+    const cluster = hourFolderOf(path)?.[1];
+    const dropped: string[] = [];
+    for (const folder of this.#hours)
+      if (cutoff !== undefined && folder.split('/')[1] === cluster && folder < cutoff) {
+        dropped.push(folder);
+        this.#hours.delete(folder);
+      }
+    const own = hourKey(path);
+    if (own !== undefined) this.#hours.add(own);
+    return dropped;
   }
 
   push(): Promise<number> {

@@ -59,7 +59,8 @@ import {
 } from './pack-writer.ts';
 
 export { maxMergeBytes, packsToMerge } from './pack-writer.ts';
-import { addFile, diffTrees, lookup, objectsAdded, type Repo } from './tree.ts';
+import { addFile, diffTrees, lookup, objectsAdded, pruneBefore, type Repo } from './tree.ts';
+import { defaultTreeWindowHours, windowCutoff, yearDepth } from './window.ts';
 
 export interface RetryOptions {
   /** Push attempts per `push()` call, the first included. */
@@ -120,6 +121,11 @@ export interface AuditRepoOptions {
    * commits); 0 fetches the whole history (readers).
    */
   readonly shallowDepth?: number;
+  /**
+   * Hours of each cluster's folders the tip's tree keeps before the file a commit adds
+   * (window.ts); older folders stay in the history only. Default 24; 0 keeps them all.
+   */
+  readonly treeWindowHours?: number;
   /** The file system git objects are read and written through (default node:fs; a test counts reads). */
   readonly fs?: FsClient;
 }
@@ -259,6 +265,7 @@ export class AuditRepo implements Repo {
   readonly #sleep: (ms: number) => Promise<void>;
   readonly #signer: SshSigner | undefined;
   readonly #shallowDepth: number;
+  readonly #treeWindowHours: number;
   /** How many commits the next `deepen` adds: the clone's depth so far. */
   #depth: number;
   /** Set when the remote was found rewritten against an anchor kept outside the clone. */
@@ -310,6 +317,7 @@ export class AuditRepo implements Repo {
     this.#random = options.random ?? Math.random;
     this.#signer = options.signer;
     this.#shallowDepth = options.shallowDepth ?? 500;
+    this.#treeWindowHours = options.treeWindowHours ?? defaultTreeWindowHours;
     this.#depth = this.#shallowDepth;
     this.#sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
   }
@@ -477,9 +485,17 @@ export class AuditRepo implements Repo {
     for (let suffix = 0; ; suffix += 1) {
       const candidate = suffix === 0 ? path : path.replace(/\.jsonl$/, `-${suffix}.jsonl`);
       const result = await addFile(this, tree, candidate, blob);
-      if ('tree' in result) return { tree: result.tree, path: candidate };
+      if ('tree' in result)
+        return { tree: await this.#windowed(result.tree, candidate), path: candidate };
       if (result.existing === blob) return { tree: undefined, path: candidate };
     }
+  }
+
+  /** The tree without the folders older than the tip's window before `path` (window.ts). */
+  async #windowed(tree: string, path: string): Promise<string> {
+    const cutoff = windowCutoff(path, this.#treeWindowHours);
+    if (cutoff === undefined) return tree;
+    return (await pruneBefore(this, tree, cutoff, yearDepth)) ?? tree;
   }
 
   /** A blob of the clone as text (a leftover commit's file). */

@@ -1,8 +1,9 @@
 /**
- * Tree surgery on git objects without a working tree: add one file to a tree, look a
- * path up, and diff two trees. The audit branch only ever gains files, so these three
- * are all the writer (adding), the pusher (is my file already on the remote?) and
- * `audit verify` (did any commit modify or delete?) need.
+ * Tree surgery on git objects without a working tree: add one file to a tree, drop the
+ * folders older than a cutoff, look a path up, and diff two trees. The audit branch's
+ * history only ever gains files (its tip's tree keeps a window of recent hours: repo.ts),
+ * so these are all the writer (adding, pruning), the pusher (is my file already on the
+ * remote?) and `audit verify` (did any commit modify or delete?) need.
  */
 import * as fs from 'node:fs';
 import git, { type FsClient, type TreeEntry } from 'isomorphic-git';
@@ -80,6 +81,41 @@ export async function addFile(
     return { tree: await git.writeTree({ fs: repo.fs ?? fs, gitdir: repo.gitdir, tree: list }) };
   };
   return insert(treeOid, 0);
+}
+
+/**
+ * Returns the tree with every folder older than `cutoff` removed along the cutoff's path:
+ * `cutoff` is a folder's path split in segments (an hour folder,
+ * `audit/<cluster>/YYYY/MM/DD/HH`), and from depth `from` down, each level drops the
+ * entries that sort before the cutoff's segment there (zero-padded dates sort as they
+ * fall) and descends into the one equal to it. Entries after it, and everything above
+ * `from`, stay. The same oid when nothing was removed.
+ */
+export async function pruneBefore(
+  repo: Repo,
+  treeOid: string | undefined,
+  cutoff: readonly string[],
+  from: number,
+): Promise<string | undefined> {
+  // Undefined: the folder is left empty (its entry goes too).
+  const prune = async (oid: string, depth: number): Promise<string | undefined> => {
+    const list = await entries(repo, oid);
+    const name = cutoff[depth] as string;
+    let kept =
+      depth >= from ? list.filter((entry) => entry.type !== 'tree' || entry.path >= name) : list;
+    const index = kept.findIndex((entry) => entry.path === name && entry.type === 'tree');
+    const child = index >= 0 && depth < cutoff.length - 1 ? (kept[index] as TreeEntry) : undefined;
+    const pruned = child === undefined ? undefined : await prune(child.oid, depth + 1);
+    if (child !== undefined && pruned !== child.oid)
+      kept =
+        pruned === undefined
+          ? kept.filter((_, at) => at !== index)
+          : kept.map((entry, at) => (at === index ? { ...child, oid: pruned } : entry));
+    else if (kept.length === list.length) return oid;
+    if (kept.length === 0) return undefined;
+    return git.writeTree({ fs: repo.fs ?? fs, gitdir: repo.gitdir, tree: kept });
+  };
+  return treeOid === undefined ? undefined : prune(treeOid, 0);
 }
 
 /** The blob oid at `path` in a tree, or undefined. */

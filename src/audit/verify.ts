@@ -4,8 +4,10 @@
  * problem names the commit and, where there is one, the record (file:line and id).
  *
  * - chain: no merges; every commit adds exactly one new file under audit/**.jsonl and
- *   modifies or deletes none; the oldest commit read is a root (unless the range was
- *   cut with --since); every file parses as records of a known schema version;
+ *   modifies none, and deletes none but the hour folders of its cluster older than the
+ *   one it adds to (the tip's window, window.ts: they stay in the history, which is what
+ *   is read); the oldest commit read is a root (unless the range was cut with --since);
+ *   every file parses as records of a known schema version;
  * - intents: every intent has exactly one outcome, later in the history than the
  *   intent, of a result an outcome may have (succeeded, conflict, failed, expired,
  *   cancelled, unknown), about the same kind and pod; no outcome without its intent; an intent
@@ -36,6 +38,7 @@ import { confirmationIn, contradicts, type ConfirmationValue } from './confirmat
 import type { AuditCommit } from './reader.ts';
 import { phaseOf, serializeRecord, type AuditRecord } from './record.ts';
 import { verifySshSignature, type AllowedSigner } from './sign.ts';
+import { hourKey } from './window.ts';
 
 export type VerifyCheck =
   | 'branch'
@@ -322,8 +325,11 @@ export class TrailVerifier {
 
   #checkChanges(commit: AuditCommit): void {
     const label = `commit ${short(commit.oid)} (${commit.summary})`;
+    const addedHours = commit.changes
+      .filter((change) => change.change === 'added')
+      .map((change) => hourKey(change.path));
     for (const change of commit.changes) {
-      if (change.change !== 'added')
+      if (change.change !== 'added' && !droppedFromWindow(change, addedHours))
         this.problem({
           check: 'chain',
           commit: commit.oid,
@@ -579,6 +585,24 @@ export class TrailVerifier {
 }
 
 /** Verifies a history held in memory (oldest first). */
+/**
+ * A file the tip's window dropped (window.ts): deleted from the tree, not from the
+ * history, by a commit that adds a file of a later hour of the same cluster. Any other
+ * deletion or change is a rewrite of the record.
+ */
+function droppedFromWindow(
+  change: { readonly path: string; readonly change: string },
+  addedHours: readonly (string | undefined)[],
+): boolean {
+  if (change.change !== 'deleted') return false;
+  const hour = hourKey(change.path);
+  if (hour === undefined) return false;
+  const cluster = hour.split('/')[1];
+  return addedHours.some(
+    (added) => added !== undefined && added.split('/')[1] === cluster && hour < added,
+  );
+}
+
 export function verifyTrail(
   history: readonly AuditCommit[],
   options: VerifyOptions = {},

@@ -29,8 +29,13 @@ import {
 
 const branch = 'tollgate/audit';
 const start = Date.UTC(2026, 0, 1);
-/** 300 records, 10 per commit, a checkpoint every 3 commits (after intents and after outcomes): 30 commits, 10 checkpoints. */
-const shape = { ...benchTrail, perCommit: 10, checkpointEvery: 3 };
+/**
+ * 300 records, 10 per commit, a checkpoint every 3 commits (after intents and after
+ * outcomes): 30 commits, 10 checkpoints; a commit every 2 hours, so the 60 hours of the
+ * trail pass the tip's 24-hour window (src/audit/window.ts) and its commits drop the
+ * older folders from their trees.
+ */
+const shape = { ...benchTrail, perCommit: 10, checkpointEvery: 3, everyMs: 2 * 3_600_000 };
 const records = 300;
 
 /** What a reader sees of a commit: everything but nothing git-internal beyond its oid. */
@@ -101,6 +106,37 @@ test('a trail synthesized with git fast-import reads back exactly as the real wr
     const report = verifyTrail(seededHistory);
     assert.equal(report.ok, true, JSON.stringify(report.problems.slice(0, 3)));
     assert.equal(report.records, records);
+    // The tip's tree holds the last 24 hours of folders; the history holds all 60.
+    const hoursAt = async (tree: string): Promise<string[]> => [
+      ...new Set(
+        (
+          await promisify(execFile)('git', ['ls-tree', '-r', '--name-only', tree], { cwd: gitdir })
+        ).stdout
+          .split('\n')
+          .filter((path) => path.endsWith('.jsonl'))
+          .map((path) => path.split('/').slice(0, 6).join('/')),
+      ),
+    ];
+    const tipHours = await hoursAt(`refs/heads/${branch}`);
+    const newest = tipHours.at(-1) as string;
+    assert.equal(newest, 'audit/bench/2026/01/03/12', "the newest folder is the last commit's");
+    assert.deepEqual(
+      tipHours,
+      Array.from({ length: 13 }, (_, index) => {
+        const at = new Date(Date.UTC(2026, 0, 2, 12 + 2 * index));
+        return `audit/bench/${at.toISOString().slice(0, 13).replace(/[-T]/g, '/')}`;
+      }),
+      'the tip keeps the folders of the 24 hours before its newest file, no older',
+    );
+    assert.equal(
+      new Set(
+        seededHistory.flatMap((commit) =>
+          commit.records.map((r) => r.file.split('/').slice(0, 6).join('/')),
+        ),
+      ).size,
+      30,
+      'the history keeps every folder',
+    );
   } finally {
     await server.close();
   }

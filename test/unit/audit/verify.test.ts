@@ -82,6 +82,74 @@ const cases: { name: string; history: () => AuditCommit[]; problems: RegExp[] }[
     problems: [/deleted audit\/x.jsonl/, /adds 0 files/],
   },
   {
+    name: "a commit that drops older hour folders of its cluster from the tip's tree while it adds a file of a later hour passes (the tip's window: the history keeps them)",
+    history: () =>
+      chain(
+        commit([intent, outcomeOf(intent)]),
+        commit([], {
+          changes: [
+            {
+              path: 'audit/prod/2026/11/28/06/T060000Z-c-1.jsonl',
+              change: 'deleted',
+              oid: 'c'.repeat(40),
+            },
+            {
+              path: 'audit/prod/2026/11/29/07/T070000Z-c-9.jsonl',
+              change: 'added',
+              oid: 'd'.repeat(40),
+            },
+          ],
+        }),
+      ),
+    problems: [],
+  },
+  {
+    name: 'a commit that deletes a file of the hour it adds to breaks the chain',
+    history: () =>
+      chain(
+        commit([intent, outcomeOf(intent)]),
+        commit([], {
+          changes: [
+            {
+              path: 'audit/prod/2026/11/29/07/T070000Z-c-1.jsonl',
+              change: 'deleted',
+              oid: 'c'.repeat(40),
+            },
+            {
+              path: 'audit/prod/2026/11/29/07/T070500Z-c-9.jsonl',
+              change: 'added',
+              oid: 'd'.repeat(40),
+            },
+          ],
+        }),
+      ),
+    problems: [
+      /deleted audit\/prod\/2026\/11\/29\/07\/T070000Z-c-1.jsonl; audit files are never changed or removed/,
+    ],
+  },
+  {
+    name: "a commit that deletes an older file of another cluster breaks the chain (a writer drops only its own cluster's folders)",
+    history: () =>
+      chain(
+        commit([intent, outcomeOf(intent)]),
+        commit([], {
+          changes: [
+            {
+              path: 'audit/staging/2026/11/28/06/T060000Z-c-1.jsonl',
+              change: 'deleted',
+              oid: 'c'.repeat(40),
+            },
+            {
+              path: 'audit/prod/2026/11/29/07/T070000Z-c-9.jsonl',
+              change: 'added',
+              oid: 'd'.repeat(40),
+            },
+          ],
+        }),
+      ),
+    problems: [/deleted audit\/staging\/.*; audit files are never changed or removed/],
+  },
+  {
     name: 'a merge commit breaks linearity',
     history: () => {
       const [first, second] = chain(commit([intent]), commit([outcomeOf(intent)]));

@@ -1,0 +1,105 @@
+/**
+ * The tip's window (src/audit/window.ts): a commit drops from its tree the hour folders
+ * of its cluster older than 24 hours before the file it adds; the history keeps them.
+ * Trees are real git objects in a bare repository on disk.
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import git from 'isomorphic-git';
+import * as fs from 'node:fs';
+import { addFile, lookup, pruneBefore } from '../../../src/audit/tree.ts';
+import { windowCutoff, yearDepth } from '../../../src/audit/window.ts';
+import { localClone } from '../../support/audit-clone.ts';
+
+describe("the tip's window cutoff", () => {
+  for (const { path, hours, cutoff } of [
+    {
+      path: 'audit/prod/2026/11/29/07/T070000Z-c-000001.jsonl',
+      hours: 24,
+      cutoff: 'audit/prod/2026/11/28/07',
+    },
+    {
+      path: 'audit/prod/2027/01/01/02/T020000Z-c-000001.jsonl',
+      hours: 24,
+      cutoff: 'audit/prod/2026/12/31/02',
+    },
+    {
+      path: 'audit/prod/2028/03/01/00/T000000Z-c-000001.jsonl',
+      hours: 1,
+      cutoff: 'audit/prod/2028/02/29/23',
+    },
+    { path: 'audit/prod/2026/11/29/07/T070000Z-c-000001.jsonl', hours: 0, cutoff: undefined },
+    { path: 'README.md', hours: 24, cutoff: undefined },
+  ])
+    it(`${path} with ${hours} h keeps from ${cutoff ?? 'everything'}`, () => {
+      assert.equal(windowCutoff(path, hours)?.join('/'), cutoff);
+    });
+});
+
+describe('pruning a tree before a cutoff', () => {
+  async function treeOf(paths: readonly string[]) {
+    const { repo } = await localClone();
+    const blob = await git.writeBlob({ fs, gitdir: repo.gitdir, blob: Buffer.from('{}\n') });
+    let tree: string | undefined;
+    for (const path of paths) {
+      const added = await addFile(repo, tree, path, blob);
+      assert.ok('tree' in added);
+      tree = added.tree;
+    }
+    const files = async (oid: string | undefined): Promise<string[]> => {
+      const found: string[] = [];
+      for (const path of paths) if ((await lookup(repo, oid, path)) !== undefined) found.push(path);
+      return found;
+    };
+    return { repo, tree: tree as string, files };
+  }
+
+  it('drops older years, months, days and hours along the cutoff, keeps later ones and other clusters, and removes the folders it empties', async () => {
+    const kept = [
+      'audit/prod/2026/12/31/02/a.jsonl',
+      'audit/prod/2026/12/31/23/b.jsonl',
+      'audit/prod/2027/01/01/02/c.jsonl',
+      'audit/staging/2025/06/01/00/d.jsonl',
+    ];
+    const dropped = [
+      'audit/prod/2025/12/31/23/e.jsonl',
+      'audit/prod/2026/11/30/23/f.jsonl',
+      'audit/prod/2026/12/30/23/g.jsonl',
+      'audit/prod/2026/12/31/01/h.jsonl',
+    ];
+    const { repo, tree, files } = await treeOf([...kept, ...dropped]);
+    const cutoff = windowCutoff('audit/prod/2027/01/01/02/c.jsonl', 24) as string[];
+    const pruned = await pruneBefore(repo, tree, cutoff, yearDepth);
+    assert.deepEqual(await files(pruned), kept);
+    const years = await git.readTree({
+      fs,
+      gitdir: repo.gitdir,
+      oid: pruned as string,
+      filepath: 'audit/prod',
+    });
+    assert.deepEqual(
+      years.tree.map((entry) => entry.path),
+      ['2026', '2027'],
+      'the emptied 2025 folder is gone',
+    );
+    const months = await git.readTree({
+      fs,
+      gitdir: repo.gitdir,
+      oid: pruned as string,
+      filepath: 'audit/prod/2026',
+    });
+    assert.deepEqual(
+      months.tree.map((entry) => entry.path),
+      ['12'],
+    );
+  });
+
+  it('gives the same tree back when nothing is older than the cutoff', async () => {
+    const { repo, tree } = await treeOf([
+      'audit/prod/2026/11/29/07/a.jsonl',
+      'audit/prod/2026/11/29/08/b.jsonl',
+    ]);
+    const cutoff = windowCutoff('audit/prod/2026/11/29/08/b.jsonl', 24) as string[];
+    assert.equal(await pruneBefore(repo, tree, cutoff, yearDepth), tree);
+  });
+});
