@@ -339,7 +339,11 @@ describe('the soak end check on gangs', () => {
   });
   const second = 1000;
   /** A fault of `kind` that began `atS` seconds into the chaos. */
-  const fault = (kind: FaultKind, atS: number) => ({ kind, atMs: atS * second });
+  const fault = (kind: FaultKind, atS: number, holdS = 30) => ({
+    kind,
+    atMs: atS * second,
+    holdMs: holdS * second,
+  });
   for (const { name, members, faults, terms, pass, detail } of [
     {
       name: 'a gang released whole passes',
@@ -408,6 +412,20 @@ describe('the soak end check on gangs', () => {
       faults: [fault('api-throttled', 99), fault('api-throttled', 101)],
       pass: false,
       detail: /ns\/g1 .*135\.0 s apart/,
+    },
+    {
+      name: 'a gang released 7 s apart while the API server refused every second request passes: a refused member waits as told (Retry-After, backoff) and follows within the throttling (seed 34: gang-75, gang-95)',
+      members: [member('a', 100 * second), member('b', 100 * second), member('c', 107 * second)],
+      faults: [fault('api-throttled', 95, 30)],
+      pass: true,
+      detail:
+        /ns\/g1 .*7\.0 s apart.*api-throttled at 95\.0 s, the last member within the throttling and 5\.0 s after it/,
+    },
+    {
+      name: 'a gang whose last member came 10 s after the throttling ended fails',
+      members: [member('a', 100 * second), member('b', 100 * second), member('c', 135 * second)],
+      faults: [fault('api-throttled', 95, 30)],
+      pass: false,
     },
     {
       name: 'a gang released 23 s apart fails when the leader was SIGKILLed 60 s after its first release, too late to explain it',
