@@ -60,7 +60,7 @@ import {
 
 export { maxMergeBytes, packsToMerge } from './pack-writer.ts';
 import { addFile, diffTrees, lookup, objectsAdded, pruneBefore, type Repo } from './tree.ts';
-import { defaultTreeWindowHours, windowCutoff, yearDepth } from './window.ts';
+import { defaultTreeWindowHours, hourFolderOf, windowCutoff, yearDepth } from './window.ts';
 
 export interface RetryOptions {
   /** Push attempts per `push()` call, the first included. */
@@ -546,6 +546,17 @@ export class AuditRepo implements Repo {
     remoteTip: string | undefined,
   ): Promise<LocalCommit[]> {
     const remoteTree = await this.treeOf(remoteTip);
+    const onRemote = new FirstParentChain(this, remoteTip);
+    const oldestKept = new Map<string, Promise<string | undefined>>();
+    const beforeWindow = async (path: string): Promise<boolean> => {
+      const hour = hourFolderOf(path);
+      if (hour === undefined) return false;
+      const cluster = hour[1] as string;
+      if (!oldestKept.has(cluster))
+        oldestKept.set(cluster, this.#oldestKeptHour(remoteTree, hour.slice(0, yearDepth)));
+      const oldest = await oldestKept.get(cluster);
+      return oldest === undefined || hour.join('/') < oldest;
+    };
     const found: LocalCommit[] = [];
     let oid = local;
     while (oid !== undefined && oid !== remoteTip) {
@@ -563,6 +574,9 @@ export class AuditRepo implements Repo {
       if (added.length !== 1 || !(added[0] as { path: string }).path.startsWith('audit/')) break;
       const file = added[0] as { path: string; oid: string };
       if ((await lookup(this, remoteTree, file.path)) === file.oid) break;
+      // A file older than every folder the remote's tip keeps may have been pushed and
+      // dropped from its window since (window.ts): the remote's history tells.
+      if ((await beforeWindow(file.path)) && (await onRemote.has(oid))) break;
       found.push({
         oid,
         parent,
@@ -575,6 +589,49 @@ export class AuditRepo implements Repo {
       oid = parent;
     }
     return found.reverse();
+  }
+
+  /**
+   * The oldest hour folder of a cluster (`prefix`: audit, cluster) that `tree` keeps,
+   * as `audit/<cluster>/YYYY/MM/DD/HH` (undefined: none). A file older than it may have
+   * been pushed and dropped from the tip's window since (window.ts).
+   */
+  async #oldestKeptHour(
+    tree: string | undefined,
+    prefix: readonly string[],
+  ): Promise<string | undefined> {
+    let current = tree;
+    for (const name of prefix) current = await this.#subtree(current, name);
+    const oldest = [...prefix];
+    // The first entry down each level: the names sort as dates.
+    for (let depth = prefix.length; depth < yearDepth + 4; depth += 1) {
+      if (current === undefined) return undefined;
+      const { tree: entries } = await git.readTree({
+        fs: this.fs,
+        gitdir: this.gitdir,
+        oid: current,
+        cache: this.cache,
+      });
+      const first = entries
+        .filter((entry) => entry.type === 'tree')
+        .sort((a, b) => (a.path < b.path ? -1 : 1))[0];
+      if (first === undefined) return undefined;
+      oldest.push(first.path);
+      current = first.oid;
+    }
+    return oldest.join('/');
+  }
+
+  async #subtree(tree: string | undefined, name: string): Promise<string | undefined> {
+    if (tree === undefined) return undefined;
+    const { tree: entries } = await git.readTree({
+      fs: this.fs,
+      gitdir: this.gitdir,
+      oid: tree,
+      cache: this.cache,
+    });
+    const entry = entries.find((item) => item.path === name && item.type === 'tree');
+    return entry?.oid;
   }
 
   /** The clone holds this commit (fetched or made here). */
@@ -1055,5 +1112,38 @@ export class AuditRepo implements Repo {
         }
       }
     }
+  }
+}
+
+/**
+ * The commits of a branch's first-parent chain (the audit branch is linear), read
+ * lazily from its tip back and remembered: `has` reads only as far back as it must.
+ * It ends at the root or at the end of a shallow clone's history.
+ */
+class FirstParentChain {
+  readonly #repo: AuditRepo;
+  readonly #seen = new Set<string>();
+  #next: string | undefined;
+
+  constructor(repo: AuditRepo, tip: string | undefined) {
+    this.#repo = repo;
+    this.#next = tip;
+  }
+
+  async has(oid: string): Promise<boolean> {
+    while (!this.#seen.has(oid) && this.#next !== undefined) {
+      const current = this.#next;
+      this.#seen.add(current);
+      this.#next = await git
+        .readCommit({
+          fs: this.#repo.fs,
+          gitdir: this.#repo.gitdir,
+          oid: current,
+          cache: this.#repo.cache,
+        })
+        .then(({ commit }) => commit.parent[0])
+        .catch(() => undefined);
+    }
+    return this.#seen.has(oid);
   }
 }

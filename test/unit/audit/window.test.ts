@@ -103,3 +103,53 @@ describe('pruning a tree before a cutoff', () => {
     assert.equal(await pruneBefore(repo, tree, cutoff, yearDepth), tree);
   });
 });
+
+describe("the unpushed commits, when the remote's tip dropped their base's folder from its window", () => {
+  it('are only those after the base: the base, pushed and then dropped from the remote tip by a commit 30 hours later, is not taken for unpushed', async () => {
+    const { repo, clock } = await localClone();
+    const start = clock.now();
+    const base = await repo.commitFile(
+      'audit/prod/2026/11/29/07/T070000Z-c0-000001.jsonl',
+      '{}\n',
+      'base\n\nTollgate-Batch: intents\n',
+    );
+    // Another writer's commit on the base 30 hours later, which the remote holds: its
+    // tree drops the base's hour folder.
+    clock.set(start + 30 * 3_600_000);
+    const remote = await repo.commitFile(
+      'audit/prod/2026/11/30/13/T130000Z-c1-000001.jsonl',
+      '{"n":1}\n',
+      'other writer\n\nTollgate-Batch: intents\n',
+    );
+    await git.writeRef({
+      fs,
+      gitdir: repo.gitdir,
+      ref: 'refs/remotes/origin/tollgate/audit',
+      value: remote.oid,
+      force: true,
+    });
+    // This clone's own commit on the base, not pushed.
+    await git.writeRef({
+      fs,
+      gitdir: repo.gitdir,
+      ref: 'refs/heads/tollgate/audit',
+      value: base.oid,
+      force: true,
+    });
+    clock.set(start + 31 * 3_600_000);
+    const mine = await repo.commitFile(
+      'audit/prod/2026/11/30/14/T140000Z-c0-000002.jsonl',
+      '{"n":2}\n',
+      'mine\n\nTollgate-Batch: intents\n',
+    );
+    assert.equal(
+      await lookup(repo, await repo.treeOf(remote.oid), base.path),
+      undefined,
+      "the remote's tip no longer holds the base's file",
+    );
+    assert.deepEqual(
+      (await repo.unpushed()).map((commit) => commit.oid),
+      [mine.oid],
+    );
+  });
+});
