@@ -476,8 +476,11 @@ export const gangSplitLimitMs = 5_000;
  * The fault kinds that interrupt the leader's writes in the middle of a gang: the leader
  * killed (SIGKILL, SIGTERM) or paused (SIGSTOP, past its lease), or kube-apiserver
  * restarted (alone, or by the etcd compaction fault, which restarts it about 5 s after
- * it begins). API throttling (429s) is not one: the dispatcher keeps a gang's queued
- * writes together and must not split them under throttling.
+ * it begins), or the Git server taken away: the soak's audit is strict, so a member
+ * whose write must be decided again (a conflict, a deadline) waits for its new intent to
+ * reach Git (seed 34's gang-46: a 422 at 18:53:10, Git down 0.7 s later, released when
+ * Git came back). API throttling (429s) is not one: the dispatcher keeps a gang's queued
+ * writes together and must not split them under throttling (throttledWhile bounds it).
  */
 export const gangSplitFaults: readonly FaultKind[] = [
   'leader-sigkill',
@@ -485,6 +488,7 @@ export const gangSplitFaults: readonly FaultKind[] = [
   'replica-sigstop',
   'apiserver-restart',
   'etcd-compaction',
+  'git-down',
 ];
 
 /** How long before its API server restart a fault of this kind begins (see faults.ts). */

@@ -422,6 +422,19 @@ describe('the soak end check on gangs', () => {
         /ns\/g1 .*7\.0 s apart.*api-throttled at 95\.0 s, the last member within the throttling and 5\.0 s after it/,
     },
     {
+      name: 'a gang released 77 s apart passes when the Git server went down 3 s after its first release: a member re-decided (its write met a conflict) needs a new intent in Git before a strict write (seed 34: gang-46)',
+      members: [member('a', 100 * second), member('b', 100 * second), member('c', 177 * second)],
+      faults: [fault('git-down', 103, 60)],
+      pass: true,
+      detail: /ns\/g1 .*77\.0 s apart.*git-down at 103\.0 s/,
+    },
+    {
+      name: 'a gang released 77 s apart fails when the Git server went down 20 s after its first release',
+      members: [member('a', 100 * second), member('b', 100 * second), member('c', 177 * second)],
+      faults: [fault('git-down', 120, 60)],
+      pass: false,
+    },
+    {
       name: 'a gang whose last member came 10 s after the throttling ended fails',
       members: [member('a', 100 * second), member('b', 100 * second), member('c', 135 * second)],
       faults: [fault('api-throttled', 95, 30)],
