@@ -504,10 +504,12 @@ export interface FaultStart {
 
 /**
  * A gang whose first release came while the API server refused requests (429 with
- * Retry-After) and whose last came within the throttling and `maxSplitMs` after it: a
- * refused member's write waits as it is told and its backoff, so it follows while the
- * throttling lasts (seed 34: gang-75 and gang-95, 7.0 and 8.3 s apart under a 30 s
- * throttling). Later than that is a split (seed 33: 135 s, a defect fixed).
+ * Retry-After), or up to `maxSplitMs` before it began (a member's write still in flight
+ * then: seed 38's gang-126, 0.6 s), and whose last came within the throttling and
+ * `maxSplitMs` after it: a refused member's write waits as it is told and its backoff,
+ * so it follows while the throttling lasts (seed 34: gang-75 and gang-95, 7.0 and 8.3 s
+ * apart under a 30 s throttling). Later than that is a split (seed 33: 135 s, a defect
+ * fixed).
  */
 function throttledWhile(
   faults: readonly FaultStart[],
@@ -518,7 +520,7 @@ function throttledWhile(
   return faults.find(
     (f) =>
       f.kind === 'api-throttled' &&
-      f.atMs <= firstMs &&
+      f.atMs <= firstMs + maxSplitMs &&
       firstMs <= f.atMs + (f.holdMs ?? 0) &&
       lastMs <= f.atMs + (f.holdMs ?? 0) + maxSplitMs,
   );

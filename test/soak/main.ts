@@ -551,6 +551,10 @@ async function main(): Promise<void> {
     outages: chaos.outages,
     samples,
     loadErrors: world.load.errors,
+    // What the gang check judged, so it can be judged again (judge.ts gangsWhole).
+    gangs: Object.fromEntries(gangs),
+    termsAtMs,
+    faults: chaos.injected,
   };
   const dir = join(repoRoot, 'bench/results');
   mkdirSync(dir, { recursive: true });

@@ -435,6 +435,18 @@ describe('the soak end check on gangs', () => {
       pass: false,
     },
     {
+      name: "a gang released 13.5 s apart passes when the throttling began 0.6 s after its first release, a member's write then in flight (seed 38: gang-126)",
+      members: [member('a', 100 * second), member('b', 100 * second), member('c', 113.5 * second)],
+      faults: [fault('api-throttled', 100.6, 30)],
+      pass: true,
+    },
+    {
+      name: 'a gang released 13.5 s apart fails when the throttling began 6 s after its first release',
+      members: [member('a', 100 * second), member('b', 100 * second), member('c', 113.5 * second)],
+      faults: [fault('api-throttled', 106, 30)],
+      pass: false,
+    },
+    {
       name: 'a gang whose last member came 10 s after the throttling ended fails',
       members: [member('a', 100 * second), member('b', 100 * second), member('c', 135 * second)],
       faults: [fault('api-throttled', 95, 30)],
