@@ -162,14 +162,14 @@ const mibs = ([first, last]: readonly [number, number]): string =>
  * readings: up to one cadence before the first falls due, one between each, and one
  * missed (a reading falls due while the replica is paused or busy). A process that lived less is judged on RSS alone
  * (seed 35: replica-a#2 lived 12 samples, 165 s, and could give 3 readings a minute
- * apart); one that lived longer and gave fewer fails, since an instrument that could not
- * read the heap must not let it pass unjudged.
+ * apart) unless it gave enough readings anyway; one that lived longer and gave fewer
+ * fails, since an instrument that could not read the heap must not let it pass unjudged.
  */
 const liveSpanNeededMs = (options: GrowthOptions): number =>
   (minLiveReadings + 1) * options.liveEveryMs;
 
 const liveHeapJudged = (g: Growth, options: GrowthOptions): boolean =>
-  g.warmSpanMs >= liveSpanNeededMs(options);
+  g.liveReadings >= minLiveReadings || g.warmSpanMs >= liveSpanNeededMs(options);
 
 const liveNote = (g: Growth, options?: GrowthOptions): string =>
   options === undefined || liveHeapJudged(g, options) || g.samples < options.minSamples

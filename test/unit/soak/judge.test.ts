@@ -221,6 +221,25 @@ describe('the soak end checks', () => {
     );
   });
 
+  it('memory: a brief process that still gave four live readings is judged on them (seed 37: replica-b#2, 4 readings in 228 s)', () => {
+    const brief = series(
+      'replica-b',
+      2,
+      Array.from({ length: 24 }, () => 100),
+    ).map((sample, index) => {
+      const read = index >= 8 && (index - 8) % 4 === 0;
+      return {
+        ...sample,
+        at: index * 15_000,
+        heapLiveBytes: read ? (index >= 16 ? 47 : 40) * 2 ** 20 : Number.NaN,
+        heapCodeBytes: read ? 0 : Number.NaN,
+      };
+    });
+    const check = growthCheck(memoryGrowth(brief, options), options);
+    assert.equal(check.pass, false, check.detail);
+    assert.match(check.detail, /live data heap 17\.5% \(17\.5% with compiled code, 4 readings\)/);
+  });
+
   it('memory: a process that lived long enough for four live readings and gave fewer still fails', () => {
     const long = series(
       'replica-a',
