@@ -59,7 +59,15 @@ import {
 } from './pack-writer.ts';
 
 export { maxMergeBytes, packsToMerge } from './pack-writer.ts';
-import { addFile, diffTrees, lookup, objectsAdded, pruneBefore, type Repo } from './tree.ts';
+import {
+  addFile,
+  diffTrees,
+  lookup,
+  objectsAdded,
+  oldestFolder,
+  pruneBefore,
+  type Repo,
+} from './tree.ts';
 import { defaultTreeWindowHours, hourFolderOf, windowCutoff, yearDepth } from './window.ts';
 
 export interface RetryOptions {
@@ -567,7 +575,8 @@ export class AuditRepo implements Repo {
       if (hour === undefined) return false;
       const cluster = hour[1] as string;
       if (!oldestKept.has(cluster))
-        oldestKept.set(cluster, this.#oldestKeptHour(remoteTree, hour.slice(0, yearDepth)));
+        // The oldest hour folder the remote's tip keeps (year, month, day, hour down).
+        oldestKept.set(cluster, oldestFolder(this, remoteTree, hour.slice(0, yearDepth), 4));
       const oldest = await oldestKept.get(cluster);
       return oldest === undefined || hour.join('/') < oldest;
     };
@@ -603,49 +612,6 @@ export class AuditRepo implements Repo {
       oid = parent;
     }
     return found.reverse();
-  }
-
-  /**
-   * The oldest hour folder of a cluster (`prefix`: audit, cluster) that `tree` keeps,
-   * as `audit/<cluster>/YYYY/MM/DD/HH` (undefined: none). A file older than it may have
-   * been pushed and dropped from the tip's window since (window.ts).
-   */
-  async #oldestKeptHour(
-    tree: string | undefined,
-    prefix: readonly string[],
-  ): Promise<string | undefined> {
-    let current = tree;
-    for (const name of prefix) current = await this.#subtree(current, name);
-    const oldest = [...prefix];
-    // The first entry down each level: the names sort as dates.
-    for (let depth = prefix.length; depth < yearDepth + 4; depth += 1) {
-      if (current === undefined) return undefined;
-      const { tree: entries } = await git.readTree({
-        fs: this.fs,
-        gitdir: this.gitdir,
-        oid: current,
-        cache: this.cache,
-      });
-      const first = entries
-        .filter((entry) => entry.type === 'tree')
-        .sort((a, b) => (a.path < b.path ? -1 : 1))[0];
-      if (first === undefined) return undefined;
-      oldest.push(first.path);
-      current = first.oid;
-    }
-    return oldest.join('/');
-  }
-
-  async #subtree(tree: string | undefined, name: string): Promise<string | undefined> {
-    if (tree === undefined) return undefined;
-    const { tree: entries } = await git.readTree({
-      fs: this.fs,
-      gitdir: this.gitdir,
-      oid: tree,
-      cache: this.cache,
-    });
-    const entry = entries.find((item) => item.path === name && item.type === 'tree');
-    return entry?.oid;
   }
 
   /** The clone holds this commit (fetched or made here). */

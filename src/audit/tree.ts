@@ -118,6 +118,37 @@ export async function pruneBefore(
   return treeOid === undefined ? undefined : prune(treeOid, 0);
 }
 
+/**
+ * The oldest folder under `prefix` (path segments, e.g. audit, cluster) taken `levels`
+ * deep, the first entry down each level (names that sort as dates), as its path; or
+ * undefined when the tree has no such folder.
+ */
+export async function oldestFolder(
+  repo: Repo,
+  treeOid: string | undefined,
+  prefix: readonly string[],
+  levels: number,
+): Promise<string | undefined> {
+  let current = treeOid;
+  for (const name of prefix) {
+    const entry = (await entries(repo, current)).find(
+      (item) => item.path === name && item.type === 'tree',
+    );
+    current = entry?.oid;
+    if (current === undefined) return undefined;
+  }
+  const path = [...prefix];
+  for (let level = 0; level < levels; level += 1) {
+    const first = (await entries(repo, current))
+      .filter((entry) => entry.type === 'tree')
+      .sort((a, b) => (a.path < b.path ? -1 : 1))[0];
+    if (first === undefined) return undefined;
+    path.push(first.path);
+    current = first.oid;
+  }
+  return path.join('/');
+}
+
 /** The blob oid at `path` in a tree, or undefined. */
 export async function lookup(
   repo: Repo,

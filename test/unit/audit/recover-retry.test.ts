@@ -58,8 +58,10 @@ function termStartRecovery(
   timers: ManualTimers,
   signal: AbortSignal,
   pod: (name: string) => V1Pod | undefined,
+  more: Pick<Parameters<typeof recoverOutcomes>[0], 'alsoRead'> = {},
 ) {
   return recoverOutcomes({
+    ...more,
     auditUrl: 'http://127.0.0.1:9/audit.git',
     branch: 'tollgate/audit',
     token: undefined,
@@ -215,21 +217,18 @@ test('a term start whose writer keeps the open intents since its reconcile takes
     termState: () => ({ open: [stillOpen], carried }) as never,
   });
   const handed: unknown[] = [];
-  const run = await recoverOutcomes({
-    auditUrl: 'http://127.0.0.1:9/audit.git',
-    branch: 'tollgate/audit',
-    token: undefined,
-    cluster: 'prod',
-    audit: withState,
-    view: { pod: (_namespace: string, name: string) => gatedPod(name) } as unknown as ClusterView,
-    policy: aPolicy().obj(),
-    log: silentLogger,
-    timers: new ManualTimers(),
-    alsoRead: (_source, state) => {
-      handed.push(state);
-      return Promise.resolve();
+  const run = await termStartRecovery(
+    withState,
+    new ManualTimers(),
+    new AbortController().signal,
+    (name) => gatedPod(name),
+    {
+      alsoRead: (_source, state) => {
+        handed.push(state);
+        return Promise.resolve();
+      },
     },
-  });
+  );
   await run.done;
   assert.deepEqual(
     recorded.map((d) => [d.id, d.outcome.result]),
