@@ -106,10 +106,10 @@ export interface GateReleaseDeps {
   /** A live GET, taken before a destructive write (Cancel deletes the pod) when the stale-guard asks for it. */
   readonly readPod?: (namespace: string, name: string) => Promise<V1Pod | undefined>;
   /**
-   * At most this many intents go into a pass's first audit commit; the rest follow in a
-   * second one while the first writes are out. Default 500.
+   * A pass's intents are recorded this many at a time (strict: one push each), each part's
+   * writes sent while the next part's intents are pushed. Default 500.
    */
-  readonly firstIntentBatch?: number;
+  readonly intentBatch?: number;
   /**
    * At most this many of the loop's writes wait in the dispatcher at once; the others
    * wait here, in plan order, each woken alone. Default 500.
@@ -223,7 +223,7 @@ class GateReleaseRunner {
   readonly #log: Logger;
   readonly #debounceMs: number;
   readonly #passShare: number;
-  readonly #firstIntentBatch: number;
+  readonly #intentBatch: number;
   readonly #deadlineMs: number;
   readonly #autoStart: boolean;
   readonly #unsubscribe: () => void;
@@ -276,7 +276,7 @@ class GateReleaseRunner {
     this.#passShare = deps.passShare ?? 0.25;
     if (!(this.#passShare > 0 && this.#passShare <= 1))
       throw new Error(`gate-release: passShare must be in (0, 1], got ${this.#passShare}`);
-    this.#firstIntentBatch = deps.firstIntentBatch ?? 500;
+    this.#intentBatch = Math.max(1, deps.intentBatch ?? 500);
     this.#slots = new WriteSlots(deps.maxQueuedWrites ?? 500);
     this.#deadlineMs = deps.writeDeadlineMs ?? 60_000;
     this.#autoStart = deps.autoStart ?? true;
@@ -487,7 +487,7 @@ class GateReleaseRunner {
       };
     // Record intents, send, settle: beside the next passes.
     const planMs = Math.round(performance.now() - startedAt);
-    const settled = this.#carryOut(intentParts(toSend, this.#firstIntentBatch), {
+    const settled = this.#carryOut(intentParts(toSend, this.#intentBatch), {
       policy,
       decisions: plan.decisions.length,
       skipped: skipped.size,
@@ -1094,15 +1094,18 @@ export function recordsWithoutWrites(
 }
 
 /**
- * A large pass (a restart with thousands of pods ready) pushes its first
- * `firstIntentBatch` intents alone and sends their writes while the rest are pushed:
- * one commit of 10,000 intents kept the first write waiting seconds, while the
- * dispatcher sends only `--api-qps` writes a second anyway.
+ * A large pass (a restart with thousands of pods ready) records its intents in parts of
+ * `intentBatch`, each part's writes sent while the next part is pushed. One commit of
+ * 10,000 intents kept the first write waiting seconds; a first part alone and the other
+ * 9,500 in one push (the writer commits about 1,100 records a second) left the dispatcher
+ * idle for most of that push once the first 500 writes were out: strict mode released at
+ * 0.80 of async's rate at 10,000 pods (docs/BENCHMARKS.md).
  */
-export function intentParts<T>(toSend: readonly T[], firstIntentBatch: number): T[][] {
-  return toSend.length > firstIntentBatch
-    ? [toSend.slice(0, firstIntentBatch), toSend.slice(firstIntentBatch)]
-    : [[...toSend]];
+export function intentParts<T>(toSend: readonly T[], intentBatch: number): T[][] {
+  const parts: T[][] = [];
+  for (let start = 0; start < toSend.length; start += intentBatch)
+    parts.push(toSend.slice(start, start + intentBatch));
+  return parts.length > 0 ? parts : [[]];
 }
 
 /**

@@ -191,16 +191,30 @@ test('a pod the stale-guard reports behind is skipped and recorded as SkipStale'
   );
 });
 
-test('a pass larger than the first intent batch sends its first writes before the rest of its intents are recorded', async () => {
+test('a pass larger than one intent batch sends its first writes before the rest of its intents are recorded', async () => {
   const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
   const loop = loopOver(h, {
-    firstIntentBatch: 1,
+    intentBatch: 1,
   });
   await (
     await loop.pass()
   ).settled;
   await loop.stop();
   assert.deepEqual(h.log, ['intents:1', 'write:a', 'intents:1', 'write:b']);
+});
+
+test('a pass of more than two intent batches pushes every batch alone, each part written while the next is pushed', async () => {
+  const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
+  const roomy = aPolicy()
+    .tenant(aTenant('team-a').budget({ pods: 3 }))
+    .gatePolicy(aGatePolicy('ready', 'team-a').conditions({ type: 'Budget' }))
+    .obj();
+  const loop = loopOver(h, { policy: () => roomy, intentBatch: 1 });
+  await (
+    await loop.pass()
+  ).settled;
+  await loop.stop();
+  assert.deepEqual(h.log, ['intents:1', 'write:a', 'intents:1', 'write:b', 'intents:1', 'write:c']);
 });
 
 test('when the second intent commit of a pass fails, only the first part is written and the rest is decided again', async () => {
@@ -216,7 +230,7 @@ test('when the second intent commit of a pass fails, only the first part is writ
   };
   const loop = loopOver(h, {
     audit,
-    firstIntentBatch: 1,
+    intentBatch: 1,
   });
   await (
     await loop.pass()
@@ -281,7 +295,7 @@ test('a loop stopped while the first part of a large pass is being recorded send
   };
   const loop = loopOver(h, {
     audit,
-    firstIntentBatch: 1,
+    intentBatch: 1,
   });
   await loop.pass();
   const stopped = loop.stop();
@@ -314,7 +328,7 @@ test('a loop stopped while the rest of a large pass is being recorded records th
   };
   const loop = loopOver(h, {
     audit,
-    firstIntentBatch: 1,
+    intentBatch: 1,
   });
   await loop.pass();
   await secondStarted;

@@ -158,10 +158,11 @@ describe('gate-release steps', () => {
       ['Hold', 'SkipStale'],
     );
   });
-  it('intent parts: the first batch alone, then the rest; a small pass is one part', () => {
-    assert.deepEqual(intentParts([1, 2, 3, 4, 5], 2), [
+  it('intent parts: batches of the intent batch size, the last one shorter; a small pass is one part', () => {
+    assert.deepEqual(intentParts([1, 2, 3, 4, 5], 2), [[1, 2], [3, 4], [5]]);
+    assert.deepEqual(intentParts([1, 2, 3, 4], 2), [
       [1, 2],
-      [3, 4, 5],
+      [3, 4],
     ]);
     assert.deepEqual(intentParts([1, 2], 2), [[1, 2]]);
   });
