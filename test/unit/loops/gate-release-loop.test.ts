@@ -203,18 +203,30 @@ test('a pass larger than one intent batch sends its first writes before the rest
   assert.deepEqual(h.log, ['intents:1', 'write:a', 'intents:1', 'write:b']);
 });
 
-test('a pass of more than two intent batches pushes every batch alone, each part written while the next is pushed', async () => {
+test('a large pass pushes its intents in parts that double, each part written while the next is pushed', async () => {
   const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
   const roomy = aPolicy()
-    .tenant(aTenant('team-a').budget({ pods: 3 }))
+    .tenant(aTenant('team-a').budget({ pods: 4 }))
     .gatePolicy(aGatePolicy('ready', 'team-a').conditions({ type: 'Budget' }))
     .obj();
-  const loop = loopOver(h, { policy: () => roomy, intentBatch: 1 });
+  const loop = loopOver(h, {
+    view: viewOf(['a', 'b', 'c', 'd'].map((n) => aPod(n, 'team-a').gated(gate).obj())),
+    policy: () => roomy,
+    intentBatch: 1,
+  });
   await (
     await loop.pass()
   ).settled;
   await loop.stop();
-  assert.deepEqual(h.log, ['intents:1', 'write:a', 'intents:1', 'write:b', 'intents:1', 'write:c']);
+  assert.deepEqual(h.log, [
+    'intents:1',
+    'write:a',
+    'intents:2',
+    'write:b',
+    'write:c',
+    'intents:1',
+    'write:d',
+  ]);
 });
 
 test('when the second intent commit of a pass fails, only the first part is written and the rest is decided again', async () => {

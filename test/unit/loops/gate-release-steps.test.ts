@@ -158,13 +158,14 @@ describe('gate-release steps', () => {
       ['Hold', 'SkipStale'],
     );
   });
-  it('intent parts: batches of the intent batch size, the last one shorter; a small pass is one part', () => {
-    assert.deepEqual(intentParts([1, 2, 3, 4, 5], 2), [[1, 2], [3, 4], [5]]);
-    assert.deepEqual(intentParts([1, 2, 3, 4], 2), [
+  it('intent parts: the intent batch alone, then each part twice the one before; a small pass is one part', () => {
+    assert.deepEqual(intentParts([1, 2, 3, 4, 5, 6, 7, 8], 1), [[1], [2, 3], [4, 5, 6, 7], [8]]);
+    assert.deepEqual(intentParts([1, 2, 3, 4, 5], 2), [
       [1, 2],
-      [3, 4],
+      [3, 4, 5],
     ]);
     assert.deepEqual(intentParts([1, 2], 2), [[1, 2]]);
+    assert.deepEqual(intentParts([], 2), [[]]);
   });
   it('the stale-guard kind comes from the write: an expiry-forced gate removal is ExpireRelease', () => {
     const d = decided('a');
