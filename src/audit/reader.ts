@@ -14,6 +14,7 @@ import { parseTrailers } from './message.ts';
 import type { Carried } from '../decide/release-carried.ts';
 import { parseBatch, type AuditRecord } from './record.ts';
 import { AuditRepo } from './repo.ts';
+import { CatFileObjects, systemGitPresent, type ParsedCommit } from './cat-file.ts';
 import type { TokenSource } from '../policy/credentials.ts';
 import { isSshUrl, type SshAccess } from '../policy/git-ssh.ts';
 import { diffTrees, type Change, type Repo } from './tree.ts';
@@ -62,6 +63,16 @@ async function resolveFirst(gitdir: string, refs: readonly string[]): Promise<st
   return undefined;
 }
 
+export interface SourceOptions {
+  readonly token?: TokenSource;
+  readonly ssh?: SshAccess;
+  /**
+   * Read objects through the system git when it is there (cat-file.ts): memory holds one
+   * object, not the pack. For walks of the whole history (`audit verify`, `log`, `show`).
+   */
+  readonly systemGit?: boolean;
+}
+
 /**
  * Opens an audit source. `location` is a folder (a clone, a bare repo, or a writer's
  * cache dir holding audit.git), an http(s) URL, or an SSH one with `ssh` (its deploy
@@ -70,7 +81,25 @@ async function resolveFirst(gitdir: string, refs: readonly string[]): Promise<st
 export async function openAuditSource(
   location: string,
   branch: string,
-  options: { token?: TokenSource; ssh?: SshAccess } = {},
+  options: SourceOptions = {},
+): Promise<AuditSource> {
+  const source = await openSource(location, branch, options);
+  if (!options.systemGit || !systemGitPresent()) return source;
+  const objects = new CatFileObjects(source.gitdir);
+  return {
+    ...source,
+    objects,
+    close: () => {
+      objects.close();
+      source.close();
+    },
+  };
+}
+
+async function openSource(
+  location: string,
+  branch: string,
+  options: SourceOptions,
 ): Promise<AuditSource> {
   if (/^https?:\/\//.test(location) || (options.ssh && isSshUrl(location))) {
     const dir = mkdtempSync(join(tmpdir(), 'tollgate-audit-read-'));
@@ -153,19 +182,11 @@ async function readOneCommit(
   oid: string,
   options: ReadOptions,
 ): Promise<AuditCommit | undefined> {
-  const { commit } = await git.readCommit({
-    fs,
-    gitdir: source.gitdir,
-    oid,
-    cache: source.cache,
-  });
+  const commit = await readCommitOf(source, oid);
   if (options.since !== undefined && commit.committer.timestamp * 1000 < options.since)
     return undefined;
   const parent = commit.parent[0];
-  const parentTree = parent
-    ? (await git.readCommit({ fs, gitdir: source.gitdir, oid: parent, cache: source.cache })).commit
-        .tree
-    : undefined;
+  const parentTree = parent ? (await readCommitOf(source, parent)).tree : undefined;
   const changes = await diffTrees(source, parentTree, commit.tree);
   const records: (AuditRecord & { file: string; line: number })[] = [];
   const errors: string[] = [];
@@ -173,12 +194,10 @@ async function readOneCommit(
   for (const change of changes) {
     if (change.change !== 'added' || !change.path.endsWith('.jsonl')) continue;
     if (options.pathPrefix && !change.path.startsWith(options.pathPrefix)) continue;
-    const { blob } = await git.readBlob({
-      fs,
-      gitdir: source.gitdir,
-      oid: change.oid,
-      cache: source.cache,
-    });
+    const blob = source.objects
+      ? await source.objects.blob(change.oid)
+      : (await git.readBlob({ fs, gitdir: source.gitdir, oid: change.oid, cache: source.cache }))
+          .blob;
     const text = Buffer.from(blob).toString('utf8');
     try {
       if (isCheckpointFile(change.path))
@@ -212,19 +231,29 @@ async function readOneCommit(
   };
 }
 
+/** A commit read by the source's system git when it has one, by isomorphic-git otherwise. */
+async function readCommitOf(source: AuditSource, oid: string): Promise<ParsedCommit> {
+  if (source.objects) return source.objects.commit(oid);
+  return (await git.readCommit({ fs, gitdir: source.gitdir, oid, cache: source.cache })).commit;
+}
+
 /**
  * The bytes a commit signature covers: the raw commit without its `gpgsig` header
  * (and the header's continuation lines), as `git verify-commit` computes it.
  * isomorphic-git's own `payload` only knows PGP armor and mangles SSH-signed commits.
  */
 async function signedPayload(source: AuditSource, oid: string): Promise<string> {
-  const { object } = await git.readObject({
-    fs,
-    gitdir: source.gitdir,
-    oid,
-    format: 'content',
-    cache: source.cache,
-  });
+  const object = source.objects
+    ? await source.objects.raw(oid)
+    : (
+        await git.readObject({
+          fs,
+          gitdir: source.gitdir,
+          oid,
+          format: 'content',
+          cache: source.cache,
+        })
+      ).object;
   const text = Buffer.from(object as Uint8Array).toString('utf8');
   const end = text.indexOf('\n\n');
   const headers = (end < 0 ? text : text.slice(0, end)).split('\n');

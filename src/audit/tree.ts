@@ -7,12 +7,15 @@
  */
 import * as fs from 'node:fs';
 import git, { type FsClient, type TreeEntry } from 'isomorphic-git';
+import type { GitObjects } from './cat-file.ts';
 
 export interface Repo {
   readonly gitdir: string;
   readonly cache: object;
   /** The file system git objects are read through (default node:fs; a test counts reads). */
   readonly fs?: FsClient;
+  /** Objects read by the system git instead of isomorphic-git (cat-file.ts), for long walks. */
+  readonly objects?: GitObjects;
 }
 
 /**
@@ -32,14 +35,16 @@ async function entries(repo: Repo, treeOid: string | undefined): Promise<TreeEnt
   if (kept === undefined) parsedTrees.set(repo.cache, (kept = new Map()));
   let tree = kept.get(treeOid);
   if (tree === undefined) {
-    tree = (
-      await git.readTree({
-        fs: repo.fs ?? fs,
-        gitdir: repo.gitdir,
-        oid: treeOid,
-        cache: repo.cache,
-      })
-    ).tree;
+    tree = repo.objects
+      ? await repo.objects.tree(treeOid)
+      : (
+          await git.readTree({
+            fs: repo.fs ?? fs,
+            gitdir: repo.gitdir,
+            oid: treeOid,
+            cache: repo.cache,
+          })
+        ).tree;
     if (kept.size >= parsedTreesKept) kept.delete(kept.keys().next().value as string);
   } else kept.delete(treeOid); // moved to the newest end
   kept.set(treeOid, tree);

@@ -62,7 +62,9 @@ async function open(options: SourceOptions): Promise<AuditSource> {
   if (!location) throw new UsageError('give --repo URL|DIR (or set TOLLGATE_AUDIT_REPO)');
   const ssh = sshAccessFor(location, options);
   if ('problem' in ssh) throw new UsageError(ssh.problem);
-  if (ssh.access) return openAuditSource(location, options.branch, { ssh: ssh.access });
+  // log, show and verify walk the history: objects through the system git when it is there.
+  if (ssh.access)
+    return openAuditSource(location, options.branch, { ssh: ssh.access, systemGit: true });
   let token: string | undefined;
   if (options.gitTokenFile) {
     try {
@@ -76,7 +78,10 @@ async function open(options: SourceOptions): Promise<AuditSource> {
   } else {
     token = process.env[options.gitTokenEnv] || undefined;
   }
-  return openAuditSource(location, options.branch, token === undefined ? {} : { token });
+  return openAuditSource(location, options.branch, {
+    systemGit: true,
+    ...(token === undefined ? {} : { token }),
+  });
 }
 
 function withSourceOptions(command: Command): Command {
