@@ -8,6 +8,8 @@
  * isomorphic-git otherwise. git itself is held to small pack windows and delta cache.
  */
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { TreeEntry } from 'isomorphic-git';
 
 /** A commit as the audit reader needs it (the fields isomorphic-git's readCommit gives). */
@@ -221,4 +223,59 @@ export function parseTree(content: Buffer, oid: string): TreeEntry[] {
     cursor = nul + 21;
   }
   return entries;
+}
+
+/**
+ * Fetches `ref` of the http(s) `url` into the bare clone `gitdir` with the system git
+ * (memory bounded by git's own limits, where isomorphic-git receives and indexes the
+ * pack in memory); returns the fetched commit, no ref of the clone moved. Credentials go
+ * to git as an Authorization header in its environment (GIT_CONFIG_*), never on its
+ * command line; `redact` cleans what git said before it reaches an error.
+ */
+export function fetchOverHttp(
+  gitdir: string,
+  url: string,
+  ref: string,
+  credentials: { readonly username: string; readonly password: string } | undefined,
+  redact: (text: string) => string,
+): Promise<string> {
+  const auth = credentials
+    ? {
+        GIT_CONFIG_COUNT: '1',
+        GIT_CONFIG_KEY_0: 'http.extraHeader',
+        GIT_CONFIG_VALUE_0: `Authorization: Basic ${Buffer.from(`${credentials.username}:${credentials.password}`).toString('base64')}`,
+      }
+    : {};
+  const args = [...boundedGit, '--git-dir', gitdir, 'fetch', '--quiet', '--no-tags'];
+  return new Promise((resolve, reject) => {
+    const child = spawn('git', [...args, '--no-auto-gc', url, ref], {
+      env: {
+        PATH: process.env.PATH ?? '/usr/bin:/bin',
+        HOME: process.env.HOME ?? '/tmp',
+        GIT_TERMINAL_PROMPT: '0',
+        GIT_CONFIG_NOSYSTEM: '1',
+        GIT_CONFIG_GLOBAL: '/dev/null',
+        ...auth,
+      },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr = (stderr + chunk.toString('utf8')).slice(-4000);
+    });
+    child.on('error', (error) => reject(new Error(`git fetch of ${ref}: ${error.message}`)));
+    child.on('close', (code) => {
+      if (code !== 0) {
+        const said = stderr.trim().split('\n').slice(-3).join(' / ');
+        return reject(new Error(redact(`git fetch of ${ref} failed (exit ${code}): ${said}`)));
+      }
+      resolve(readFetchHead(gitdir, ref));
+    });
+  });
+}
+
+function readFetchHead(gitdir: string, ref: string): string {
+  const head = readFileSync(join(gitdir, 'FETCH_HEAD'), 'utf8').slice(0, 40);
+  if (!/^[0-9a-f]{40}$/.test(head)) throw new Error(`git fetch of ${ref} left no FETCH_HEAD`);
+  return head;
 }

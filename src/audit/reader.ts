@@ -112,6 +112,7 @@ async function openSource(
       author: { name: 'tollgate audit reader', email: 'reader@tollgate.invalid' },
       // Readers (log, show, verify) take the whole history.
       shallowDepth: 0,
+      fetchWithSystemGit: options.systemGit === true && systemGitPresent(),
     });
     try {
       await repo.open();

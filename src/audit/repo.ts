@@ -29,6 +29,7 @@ import { dirname, join } from 'node:path';
 import git, { Errors, type AuthCallback, type CommitObject, type FsClient } from 'isomorphic-git';
 import http from 'isomorphic-git/http/node';
 import { withUnbornHeadRepair } from './http.ts';
+import { fetchOverHttp } from './cat-file.ts';
 import type { Clock } from '../lib/clock.ts';
 import { systemClock } from '../lib/clock.ts';
 import { redactUrl, silentLogger, type Logger } from '../observe/log.ts';
@@ -129,6 +130,12 @@ export interface AuditRepoOptions {
    * commits); 0 fetches the whole history (readers).
    */
   readonly shallowDepth?: number;
+  /**
+   * Fetch over http(s) with the system git (cat-file.ts `fetchOverHttp`), not
+   * isomorphic-git, which receives and indexes the pack in memory: for readers of the
+   * whole history (`audit verify --repo URL`). SSH remotes are fetched by git anyway.
+   */
+  readonly fetchWithSystemGit?: boolean;
   /**
    * Hours of each cluster's folders the tip's tree keeps before the file a commit adds
    * (window.ts); older folders stay in the history only. Default 24; 0 keeps them all.
@@ -265,6 +272,7 @@ export class AuditRepo implements Repo {
   /** Every token offered so far, scrubbed from messages (a rotated one included). */
   readonly #seenTokens = new Set<string>();
   readonly #username: string;
+  readonly #fetchWithSystemGit: boolean;
   readonly #author: { readonly name: string; readonly email: string };
   readonly #clock: Clock;
   readonly #logger: Logger;
@@ -327,6 +335,7 @@ export class AuditRepo implements Repo {
     this.#random = options.random ?? Math.random;
     this.#signer = options.signer;
     this.#shallowDepth = options.shallowDepth ?? 500;
+    this.#fetchWithSystemGit = options.fetchWithSystemGit ?? false;
     this.#treeWindowHours = options.treeWindowHours ?? defaultTreeWindowHours;
     this.#depth = this.#shallowDepth;
     this.#sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
@@ -694,7 +703,8 @@ export class AuditRepo implements Repo {
       );
       // The branch may have moved since it was listed; what was fetched is the truth.
       tip = result.fetchHead ?? remote.oid;
-      if (!(await this.#has(tip)))
+      // git's fetch checks what it brought; isomorphic-git's read would load the pack whole.
+      if (!result.fetchedBySystemGit && !(await this.#has(tip)))
         throw new Error(`fetch of ${this.branch} did not bring its tip ${tip}`);
       await this.#refuseRewritten(known, tip);
     }
@@ -711,7 +721,17 @@ export class AuditRepo implements Repo {
    */
   async #fetchBranch(
     shallow: { depth?: number; relative?: boolean } = {},
-  ): Promise<{ fetchHead: string | null }> {
+  ): Promise<{ fetchHead: string | null; fetchedBySystemGit?: boolean }> {
+    if (!this.#ssh && this.#fetchWithSystemGit && shallow.depth === undefined) {
+      const fetchHead = await fetchOverHttp(
+        this.gitdir,
+        this.url,
+        this.#localRef,
+        this.#credentials(),
+        (text) => this.redact(text),
+      );
+      return { fetchHead, fetchedBySystemGit: true };
+    }
     if (!this.#ssh) return git.fetch({ ...this.#fetchOptions(), ...shallow });
     const depth = shallow.relative ? { deepen: shallow.depth } : { depth: shallow.depth };
     const fetchHead = await fetchRef(this.#ssh, this.gitdir, this.url, this.#localRef, {

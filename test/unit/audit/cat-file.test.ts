@@ -8,7 +8,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -21,7 +21,8 @@ import {
 import { CatFileObjects, parseCommit, parseTree } from '../../../src/audit/cat-file.ts';
 import { verifyTrail } from '../../../src/audit/verify.ts';
 import { packfileCache } from '../../../src/lib/git-pack-cache.ts';
-import { benchTrail, seedTrail } from '../../../bench/audit-seed.ts';
+import { benchTrail, pushSeeded, seedTrail } from '../../../bench/audit-seed.ts';
+import { startGitServer } from '../../support/git-server.ts';
 
 const git = promisify(execFile);
 const branch = 'tollgate/audit';
@@ -72,6 +73,45 @@ describe('reading the audit history through the system git', () => {
     };
     assert.equal(await packsHeld(false), 1, 'isomorphic-git keeps the pack it read');
     assert.equal(await packsHeld(true), 0, 'read through the system git: no pack in the process');
+  });
+
+  it('a URL is fetched by the system git with the token in its environment: the same history, a refused token said without the token, a missing branch has no tip', async () => {
+    const server = await startGitServer();
+    try {
+      const url = server.createRepo('trail');
+      const gitdir = await packedTrail(200);
+      await pushSeeded(gitdir, branch, url.replace('://', `://x:${server.token}@`));
+      const library = await openAuditSource(url, branch, { token: server.token });
+      const system = await openAuditSource(url, branch, { token: server.token, systemGit: true });
+      try {
+        assert.ok(existsSync(join(system.gitdir, 'FETCH_HEAD')), 'fetched by the system git');
+        assert.ok(!existsSync(join(library.gitdir, 'FETCH_HEAD')), 'fetched by isomorphic-git');
+        assert.deepEqual(
+          (await readAuditHistory(system)).map(readBack),
+          (await readAuditHistory(library)).map(readBack),
+        );
+      } finally {
+        library.close();
+        system.close();
+      }
+      const refusedBefore = server.unauthorized;
+      const wrong = 'tg-wrong-token-123';
+      const error = await openAuditSource(url, branch, { token: wrong, systemGit: true }).then(
+        () => assert.fail('a refused token must fail the read'),
+        (caught: Error) => caught,
+      );
+      assert.match(error.message, /cannot read audit branch tollgate\/audit/);
+      assert.doesNotMatch(error.message, new RegExp(wrong));
+      assert.ok(server.unauthorized > refusedBefore, 'the server refused the token');
+      const none = await openAuditSource(url, 'no/such-branch', {
+        token: server.token,
+        systemGit: true,
+      });
+      assert.equal(none.tip, undefined);
+      none.close();
+    } finally {
+      await server.close();
+    }
   });
 
   it('a missing object is an error naming the object and the repository; a closed reader refuses', async () => {
