@@ -584,7 +584,6 @@ export class TrailVerifier {
   }
 }
 
-/** Verifies a history held in memory (oldest first). */
 /**
  * A file the tip's window dropped (window.ts): deleted from the tree, not from the
  * history, by a commit that adds a file of a later hour of the same cluster. Any other
@@ -603,6 +602,7 @@ function droppedFromWindow(
   );
 }
 
+/** Verifies a history held in memory (oldest first). */
 export function verifyTrail(
   history: readonly AuditCommit[],
   options: VerifyOptions = {},
