@@ -357,6 +357,8 @@ export class GitAuditWriter implements AuditSink {
       readonly signer?: SshSigner;
       /** Commits a fresh clone fetches (AuditRepoOptions.shallowDepth). */
       readonly shallowDepth?: number;
+      /** Hours of folders the tip's tree keeps (the policy's spec.audit.window; window.ts). */
+      readonly treeWindowHours?: number;
       /**
        * Leave commits a previous run did not push for `reconcile` at the first term
        * (a fenced writer: a process that does not lead pushes nothing). Default: push now.
@@ -381,6 +383,9 @@ export class GitAuditWriter implements AuditSink {
       ...(options.retry ? { retry: options.retry } : {}),
       ...(options.signer ? { signer: options.signer } : {}),
       ...(options.shallowDepth === undefined ? {} : { shallowDepth: options.shallowDepth }),
+      ...(options.treeWindowHours === undefined
+        ? {}
+        : { treeWindowHours: options.treeWindowHours }),
     });
     await repo.open();
     try {

@@ -350,6 +350,8 @@ function compileSettings(s: Located<SettingsDocument>, report: Report): Settings
         maxDecisions: audit.batch?.maxDecisions ?? 500,
         maxDelayMs: duration(report, 'spec.audit.batch.maxDelay', audit.batch?.maxDelay, 2_000),
       },
+      // The schema allows whole hours only ("24h"); the default is a day.
+      windowHours: Number(/^(\d+)h$/.exec(audit.window ?? '24h')?.[1] ?? 24),
     },
     ...(spec.prometheus ? { prometheus: { url: spec.prometheus.url } } : {}),
     pacing: pacingOf(spec.pacing, defaultPacing),

@@ -252,6 +252,8 @@ export interface Settings {
     readonly repo?: string;
     readonly mode: 'strict' | 'async';
     readonly batch: { readonly maxDecisions: number; readonly maxDelayMs: number };
+    /** Hours of folders the tip's tree keeps (audit/window.ts); 0 keeps them all. */
+    readonly windowHours: number;
   };
   readonly prometheus?: { readonly url: string };
   /** Global release pacing across all tenants. */

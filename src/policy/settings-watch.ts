@@ -1,6 +1,6 @@
 /**
  * Settings that take effect only when tollgate starts: the cluster name (audit paths and
- * trailers) and the audit settings (mode, batch) that the audit writer is opened with.
+ * trailers) and the audit settings (mode, batch, window) that the audit writer is opened with.
  * A later policy commit that changes one is not applied half-way; it is refused loudly:
  * a warning naming each setting, and `tollgate_policy_restart_required` at 1 until the
  * policy in force matches the start-up values again (a restart, or the change reverted),
@@ -28,6 +28,7 @@ export function startupSettingChanges(
       next.audit.batch.maxDecisions,
     ],
     ['settings.audit.batch.maxDelay', inForce.audit.batch.maxDelayMs, next.audit.batch.maxDelayMs],
+    ['settings.audit.window', `${inForce.audit.windowHours}h`, `${next.audit.windowHours}h`],
   ];
   return pairs
     .filter(([, a, b]) => a !== b)

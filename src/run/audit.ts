@@ -83,6 +83,7 @@ export async function openAudit(options: {
     controller: config.identity,
     mode: first.settings.audit.mode,
     batch: first.settings.audit.batch,
+    treeWindowHours: first.settings.audit.windowHours,
     logger: log,
     // Planned and rebuilt on the remote tip by the first term's reconcile, before its
     // recovery reads the trail; pushed behind it.

@@ -207,6 +207,7 @@ export class PolicyBuilder {
         branch: 'tollgate/audit',
         mode: 'strict',
         batch: { maxDecisions: 500, maxDelayMs: 200 },
+        windowHours: 24,
       },
       pacing: this.#pacing,
     };

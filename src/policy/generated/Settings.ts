@@ -50,6 +50,10 @@ export interface Settings {
        */
       mode?: 'strict' | 'async';
       /**
+       * Hours of this cluster's audit folders the branch's tip tree keeps before the newest file, in whole hours (`168h`: a week). Older folders leave the tip's tree, never the history: `tollgate audit`, `explain` and recovery read the history. The longer the window, the more a new leader's first fetch brings. `0h` keeps every folder in the tip's tree. Takes effect at restart.
+       */
+      window?: string;
+      /**
        * Group commit limits.
        */
       batch?: {

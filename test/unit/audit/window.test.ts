@@ -10,6 +10,11 @@ import * as fs from 'node:fs';
 import { addFile, lookup, pruneBefore } from '../../../src/audit/tree.ts';
 import { windowCutoff, yearDepth } from '../../../src/audit/window.ts';
 import { localClone } from '../../support/audit-clone.ts';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { GitAuditWriter } from '../../../src/audit/writer.ts';
+import { ManualClock } from '../../../src/lib/clock.ts';
 
 describe("the tip's window cutoff", () => {
   for (const { path, hours, cutoff } of [
@@ -151,5 +156,41 @@ describe("the unpushed commits, when the remote's tip dropped their base's folde
       (await repo.unpushed()).map((commit) => commit.oid),
       [mine.oid],
     );
+  });
+});
+
+describe("the writer's window, from the policy's spec.audit.window", () => {
+  /** Two files two hours apart through a writer opened with `windowHours`: is the first still in the tip's tree? */
+  async function firstKept(windowHours: number | undefined): Promise<boolean> {
+    const clock = new ManualClock(Date.UTC(2026, 10, 29, 7));
+    const { writer, repo } = await GitAuditWriter.open({
+      url: 'http://127.0.0.1:9/audit.git',
+      cacheDir: mkdtempSync(join(tmpdir(), 'tollgate-window-writer-')),
+      cluster: 'prod',
+      controller: 'tollgate',
+      mode: 'async',
+      batch: { maxDecisions: 500, maxDelayMs: 1000 },
+      clock,
+      retry: { maxAttempts: 1 },
+      ...(windowHours === undefined ? {} : { treeWindowHours: windowHours }),
+    });
+    const first = await repo.commitFile(
+      'audit/prod/2026/11/29/07/T070000Z-c0-000001.jsonl',
+      '{}\n',
+      'first\n\nTollgate-Batch: intents\n',
+    );
+    clock.set(clock.now() + 2 * 3_600_000);
+    const second = await repo.commitFile(
+      'audit/prod/2026/11/29/09/T090000Z-c0-000002.jsonl',
+      '{"n":2}\n',
+      'second\n\nTollgate-Batch: intents\n',
+    );
+    await writer.close({ flush: false });
+    return (await lookup(repo, await repo.treeOf(second.oid), first.path)) !== undefined;
+  }
+  it('1h drops the folder of two hours before; 0h and the default (a day) keep it', async () => {
+    assert.equal(await firstKept(1), false);
+    assert.equal(await firstKept(0), true);
+    assert.equal(await firstKept(undefined), true);
   });
 });

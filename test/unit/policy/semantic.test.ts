@@ -452,6 +452,32 @@ for (const c of cases) {
   });
 }
 
+test("the audit window: whole hours of the tip's folders, 0h keeps them all; anything else names the field", () => {
+  const windowOf = (value: string) =>
+    loadPolicyFromFiles(
+      repo({ 'tollgate.yaml': `${settings}  audit:\n    window: ${JSON.stringify(value)}\n` }),
+    );
+  for (const [value, hours] of [
+    ['168h', 168],
+    ['1h', 1],
+    ['0h', 0],
+  ] as const) {
+    const result = windowOf(value);
+    assert.equal(result.ok, true, result.ok ? '' : result.errors.map(formatPolicyError).join());
+    if (result.ok) assert.equal(result.policy.settings.audit.windowHours, hours);
+  }
+  for (const value of ['90m', '1d', '24', '-1h', '1.5h']) {
+    const result = windowOf(value);
+    assert.equal(result.ok, false, value);
+    if (!result.ok)
+      assert.match(
+        result.errors.map(formatPolicyError).join('\n'),
+        /tollgate\.yaml#0 spec\.audit\.window/,
+        value,
+      );
+  }
+});
+
 test('without a StalenessPolicy the documented defaults are in force', () => {
   const result = loadPolicyFromFiles(repo({}));
   assert.equal(result.ok, true);
@@ -503,6 +529,9 @@ test('the compiled defaults are the defaults the schemas document', () => {
     policy.settings.audit.batch.maxDelayMs,
     ms(settingsSpec.audit?.properties?.batch?.properties?.maxDelay?.default),
   );
+  const windowDefault = /^(\d+)h$/.exec(String(settingsSpec.audit?.properties?.window?.default));
+  assert.equal(policy.settings.audit.windowHours, Number(windowDefault?.[1]));
+  assert.equal(policy.settings.audit.windowHours, 24, 'a day, as the docs say');
   const pacing = settingsSpec.pacing?.properties ?? {};
   assert.deepEqual(policy.settings.pacing, {
     maxInFlight: pacing.maxInFlight?.default,

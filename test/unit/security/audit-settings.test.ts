@@ -80,6 +80,7 @@ test('every start-up setting is compared, others are not', () => {
       branch: 'tollgate/audit',
       mode: 'strict' as const,
       batch: { maxDecisions: 500, maxDelayMs: 2000 },
+      windowHours: 24,
     },
     pacing: { maxInFlight: 10 } as never,
   };
@@ -88,12 +89,13 @@ test('every start-up setting is compared, others are not', () => {
     startupSettingChanges(base, {
       ...base,
       cluster: 'c2',
-      audit: { ...base.audit, batch: { maxDecisions: 100, maxDelayMs: 2000 } },
+      audit: { ...base.audit, batch: { maxDecisions: 100, maxDelayMs: 2000 }, windowHours: 168 },
       pacing: { maxInFlight: 99 } as never,
     }),
     [
       'settings.cluster: c1 in force, c2 in Git',
       'settings.audit.batch.maxDecisions: 500 in force, 100 in Git',
+      'settings.audit.window: 24h in force, 168h in Git',
     ],
   );
 });
