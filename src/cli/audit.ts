@@ -6,7 +6,6 @@
  * TOLLGATE_GIT_TOKEN) or a file, never from a flag, and never appears in output.
  */
 import { readFileSync } from 'node:fs';
-import { CoreV1Api } from '@kubernetes/client-node';
 import type { Command } from 'commander';
 import { decisionKinds } from '../decide/decision.ts';
 import { parseDuration } from '../lib/clock.ts';
@@ -25,7 +24,7 @@ import {
   type VerifyOptions,
   type VerifyReport,
 } from '../audit/verify.ts';
-import { clusterConfig, unreachable, type ClusterFlags } from './cluster-options.ts';
+import type { ClusterFlags } from './cluster-options.ts';
 import { formatOutput, isStructured, withOutput } from './output.ts';
 import { redactUrl } from '../observe/log.ts';
 import { sshAccessFor, withSshOptions, type SshFlags } from './ssh-options.ts';
@@ -278,6 +277,9 @@ async function verifyOptionsFrom(options: VerifyCommandOptions): Promise<CliVeri
 
 /** Every pod of the cluster given by --kubeconfig/--context, for the Release check. */
 async function listPods(flags: ClusterFlags): Promise<PodSnapshot[]> {
+  // The Kubernetes client loads only here: a verify of the trail alone does without it.
+  const { clusterConfig, unreachable } = await import('./cluster-options.ts');
+  const { CoreV1Api } = await import('@kubernetes/client-node');
   const kc = clusterConfig(flags, process.env, 'to check the pods of');
   let list;
   try {

@@ -1,7 +1,11 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { benchTrail, seedTrail } from '../../../bench/audit-seed.ts';
 import { commandLoaders, commandsToLoad } from '../../../src/cli/commands.ts';
 
 const cli = fileURLToPath(new URL('../../../src/cli/main.ts', import.meta.url));
@@ -59,6 +63,27 @@ describe('tollgate loads only the subcommand it runs', () => {
       loaded.filter((u) => /\/ajv\/dist\/(compile|core|2020)\b/.test(u)),
       [],
       "no part of Ajv's schema compiler",
+    );
+  });
+
+  it('audit verify of a trail alone loads no Kubernetes client (only --kubeconfig needs it)', async () => {
+    const gitdir = mkdtempSync(join(tmpdir(), 'tollgate-verify-loads-'));
+    await seedTrail({
+      gitdir,
+      branch: 'tollgate/audit',
+      records: 40,
+      start: Date.UTC(2026, 0, 1),
+      ...benchTrail,
+    });
+    const loaded = modulesLoadedBy(['audit', 'verify', '--repo', gitdir]);
+    assert.ok(
+      loaded.some((u) => u.endsWith('/src/audit/verify.ts')),
+      'verify itself ran',
+    );
+    assert.deepEqual(
+      loaded.filter((u) => u.includes('/@kubernetes/client-node/')),
+      [],
+      'no module of @kubernetes/client-node',
     );
   });
 
