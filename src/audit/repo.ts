@@ -50,7 +50,7 @@ import {
   type PushFailureReason,
 } from './metrics.ts';
 import type { SshSigner } from './sign.ts';
-import { advertisedRefs, sendPack } from './receive-pack.ts';
+import { advertisedRefs, sendPack, type ReceivePackTarget } from './receive-pack.ts';
 import {
   mergeSmallPacks,
   packBytes,
@@ -289,6 +289,9 @@ export class AuditRepo implements Repo {
   /** Set when the remote was found rewritten against an anchor kept outside the clone. */
   #refused: AuditHistoryRewrittenError | undefined;
   /** The last `unpushed` walk and the tips it was made between. */
+  /** What the last ref advertisement or push said of the server: its capabilities, the branch's tip. */
+  #server:
+    { readonly capabilities: ReadonlySet<string>; readonly tip: string | undefined } | undefined;
   #lastUnpushed:
     | {
         readonly local: string | undefined;
@@ -962,9 +965,11 @@ export class AuditRepo implements Repo {
     if (this.#ssh) return pushRef(this.#ssh, this.gitdir, this.url, this.#localRef);
     if (base === undefined) return this.#pushNewBranch();
     const target = { http, url: this.url, headers: this.#authHeaders() };
+    const tip = (pending.at(-1) as LocalCommit).oid;
+    if (await this.#sentAtOnce(target, pending, base)) return;
     const advertised = await advertisedRefs(target);
     const current = advertised.refs.get(this.#localRef);
-    const tip = (pending.at(-1) as LocalCommit).oid;
+    this.#server = { capabilities: advertised.capabilities, tip: current };
     if (current === tip) return; // it landed before: the answer to that push was lost
     // The remote moved: on to commits of ours that landed (their answer lost), or elsewhere.
     const from = current === base ? 0 : pending.findIndex((commit) => commit.oid === current) + 1;
@@ -972,6 +977,43 @@ export class AuditRepo implements Repo {
     const oids = await this.#objectsOf(pending.slice(from));
     const packfile = await packBytes(oids.length, this.#contents(oids));
     await sendPack(target, advertised, { ref: this.#localRef, old: current, new: tip }, packfile);
+    this.#server = { capabilities: advertised.capabilities, tip };
+  }
+
+  /**
+   * The pack sent without asking for the refs first, when this process last saw the
+   * remote at `base` (its own push landed there, or the server said so) and knows the
+   * server's capabilities: one round trip, not two. The server still moves the ref only
+   * from `base`; a refusal (another writer moved it, or an answer was lost) or any other
+   * failure is not an answer: the push asks for the refs and goes on as before.
+   */
+  async #sentAtOnce(
+    target: ReceivePackTarget,
+    pending: readonly LocalCommit[],
+    base: string,
+  ): Promise<boolean> {
+    const server = this.#server;
+    if (server === undefined || server.tip !== base) return false;
+    const tip = (pending.at(-1) as LocalCommit).oid;
+    this.#server = undefined;
+    try {
+      const oids = await this.#objectsOf(pending);
+      const packfile = await packBytes(oids.length, this.#contents(oids));
+      await sendPack(
+        target,
+        { refs: new Map(), capabilities: server.capabilities },
+        { ref: this.#localRef, old: base, new: tip },
+        packfile,
+      );
+    } catch (error) {
+      this.#logger.debug(
+        { err: this.redact(error instanceof Error ? error.message : String(error)) },
+        'audit pack sent at once not taken; asking the server for its refs',
+      );
+      return false;
+    }
+    this.#server = { capabilities: server.capabilities, tip };
+    return true;
   }
 
   /**

@@ -42,6 +42,9 @@ export async function startGitServerProcess(): Promise<GitServer> {
     get unauthorized(): number {
       return testOnly('unauthorized');
     },
+    get requests(): readonly string[] {
+      return testOnly('requests');
+    },
     createRepo(name: string): string {
       createBareRepo(root, name);
       return `${url}/${name}.git`;

@@ -32,6 +32,8 @@ export interface GitServer {
   createRepo(name: string): string;
   /** Number of requests answered 401 so far (tests assert bad tokens were refused). */
   readonly unauthorized: number;
+  /** Every authorized request so far, as `METHOD /path?query` (tests count round trips). */
+  readonly requests: readonly string[];
   close(): Promise<void>;
 }
 
@@ -70,6 +72,7 @@ export async function startGitServer(options: { token?: string } = {}): Promise<
   let unauthorized = 0;
   let pushRefusal: number | undefined;
   let refusedPushes = 0;
+  const requests: string[] = [];
 
   const authorized = (request: IncomingMessage): boolean => {
     const header = request.headers.authorization ?? '';
@@ -90,6 +93,7 @@ export async function startGitServer(options: { token?: string } = {}): Promise<
       return;
     }
     const url = new URL(request.url ?? '/', 'http://localhost');
+    requests.push(`${request.method ?? 'GET'} ${url.pathname}${url.search}`);
     if (pushRefusal !== undefined && url.pathname.endsWith('/git-receive-pack')) {
       refusedPushes += 1;
       request.resume();
@@ -153,6 +157,9 @@ export async function startGitServer(options: { token?: string } = {}): Promise<
     root,
     get token() {
       return token;
+    },
+    get requests() {
+      return requests;
     },
     rotateToken(next: string): void {
       token = next;
