@@ -41,14 +41,22 @@ async function requestsOf(push: () => Promise<unknown>): Promise<string[]> {
   return server.requests.slice(before).map((line) => line.replace(/^(\S+) \/[^/]+/, '$1 '));
 }
 
-test('a writer that pushed last sends its next pack at once: one request, no ref advertisement', async () => {
-  const url = server.createRepo('trips-own');
+/** A new repository and writer `a`, which has pushed two commits (its first push creates the branch). */
+async function pushedTwice(
+  name: string,
+): Promise<{ url: string; clock: ManualClock; a: AuditRepo }> {
+  const url = server.createRepo(name);
   const clock = new ManualClock(Date.UTC(2026, 0, 1, 7));
   const a = await writer(url, clock, 'a');
   await a.commitFile('audit/prod/2026/01/01/07/T070000Z-a-000001.jsonl', '{"n":1}\n', 'one\n');
   await a.push();
   await a.commitFile('audit/prod/2026/01/01/07/T070001Z-a-000002.jsonl', '{"n":2}\n', 'two\n');
   await a.push();
+  return { url, clock, a };
+}
+
+test('a writer that pushed last sends its next pack at once: one request, no ref advertisement', async () => {
+  const { url, a } = await pushedTwice('trips-own');
   await a.commitFile('audit/prod/2026/01/01/07/T070002Z-a-000003.jsonl', '{"n":3}\n', 'three\n');
   assert.deepEqual(await requestsOf(() => a.push()), ['POST /git-receive-pack']);
   assert.equal(await a.trackingTip(), await a.localTip());
@@ -59,13 +67,7 @@ test('a writer that pushed last sends its next pack at once: one request, no ref
 });
 
 test('when another writer moved the branch, the pack sent at once is refused and the push lands as before, on the new tip', async () => {
-  const url = server.createRepo('trips-moved');
-  const clock = new ManualClock(Date.UTC(2026, 0, 1, 7));
-  const a = await writer(url, clock, 'a');
-  await a.commitFile('audit/prod/2026/01/01/07/T070000Z-a-000001.jsonl', '{"n":1}\n', 'one\n');
-  await a.push();
-  await a.commitFile('audit/prod/2026/01/01/07/T070001Z-a-000002.jsonl', '{"n":2}\n', 'two\n');
-  await a.push();
+  const { url, clock, a } = await pushedTwice('trips-moved');
   const b = await writer(url, clock, 'b');
   await b.commitFile('audit/prod/2026/01/01/07/T070002Z-b-000001.jsonl', '{"b":1}\n', 'b one\n');
   await b.push();
