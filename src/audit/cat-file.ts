@@ -8,9 +8,8 @@
  * isomorphic-git otherwise. git itself is held to small pack windows and delta cache.
  */
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { TreeEntry } from 'isomorphic-git';
+import { fetchedHead, gitEnv } from '../policy/git-ssh.ts';
 
 /** A commit as the audit reader needs it (the fields isomorphic-git's readCommit gives). */
 export interface ParsedCommit {
@@ -66,7 +65,7 @@ export class CatFileObjects implements GitObjects {
   constructor(gitdir: string) {
     this.#gitdir = gitdir;
     this.#child = spawn('git', [...boundedGit, '--git-dir', gitdir, 'cat-file', '--batch'], {
-      env: { ...process.env, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' },
+      env: gitEnv(),
     });
     this.#child.stdout.on('data', (chunk: Buffer) => this.#take(chunk));
     this.#child.stderr.on('data', (chunk: Buffer) => {
@@ -249,14 +248,7 @@ export function fetchOverHttp(
   const args = [...boundedGit, '--git-dir', gitdir, 'fetch', '--quiet', '--no-tags'];
   return new Promise((resolve, reject) => {
     const child = spawn('git', [...args, '--no-auto-gc', url, ref], {
-      env: {
-        PATH: process.env.PATH ?? '/usr/bin:/bin',
-        HOME: process.env.HOME ?? '/tmp',
-        GIT_TERMINAL_PROMPT: '0',
-        GIT_CONFIG_NOSYSTEM: '1',
-        GIT_CONFIG_GLOBAL: '/dev/null',
-        ...auth,
-      },
+      env: { ...gitEnv(), ...auth },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     let stderr = '';
@@ -269,13 +261,9 @@ export function fetchOverHttp(
         const said = stderr.trim().split('\n').slice(-3).join(' / ');
         return reject(new Error(redact(`git fetch of ${ref} failed (exit ${code}): ${said}`)));
       }
-      resolve(readFetchHead(gitdir, ref));
+      const head = fetchedHead(gitdir);
+      if (head === undefined) reject(new Error(`git fetch of ${ref} left no FETCH_HEAD`));
+      else resolve(head);
     });
   });
-}
-
-function readFetchHead(gitdir: string, ref: string): string {
-  const head = readFileSync(join(gitdir, 'FETCH_HEAD'), 'utf8').slice(0, 40);
-  if (!/^[0-9a-f]{40}$/.test(head)) throw new Error(`git fetch of ${ref} left no FETCH_HEAD`);
-  return head;
 }

@@ -227,7 +227,7 @@ function lastLines(stderr: string): string {
 }
 
 /** The environment git and ssh run with: no prompts, no user or system git config. */
-function gitEnv(): NodeJS.ProcessEnv {
+export function gitEnv(): NodeJS.ProcessEnv {
   return {
     PATH: process.env.PATH ?? '/usr/bin:/bin',
     HOME: process.env.HOME ?? '/tmp',
@@ -337,10 +337,16 @@ export async function fetchRef(
     extTransportUrl(access, url),
     ref,
   ]);
-  const head = readFileSync(join(gitdir, 'FETCH_HEAD'), 'utf8').slice(0, 40);
-  if (!/^[0-9a-f]{40}$/.test(head))
+  const head = fetchedHead(gitdir);
+  if (head === undefined)
     throw new SshGitError('other', `fetch of ${ref} from ${url} left no FETCH_HEAD`);
   return head;
+}
+
+/** The commit git's last fetch into `gitdir` brought (its FETCH_HEAD); undefined: none. */
+export function fetchedHead(gitdir: string): string | undefined {
+  const head = readFileSync(join(gitdir, 'FETCH_HEAD'), 'utf8').slice(0, 40);
+  return /^[0-9a-f]{40}$/.test(head) ? head : undefined;
 }
 
 /** Pushes the clone's `ref` to the same ref of `url` (never forced). */
