@@ -974,8 +974,7 @@ export class AuditRepo implements Repo {
     // The remote moved: on to commits of ours that landed (their answer lost), or elsewhere.
     const from = current === base ? 0 : pending.findIndex((commit) => commit.oid === current) + 1;
     if (from === 0 && current !== base) throw new Errors.PushRejectedError('not-fast-forward');
-    const oids = await this.#objectsOf(pending.slice(from));
-    const packfile = await packBytes(oids.length, this.#contents(oids));
+    const packfile = await this.#packOf(pending.slice(from));
     await sendPack(target, advertised, { ref: this.#localRef, old: current, new: tip }, packfile);
     this.#server = { capabilities: advertised.capabilities, tip };
   }
@@ -997,8 +996,7 @@ export class AuditRepo implements Repo {
     const tip = (pending.at(-1) as LocalCommit).oid;
     this.#server = undefined;
     try {
-      const oids = await this.#objectsOf(pending);
-      const packfile = await packBytes(oids.length, this.#contents(oids));
+      const packfile = await this.#packOf(pending);
       await sendPack(
         target,
         { refs: new Map(), capabilities: server.capabilities },
@@ -1024,6 +1022,12 @@ export class AuditRepo implements Repo {
     const tip = (chunk.at(-1) as LocalCommit).oid;
     await this.#setRef(this.#trackingRef, tip);
     this.#lastUnpushed = { local: await this.localTip(), remote: tip, commits: rest };
+  }
+
+  /** The pack a push of `commits` sends: what they add over their parents. */
+  async #packOf(commits: readonly LocalCommit[]): Promise<Uint8Array> {
+    const oids = await this.#objectsOf(commits);
+    return packBytes(oids.length, this.#contents(oids));
   }
 
   /** What the commits add over their parents: each commit, its changed trees and its blob. */
