@@ -168,13 +168,16 @@ export async function* walkAuditHistory(
   options: ReadOptions = {},
 ): AsyncGenerator<AuditCommit> {
   let oid = source.tip;
+  // A step reads its parent for the parent's tree; the next step is that parent.
+  let known: ParsedCommit | undefined;
   let count = 0;
   while (oid !== undefined && count < (options.limit ?? Number.POSITIVE_INFINITY)) {
-    const found = await readOneCommit(source, oid, options);
-    if (found === undefined) return;
+    const step = await readOneCommit(source, oid, options, known);
+    if (step === undefined) return;
     count += 1;
-    yield found;
-    oid = found.parents[0];
+    yield step.found;
+    oid = step.found.parents[0];
+    known = step.parent;
   }
 }
 
@@ -182,12 +185,14 @@ async function readOneCommit(
   source: AuditSource,
   oid: string,
   options: ReadOptions,
-): Promise<AuditCommit | undefined> {
-  const commit = await readCommitOf(source, oid);
+  known: ParsedCommit | undefined,
+): Promise<{ found: AuditCommit; parent: ParsedCommit | undefined } | undefined> {
+  const commit = known ?? (await readCommitOf(source, oid));
   if (options.since !== undefined && commit.committer.timestamp * 1000 < options.since)
     return undefined;
-  const parent = commit.parent[0];
-  const parentTree = parent ? (await readCommitOf(source, parent)).tree : undefined;
+  const parentOid = commit.parent[0];
+  const parent = parentOid ? await readCommitOf(source, parentOid) : undefined;
+  const parentTree = parent?.tree;
   const changes = await diffTrees(source, parentTree, commit.tree);
   const records: (AuditRecord & { file: string; line: number })[] = [];
   const errors: string[] = [];
@@ -210,7 +215,7 @@ async function readOneCommit(
       errors.push((error as Error).message);
     }
   }
-  return {
+  const found: AuditCommit = {
     oid,
     parents: commit.parent,
     message: commit.message,
@@ -230,6 +235,7 @@ async function readOneCommit(
       ? { signature: { armored: commit.gpgsig, payload: await signedPayload(source, oid) } }
       : {}),
   };
+  return { found, parent };
 }
 
 /** A commit read by the source's system git when it has one, by isomorphic-git otherwise. */
