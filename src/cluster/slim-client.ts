@@ -15,7 +15,9 @@
  * whose layout is not the one recognised here is left whole (the process then simply
  * uses more memory; test/unit/cluster/slim-client.test.ts fails on such an upgrade).
  */
+import { readFileSync } from 'node:fs';
 import { registerHooks } from 'node:module';
+import { fileURLToPath } from 'node:url';
 
 /** The generated API groups tollgate's commands build clients of (CoreV1Api, EventsV1Api, CoordinationV1Api, VersionApi). */
 export const apiGroupsUsed: ReadonlySet<string> = new Set([
@@ -100,6 +102,129 @@ export function slimGeneratedApis(
   return [...parsed.header, ...body].join('\n');
 }
 
+/** One line of `gen/models/all.js` (and of the head of `ObjectSerializer.js`): a model's re-export. */
+const modelExport = /^export \* from '\.\.\/models\/(\w+)\.js';$/;
+/** One of `ObjectSerializer.js`'s imports of a model, and one entry of its `typeMap`. */
+const modelImport = /^import \{ (\w+) \} from '\.\.\/models\/(\w+)\.js';$/;
+const typeMapEntry = /^ {4}"(\w+)": (\w+),$/;
+/** Words of a type text such as `Array<V1Container>` or `{ [key: string]: V1Volume; }`. */
+const typeWords = /[A-Za-z_]\w*/g;
+
+/**
+ * The generated models the `used` groups can hand the serializer, by name: every model a
+ * used group's module names in a string (a request body's or an answer's type), and every
+ * model those name in their attributes, to the end. Computed from the library's own files
+ * at load (four group modules, then the reached models: a few milliseconds), so an
+ * upgrade that adds a field of a new type keeps that type. Undefined when the library is
+ * not laid out as expected (then nothing is cut).
+ */
+export function modelsReached(
+  generatedDir: string,
+  used: ReadonlySet<string>,
+): ReadonlySet<string> | undefined {
+  let index: string;
+  try {
+    index = readFileSync(`${generatedDir}/models/all.js`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  const models = new Set<string>();
+  for (const line of index.split('\n')) {
+    const name = modelExport.exec(line)?.[1];
+    if (name !== undefined) models.add(name);
+  }
+  const reached = new Set<string>();
+  const pending: string[] = [];
+  const reach = (text: string) => {
+    for (const [word] of text.matchAll(typeWords))
+      if (models.has(word) && !reached.has(word)) {
+        reached.add(word);
+        pending.push(word);
+      }
+  };
+  try {
+    for (const group of used) {
+      const api = readFileSync(`${generatedDir}/apis/${group}Api.js`, 'utf8');
+      for (const [, literal] of api.matchAll(/"([^"\n]*)"/g)) reach(literal as string);
+    }
+    for (let name = pending.pop(); name !== undefined; name = pending.pop()) {
+      const model = readFileSync(`${generatedDir}/models/${name}.js`, 'utf8');
+      for (const [, type] of model.matchAll(/^ *"type": "([^"]*)",?$/gm)) reach(type as string);
+    }
+  } catch {
+    return undefined;
+  }
+  return reached.size > 0 ? reached : undefined;
+}
+
+/** A model that was not loaded, saying, when built, why. */
+function unloadedModel(name: string): string {
+  return (
+    `export class ${name} { constructor() { throw new Error(` +
+    `${JSON.stringify(`${name} is not loaded: tollgate loads only the models of the API groups it calls (modelsReached in src/cluster/slim-client.ts)`)}); } }`
+  );
+}
+
+/**
+ * `gen/models/all.js` (every model, re-exported by the package index) importing only the
+ * `reached` models; every other model's name stays exported, as a class that throws when
+ * built. Undefined for another layout.
+ */
+export function slimModelIndex(source: string, reached: ReadonlySet<string>): string | undefined {
+  const lines = source.split('\n');
+  let found = 0;
+  const out = lines.map((line) => {
+    const name = modelExport.exec(line)?.[1];
+    if (name === undefined) return line;
+    if (!reached.has(name)) return unloadedModel(name);
+    found += 1;
+    return line;
+  });
+  if (found !== reached.size) return undefined;
+  if (lines.some((l) => l.trim() !== '' && !l.startsWith('//') && !modelExport.test(l)))
+    return undefined;
+  return out.join('\n');
+}
+
+/**
+ * `gen/models/ObjectSerializer.js` without the models not `reached`: their re-exports,
+ * imports and `typeMap` entries dropped (a type missing from the map is passed through as
+ * the JSON it is, which only a type outside the used groups could be). Undefined for
+ * another layout, when a reached model is missing, or when a dropped model is named
+ * anywhere else in the file: then it must be loaded whole.
+ */
+export function slimObjectSerializer(
+  source: string,
+  reached: ReadonlySet<string>,
+): string | undefined {
+  const dropped = new Set<string>();
+  const keptEntries = new Set<string>();
+  const out: string[] = [];
+  for (const line of source.split('\n')) {
+    const exported = modelExport.exec(line)?.[1];
+    const imported = modelImport.exec(line);
+    const entry = typeMapEntry.exec(line);
+    const name = exported ?? (imported && imported[1] === imported[2] ? imported[1] : undefined);
+    if (name !== undefined) {
+      if (reached.has(name)) out.push(line);
+      else dropped.add(name);
+      continue;
+    }
+    if (entry && entry[1] === entry[2]) {
+      if (reached.has(entry[1] as string)) {
+        keptEntries.add(entry[1] as string);
+        out.push(line);
+      } else dropped.add(entry[1] as string);
+      continue;
+    }
+    out.push(line);
+  }
+  if (keptEntries.size !== reached.size) return undefined;
+  const slim = out.join('\n');
+  for (const [word] of slim.matchAll(typeWords)) if (dropped.has(word)) return undefined;
+  return slim;
+}
+
 function sourceText(source: string | ArrayBuffer | ArrayBufferView): string {
   if (typeof source === 'string') return source;
   const bytes = ArrayBuffer.isView(source)
@@ -108,16 +233,37 @@ function sourceText(source: string | ArrayBuffer | ArrayBufferView): string {
   return new TextDecoder().decode(bytes);
 }
 
-/** Cuts the client library's generated aggregates at load (see above), in this thread, for every module loaded after the call. */
+const modelsUrl = /\/@kubernetes\/client-node\/dist\/gen\/models\/(all|ObjectSerializer)\.js$/;
+
+/**
+ * Cuts the client library's generated aggregates and its model index and serializer at
+ * load (see above), in this thread, for every module loaded after the call.
+ */
 export function registerSlimClient(used: ReadonlySet<string> = apiGroupsUsed): void {
+  const reachedBy = new Map<string, ReadonlySet<string> | undefined>();
+  const reachedFrom = (url: string) => {
+    const generatedDir = fileURLToPath(new URL('..', url));
+    if (!reachedBy.has(generatedDir))
+      reachedBy.set(generatedDir, modelsReached(generatedDir, used));
+    return reachedBy.get(generatedDir);
+  };
   registerHooks({
     load(url, context, nextLoad) {
       const loaded = nextLoad(url, context);
+      if (loaded.source === undefined || loaded.source === null) return loaded;
       const file = aggregateUrl.exec(url)?.[1];
       const prefix = file === undefined ? undefined : aggregates.get(file);
-      if (prefix === undefined || loaded.source === undefined || loaded.source === null)
-        return loaded;
-      const slim = slimGeneratedApis(sourceText(loaded.source), prefix, used);
+      if (prefix !== undefined) {
+        const slim = slimGeneratedApis(sourceText(loaded.source), prefix, used);
+        return slim === undefined ? loaded : { ...loaded, source: slim };
+      }
+      const models = modelsUrl.exec(url)?.[1];
+      if (models === undefined) return loaded;
+      const reached = reachedFrom(url);
+      if (reached === undefined) return loaded;
+      const source = sourceText(loaded.source);
+      const slim =
+        models === 'all' ? slimModelIndex(source, reached) : slimObjectSerializer(source, reached);
       return slim === undefined ? loaded : { ...loaded, source: slim };
     },
   });

@@ -13,7 +13,13 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { apiGroupsUsed, slimGeneratedApis } from '../../../src/cluster/slim-client.ts';
+import {
+  apiGroupsUsed,
+  modelsReached,
+  slimGeneratedApis,
+  slimModelIndex,
+  slimObjectSerializer,
+} from '../../../src/cluster/slim-client.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../../..');
 const generated = join(
@@ -50,6 +56,16 @@ const tollgateRunArgs = [
   '--policy-dir',
   'policy-examples',
 ];
+
+const generatedModel = /\/@kubernetes\/client-node\/dist\/gen\/models\/(\w+)\.js$/;
+
+/** The generated model modules among `urls` (the two aggregates, all.js and ObjectSerializer.js, left out). */
+function modelModulesOf(urls: readonly string[]): string[] {
+  return urls
+    .flatMap((url) => generatedModel.exec(url)?.[1] ?? [])
+    .filter((name) => name !== 'all' && name !== 'ObjectSerializer')
+    .sort();
+}
 
 const generatedApiModule = /\/@kubernetes\/client-node\/dist\/gen\/apis\/(\w+)Api\.js$/;
 
@@ -117,6 +133,166 @@ describe('tollgate loads only the Kubernetes API groups it calls', () => {
   it('a source of another layout is left whole (undefined), never half cut', () => {
     for (const source of ['', 'export const x = 1;\n', 'export class ObservableCoreV1Api {}\n'])
       assert.equal(slimGeneratedApis(source, 'Observable', apiGroupsUsed), undefined);
+  });
+
+  it("a tollgate process loads the models its used groups reach, not all of the library's", () => {
+    const { urls, stderr } = loadedBy(tollgateRunArgs);
+    const loaded = modelModulesOf(urls);
+    const reached = modelsReached(join(generated, '..'), apiGroupsUsed);
+    assert.ok(reached !== undefined, 'the generated layout was recognised');
+    assert.deepEqual(loaded, [...reached].sort(), stderr);
+    const all = readFileSync(join(generated, '../models/all.js'), 'utf8');
+    const every = [...all.matchAll(/^export \* from '\.\.\/models\/(\w+)\.js';$/gm)].length;
+    assert.ok(
+      loaded.length < every / 2,
+      `${loaded.length} of the library's ${every} models loaded`,
+    );
+  });
+
+  it('every model a loaded model names in its attributes is loaded too, checked on the classes themselves', () => {
+    const script = `
+      const client = await import('@kubernetes/client-node');
+      const model = (c) => typeof c === 'function' && typeof c.getAttributeTypeMap === 'function';
+      const unloaded = (c) => typeof c === 'function' && Function.prototype.toString.call(c).includes('is not loaded');
+      const missing = [];
+      let kept = 0;
+      for (const [name, value] of Object.entries(client)) {
+        if (!model(value)) continue;
+        kept += 1;
+        for (const attribute of value.getAttributeTypeMap())
+          for (const word of attribute.type.match(/[A-Za-z0-9]+/g) ?? [])
+            if (unloaded(client[word])) missing.push(name + '.' + attribute.name + ': ' + word);
+      }
+      console.log(JSON.stringify({ kept, missing }));`;
+    const run = spawnSync(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `const { registerSlimClient } = await import(${JSON.stringify(join(root, 'src/cluster/slim-client.ts'))}); registerSlimClient(); ${script}`,
+      ],
+      { cwd: root, encoding: 'utf8', timeout: 60_000 },
+    );
+    assert.equal(run.status, 0, run.stderr);
+    const answer = JSON.parse(run.stdout) as { kept: number; missing: string[] };
+    assert.ok(answer.kept > 100, `${answer.kept} models kept`);
+    assert.deepEqual(answer.missing, []);
+  });
+
+  it('a pod, a lease and an event read through the slim client come out exactly as through the whole one', () => {
+    const script = (slim: boolean) => `
+      ${slim ? `const { registerSlimClient } = await import(${JSON.stringify(join(root, 'src/cluster/slim-client.ts'))}); registerSlimClient();` : ''}
+      import('node:http').then(async ({ default: http }) => {
+        const { KubeConfig, CoreV1Api, CoordinationV1Api, EventsV1Api } = await import('@kubernetes/client-node');
+        const at = '2020-01-01T00:00:00Z';
+        const bodies = {
+          '/api/v1/namespaces/ns/pods/p': { apiVersion: 'v1', kind: 'Pod',
+            metadata: { name: 'p', namespace: 'ns', creationTimestamp: at, labels: { a: 'b' },
+              ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: 'j', uid: 'u', controller: true }] },
+            spec: { schedulingGates: [{ name: 'tollgate.io/x' }], nodeName: 'n',
+              containers: [{ name: 'c', image: 'i', resources: { requests: { cpu: '1', memory: '1Gi' } },
+                resizePolicy: [{ resourceName: 'cpu', restartPolicy: 'NotRequired' }] }],
+              initContainers: [{ name: 'i', image: 'i', restartPolicy: 'Always' }],
+              affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'k', operator: 'In', values: ['v'] }] }] } } },
+              tolerations: [{ key: 'k', operator: 'Exists' }], volumes: [{ name: 'v', emptyDir: {} }] },
+            status: { phase: 'Running', conditions: [{ type: 'PodScheduled', status: 'True', lastTransitionTime: at }],
+              containerStatuses: [{ name: 'c', ready: true, restartCount: 0, image: 'i', imageID: 'x',
+                state: { running: { startedAt: at } }, allocatedResources: { cpu: '1' } }] } },
+          '/apis/coordination.k8s.io/v1/namespaces/ns/leases/l': { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease',
+            metadata: { name: 'l', namespace: 'ns' }, spec: { holderIdentity: 'h', leaseDurationSeconds: 15, renewTime: '2020-01-01T00:00:00.000000Z', leaseTransitions: 2 } },
+          '/apis/events.k8s.io/v1/namespaces/ns/events/e': { apiVersion: 'events.k8s.io/v1', kind: 'Event',
+            metadata: { name: 'e', namespace: 'ns' }, eventTime: '2020-01-01T00:00:00.000000Z', reason: 'R', action: 'A',
+            regarding: { kind: 'Pod', name: 'p', namespace: 'ns' }, series: { count: 2, lastObservedTime: '2020-01-01T00:00:00.000000Z' } },
+        };
+        const server = http.createServer((req, res) => {
+          res.setHeader('content-type', 'application/json');
+          res.end(JSON.stringify(bodies[req.url.split('?')[0]] ?? {}));
+        });
+        await new Promise((r) => server.listen(0, '127.0.0.1', r));
+        const kc = new KubeConfig();
+        kc.loadFromOptions({
+          clusters: [{ name: 'c', server: 'http://127.0.0.1:' + server.address().port, skipTLSVerify: true }],
+          users: [{ name: 'u' }], contexts: [{ name: 'x', cluster: 'c', user: 'u' }], currentContext: 'x' });
+        const read = [
+          await kc.makeApiClient(CoreV1Api).readNamespacedPod({ name: 'p', namespace: 'ns' }),
+          await kc.makeApiClient(CoordinationV1Api).readNamespacedLease({ name: 'l', namespace: 'ns' }),
+          await kc.makeApiClient(EventsV1Api).readNamespacedEvent({ name: 'e', namespace: 'ns' }),
+        ];
+        server.close();
+        // Each value with what it is: a class instance's constructor, a Date's time.
+        const shape = (v) => v instanceof Date ? ['Date', v.getTime()]
+          : Array.isArray(v) ? v.map(shape)
+          : v !== null && typeof v === 'object' ? [v.constructor.name, Object.entries(v).map(([k, x]) => [k, shape(x)])]
+          : v;
+        console.log(JSON.stringify(read.map(shape)));
+      });`;
+    const outputs = [true, false].map((slim) => {
+      const run = spawnSync(process.execPath, ['--input-type=module', '-e', script(slim)], {
+        cwd: root,
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+      assert.equal(run.status, 0, run.stderr);
+      return run.stdout;
+    });
+    assert.match(outputs[1]!, /"V1Pod".*"V1PodSpec".*"V1Container".*"Date"/);
+    assert.equal(outputs[0], outputs[1]);
+  });
+
+  it('the slim model index exports every model the whole one does; those not reached say why they cannot be built', () => {
+    const whole = readFileSync(join(generated, '../models/all.js'), 'utf8');
+    const reached = modelsReached(join(generated, '..'), apiGroupsUsed)!;
+    const slim = slimModelIndex(whole, reached);
+    assert.ok(slim !== undefined, 'all.js: its layout was recognised');
+    const names = (source: string) =>
+      [
+        ...source.matchAll(/^export \* from '\.\.\/models\/(\w+)\.js';$|^export class (\w+) /gm),
+      ].map((m) => (m[1] ?? m[2])!);
+    assert.deepEqual(names(slim).sort(), names(whole).sort());
+    assert.equal(
+      [...slim.matchAll(/^export \* from /gm)].length,
+      reached.size,
+      'only the reached models are imported',
+    );
+    const run = spawnSync(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `const { registerSlimClient } = await import(${JSON.stringify(join(root, 'src/cluster/slim-client.ts'))}); registerSlimClient();
+         const { V1Deployment } = await import('@kubernetes/client-node');
+         try { new V1Deployment(); console.log('built'); } catch (error) { console.log(error.message); }`,
+      ],
+      { cwd: root, encoding: 'utf8', timeout: 60_000 },
+    );
+    assert.equal(run.status, 0, run.stderr);
+    assert.match(run.stdout, /V1Deployment is not loaded.*slim-client/);
+  });
+
+  it('a model index or serializer of another layout, or one that names a dropped model elsewhere, is left whole (undefined)', () => {
+    const reached = new Set(['V1Pod']);
+    for (const source of ['', 'export const x = 1;\n'])
+      assert.equal(slimModelIndex(source, reached), undefined);
+    const serializer = [
+      "export * from '../models/V1Pod.js';",
+      "export * from '../models/V1Node.js';",
+      "import { V1Pod } from '../models/V1Pod.js';",
+      "import { V1Node } from '../models/V1Node.js';",
+      'let typeMap = {',
+      '    "V1Pod": V1Pod,',
+      '    "V1Node": V1Node,',
+      '};',
+    ];
+    const slim = slimObjectSerializer(serializer.join('\n'), reached);
+    assert.ok(slim !== undefined);
+    assert.doesNotMatch(slim, /V1Node/);
+    assert.match(slim, /"V1Pod": V1Pod,/);
+    const named = [...serializer, 'const fallback = V1Node;'].join('\n');
+    assert.equal(slimObjectSerializer(named, reached), undefined);
+    assert.equal(
+      slimObjectSerializer(serializer.join('\n'), new Set(['V1Pod', 'V1Lease'])),
+      undefined,
+    );
   });
 
   it('a used group answers over HTTP and an unused one says why it cannot be built', () => {
