@@ -1,7 +1,8 @@
 /**
  * The `run` contender of bench/memory.ts: a whole `tollgate run` process, started as the
- * image starts it (`node bin/tollgate.js run`, the image's malloc tunables and NODE_ENV,
- * the deployment's NODE_OPTIONS), with a
+ * image starts it (`node bin/tollgate.js run` from the tree the image holds in /app: src/
+ * compiled to JavaScript where the checkout's image does that; the image's malloc
+ * tunables and NODE_ENV, the deployment's NODE_OPTIONS), with a
  * policy that holds every pod of the bench namespace (a tenant budget of 0 pods), a real
  * Git server for policy and audit, and its own lease. Its resident memory is read from
  * /proc once it holds all N pods and has planned, then settled; peak is VmHWM.
@@ -10,7 +11,16 @@
  * gate-release passes, Hold records pushed to the audit repository, the Released pod
  * condition written through the dispatcher, metrics, Events, leader election.
  */
-import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  symlinkSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -40,6 +50,24 @@ const memoryVariables = new Set(['GLIBC_TUNABLES', 'LD_PRELOAD', 'MALLOC_CONF', 
 export function imageMemoryEnv(checkout: string): Record<string, string> {
   const { imageEnv } = shippedRun(checkout);
   return Object.fromEntries(Object.entries(imageEnv).filter(([name]) => memoryVariables.has(name)));
+}
+
+/**
+ * The tree the checkout's image holds in /app, built in `dir`: src/ compiled to JavaScript
+ * (the checkout's scripts/compile-js.sh), bin/, schemas/ and package.json, the checkout's
+ * node_modules linked. A checkout whose image runs its TypeScript (no compile-js.sh) is
+ * run as it is.
+ */
+export function imageApp(checkout: string, dir: string): string {
+  const compile = join(checkout, 'scripts/compile-js.sh');
+  if (!existsSync(compile)) return checkout;
+  mkdirSync(dir, { recursive: true });
+  execFileSync('bash', [compile, dir], { stdio: 'pipe' });
+  for (const part of ['bin', 'schemas'])
+    cpSync(join(checkout, part), join(dir, part), { recursive: true });
+  cpSync(join(checkout, 'package.json'), join(dir, 'package.json'));
+  symlinkSync(join(checkout, 'node_modules'), join(dir, 'node_modules'));
+  return dir;
 }
 
 export interface RunMeasurement {
@@ -188,7 +216,7 @@ export async function measureTollgateRun(options: {
     `${IMAGE_NODE_OPTIONS} ${options.extraNodeOptions ?? ''} ${snapshotFlags}`.trim();
   const work = mkdtempSync(join(tmpdir(), 'tollgate-memory-run-'));
   const replica = await spawnTollgate({
-    cli: join(checkout, 'bin/tollgate.js'),
+    cli: join(imageApp(checkout, join(work, 'app')), 'bin/tollgate.js'),
     // TMPDIR: an empty compile cache, as at a pod's first start (its /tmp emptyDir is new).
     env: { ...imageMemoryEnv(checkout), TMPDIR: work, ...options.env },
     identity: `memory-${tag}`,

@@ -1,5 +1,8 @@
 #!/usr/bin/env node
-// tollgate runs its TypeScript sources directly on Node 24 (type stripping); no build step.
+// A checkout runs tollgate's TypeScript sources directly on Node 24 (type stripping); no
+// build step. The image ships src/ compiled to JavaScript (scripts/compile-js.sh, same
+// layout), which this file runs when it is there: no start of the image loads Node's
+// TypeScript stripper.
 // V8's compile cache (Node keeps it under the OS temp folder, TypeScript already stripped)
 // lets a repeated start, such as `tollgate validate` in an editor's save hook or a restart
 // in the same pod, skip parsing and type stripping; where the cache cannot be written it is
@@ -10,12 +13,16 @@
 // long-running controller, and of a walk over the whole audit branch.
 // Every command loads only the Kubernetes API groups tollgate calls
 // (src/cluster/slim-client.ts): the client library's other groups are never loaded.
+import { existsSync } from 'node:fs';
 import module from 'node:module';
 import process from 'node:process';
+import { URL } from 'node:url';
 
 module.enableCompileCache?.();
-const { applyMemoryFlags, nodeFlagsOfThisProcess } = await import('../src/cli/memory-flags.ts');
-const { registerSlimClient } = await import('../src/cluster/slim-client.ts');
+const compiled = existsSync(new URL('../src/cli/main.js', import.meta.url));
+const source = (path) => new URL(`../src/${path}${compiled ? '.js' : '.ts'}`, import.meta.url).href;
+const { applyMemoryFlags, nodeFlagsOfThisProcess } = await import(source('cli/memory-flags'));
+const { registerSlimClient } = await import(source('cluster/slim-client'));
 applyMemoryFlags(process.argv.slice(2), nodeFlagsOfThisProcess());
 registerSlimClient();
-await import('../src/cli/main.ts');
+await import(source('cli/main'));

@@ -11,7 +11,9 @@
 #     packages a Debian host would install. tollgate hands git the remote as an ext::
 #     command (an argument vector), so neither git nor ssh needs a shell;
 #   - tollgate: package.json, package-lock.json, production node_modules (npm ci
-#     --omit=dev --ignore-scripts), bin/, src/, schemas/, build-info.json.
+#     --omit=dev --ignore-scripts), bin/, src/ compiled to JavaScript
+#     (scripts/compile-js.sh: no TypeScript stripping at any start), schemas/,
+#     build-info.json.
 # No shell, no package manager, no other program in the image. Runs as uid 1000; writes
 # only to /tmp and /var/cache/tollgate.
 #
@@ -59,7 +61,7 @@ cache=$root/.cache/image
 node_version=$(cat .node-version)
 version=$(node -p "require('./package.json').version")
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
-dirty=$(git status --porcelain -- package.json package-lock.json bin src schemas 2>/dev/null | head -1)
+dirty=$(git status --porcelain -- package.json package-lock.json bin src schemas tsconfig.json tsconfig.compile.json 2>/dev/null | head -1)
 [ -n "$dirty" ] && revision="$revision-dirty"
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
 created=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
@@ -111,8 +113,9 @@ printf 'root:x:0:0:root:/root:/sbin/nologin\ntollgate:x:1000:1000:tollgate:/tmp:
 printf 'root:x:0:\ntollgate:x:1000:\n' >"$rootfs/etc/group"
 
 cp package.json package-lock.json "$rootfs/app/"
-cp -r bin src schemas "$rootfs/app/"
-find "$rootfs/app/src" -name '*.test.ts' -delete
+cp -r bin schemas "$rootfs/app/"
+# src/ compiled to JavaScript, same layout: no start of the image strips TypeScript.
+bash scripts/compile-js.sh "$rootfs/app" >&2
 (cd "$rootfs/app" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error >&2)
 # Type declarations and source maps are never loaded at run time.
 find "$rootfs/app/node_modules" -type f \( -name '*.map' -o -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' \) -delete

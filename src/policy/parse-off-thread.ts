@@ -36,7 +36,11 @@ export interface OffThreadOptions {
   readonly timers?: Timers;
 }
 
-const workerUrl = new URL('./parse-worker.ts', import.meta.url);
+/** The worker's module beside this one: TypeScript in a checkout, JavaScript in the image (scripts/compile-js.sh). */
+const workerUrl = new URL(
+  import.meta.url.endsWith('.js') ? './parse-worker.js' : './parse-worker.ts',
+  import.meta.url,
+);
 
 /** Parses `files` in a fresh worker thread; rejects with `ParseTimeout` past the deadline. */
 export function parseFilesOffThread(

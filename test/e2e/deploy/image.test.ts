@@ -28,7 +28,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import {
   chmodSync,
   chownSync,
@@ -179,6 +179,32 @@ describe('the image', { skip }, () => {
     ])
       assert.ok(names.has(name), `the SBOM names ${name}`);
     assert.ok(!names.has('typescript'), 'no development dependency in the SBOM');
+  });
+
+  it('ships tollgate compiled to JavaScript: no TypeScript to strip at any start', () => {
+    const app = join(rootfs, 'app/src');
+    const files = execFileSync('find', [app, '-type', 'f'], { encoding: 'utf8' })
+      .trim()
+      .split('\n');
+    assert.deepEqual(
+      files.filter((f) => !f.endsWith('.js')),
+      [],
+      'only JavaScript under /app/src',
+    );
+    assert.ok(files.includes(join(app, 'cli/main.js')), 'src/cli/main.ts compiled');
+    const run = inImage(
+      [
+        '/usr/local/bin/node',
+        '--import',
+        `data:text/javascript,${encodeURIComponent("process.on('exit', () => process._rawDebug('STRIPPER ' + process.moduleLoadList.some((m) => m.includes('amaro'))));")}`,
+        '/app/bin/tollgate.js',
+        'version',
+      ],
+      {},
+    );
+    const answer = spawnSync(run.command, run.args, { env: run.env, encoding: 'utf8' });
+    assert.equal(answer.status, 0, answer.stderr);
+    assert.match(answer.stderr, /^STRIPPER false$/m, 'a first start loads no TypeScript stripper');
   });
 
   it('`tollgate version` names the package version and the commit it was built from', () => {
