@@ -16,6 +16,11 @@ if [ ! -x "$tsc" ]; then
   echo "compile-js.sh: $tsc not found: run npm ci (TypeScript is a dev dependency)" >&2
   exit 1
 fi
+mkdir -p "$out"
+if [ "$(cd "$out" && pwd -P)" = "$(cd "$root" && pwd -P)" ]; then
+  echo "compile-js.sh: OUT is the checkout itself; give another folder (its src/ is replaced)" >&2
+  exit 2
+fi
 rm -rf "$out/src"
 # Type-checking is CI's lint step; here only the emit (noCheck).
 "$tsc" -p "$root/tsconfig.compile.json" --outDir "$out/src"

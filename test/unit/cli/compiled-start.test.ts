@@ -9,7 +9,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -88,6 +88,15 @@ describe('the image compiles src/ to JavaScript', () => {
       .map((f) => f.replace(/\.ts$/, '.js'))
       .sort();
     assert.deepEqual(compiled.sort(), sources);
+  });
+
+  it('refuses the checkout itself as its output (its src/ would be replaced), naming why', () => {
+    const run = spawnSync('bash', [join(root, 'scripts/compile-js.sh'), root], {
+      encoding: 'utf8',
+    });
+    assert.equal(run.status, 2);
+    assert.match(run.stderr, /OUT is the checkout itself/);
+    assert.ok(existsSync(join(root, 'src/cli/main.ts')), 'src/ left as it is');
   });
 
   for (const args of [
