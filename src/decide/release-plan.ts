@@ -128,6 +128,8 @@ export interface PassSummary {
 
 export interface Plan {
   readonly decisions: readonly Decision[];
+  /** Pods the pass held (gated, in review, or behind an orphaned gate), a write of tollgate's pending excepted. */
+  readonly held: number;
   /** Held pods whose exact hold reason changed (Events, metrics); the audit records fewer. */
   readonly holdChanges: readonly HoldChange[];
   /** Released pods newly not charged this pass (node not Ready past the grace, or being deleted). */
@@ -177,6 +179,7 @@ export function planReleases(
   const weights = new Map([...policy.tenants.values()].map((t) => [t.name, t.weight]));
   return {
     decisions: [...charges.decisions, ...recorded.decisions],
+    held: classified.held.length,
     holdChanges: recorded.holdChanges,
     newlyFreed: charges.newlyFreed,
     writes: recorded.writes,

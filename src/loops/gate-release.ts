@@ -44,6 +44,7 @@ import { silentLogger, type Logger } from '../observe/log.ts';
 import type { DecisionKindName, Policy } from '../policy/model.ts';
 import { afterFinalFailure, type BlockedWrite } from '../decide/release-blocked.ts';
 import type { GangReleases } from '../decide/release-gang-memory.ts';
+import { changeNeedsPassSoon, quietChangeMs } from '../decide/release-wake.ts';
 import { retargetOnLive } from '../decide/stale-live.ts';
 import type { ReleasedConditionSink } from './released-condition.ts';
 import { earliestPassAt } from './pass-pacing.ts';
@@ -265,6 +266,8 @@ class GateReleaseRunner {
   readonly #conflicted = new Map<ObjectKey, { resourceVersion: string; at: number }>();
   readonly #pending = new Set<Promise<void>>();
   #lastCommit: string | undefined;
+  /** Pods the last pass held (release-wake.ts): until a pass has run, as if some were. */
+  #heldByLastPass = Number.POSITIVE_INFINITY;
 
   constructor(deps: GateReleaseDeps) {
     this.#deps = deps;
@@ -284,7 +287,9 @@ class GateReleaseRunner {
     this.#unsubscribe = deps.view.onChange((change: ViewChange) => {
       if (change.resource === 'pods') this.#dirty.add(change.key);
       this.#changedSince ??= this.#clock.now();
-      this.#schedule(this.#debounceMs);
+      this.#schedule(
+        changeNeedsPassSoon(change, this.#heldByLastPass) ? this.#debounceMs : quietChangeMs,
+      );
     });
     if (this.#autoStart) this.#schedule(0);
   }
@@ -447,6 +452,7 @@ class GateReleaseRunner {
       ...(this.#deps.budgetRampMs !== undefined ? { budgetRampMs: this.#deps.budgetRampMs } : {}),
     });
     publishSummary(policy, plan.summary);
+    this.#heldByLastPass = plan.held;
     // Guard.
     const guarded = guardWrites(plan, {
       view: this.#deps.view,

@@ -51,11 +51,13 @@ function pacedLoop(options: {
   debounceMs?: number;
   passShare?: number;
   syncedAt?: number;
+  /** The pods of the view; default one held pod. */
+  pods?: V1Pod[];
 }) {
   const timers = new ManualTimers();
   const clock = timers.clock;
   const t0 = clock.now();
-  const pods: V1Pod[] = [aPod('a', 'team-a').gated(gate).obj()];
+  const pods: V1Pod[] = options.pods ?? [aPod('a', 'team-a').gated(gate).obj()];
   const listeners = new Set<(change: ViewChange) => void>();
   let synced = options.syncedAt === undefined;
   const whenSynced: (() => void)[] = [];
@@ -107,9 +109,17 @@ function pacedLoop(options: {
     syncAt,
     /** Moves the clock to `at` (ms from the start), firing what falls due. */
     at: (at: number) => timers.advance(t0 + at - clock.now()),
-    change: () => {
+    /** A view change: by default the first pod, modified. */
+    change: (change: Partial<ViewChange> = {}) => {
+      const object = change.object ?? pods[0]!;
       for (const listener of listeners)
-        listener({ type: 'MODIFIED', resource: 'pods', key: 'team-a/a', object: pods[0]! });
+        listener({
+          type: 'MODIFIED',
+          resource: 'pods',
+          key: `${object.metadata?.namespace ?? ''}/${object.metadata?.name ?? ''}`,
+          object,
+          ...change,
+        });
     },
   };
 }
@@ -186,5 +196,66 @@ test('a pass asked by hand (a new policy) moves a pending timer to the spacing i
   await world.loop.pass(); // 550-650: the next may start at 950
   await world.at(1_200);
   assert.deepEqual(world.starts, [0, 550, 950]);
+  await world.loop.stop();
+});
+
+// A released pod: tollgate's gate gone, bound to a node. Nothing else in the view.
+const released = () => aPod('r', 'team-a').boundTo('n1').obj();
+
+test('while no pod is held, a change to a pod holding no gate is served within a second, not after the debounce: a pass could release nothing', async () => {
+  // A wave of releases lands as watch events on pods tollgate no longer holds (scheduled,
+  // running): each started a pass over every pod, which planned nothing.
+  const world = pacedLoop({ passMs: 10, pods: [released()] });
+  await world.at(0);
+  await world.at(500);
+  world.change();
+  await world.at(700);
+  world.change();
+  await world.at(2_000);
+  assert.deepEqual(world.starts, [0, 1_500]);
+  await world.loop.stop();
+});
+
+test('while a pod is held, a change to a pod holding no gate is served after the debounce: it may have freed what the held pod waits for', async () => {
+  const world = pacedLoop({
+    passMs: 10,
+    pods: [aPod('a', 'team-a').gated(gate).obj(), released()],
+  });
+  await world.at(0);
+  await world.at(500);
+  world.change({ object: released() });
+  await world.at(1_000); // before the held pod's own wake-up, a second after the first pass
+  assert.deepEqual(world.starts, [0, 520]);
+  await world.loop.stop();
+});
+
+test('while no pod is held, a gated pod, a pod being deleted, a deleted pod and a node are served after the debounce', async () => {
+  const changes: Partial<ViewChange>[] = [
+    { object: aPod('new', 'team-a').gated(gate).obj() },
+    { object: aPod('other', 'team-a').gated('kueue.x-k8s.io/admission').obj() },
+    { object: aPod('r', 'team-a').boundTo('n1').deleting().obj() },
+    { type: 'DELETED', object: released() },
+    { resource: 'nodes', key: 'n1', object: { metadata: { name: 'n1' } } },
+  ];
+  for (const change of changes) {
+    const world = pacedLoop({ passMs: 10, pods: [released()] });
+    await world.at(0);
+    await world.at(500);
+    world.change(change);
+    await world.at(2_000);
+    assert.deepEqual(world.starts, [0, 520], JSON.stringify(change));
+    await world.loop.stop();
+  }
+});
+
+test('a change served after the debounce brings forward a pass a quiet change had set a second away', async () => {
+  const world = pacedLoop({ passMs: 10, pods: [released()] });
+  await world.at(0);
+  await world.at(500);
+  world.change(); // due at 1,500
+  await world.at(700);
+  world.change({ object: aPod('new', 'team-a').gated(gate).obj() }); // due at 720
+  await world.at(2_000);
+  assert.deepEqual(world.starts, [0, 720]);
   await world.loop.stop();
 });
