@@ -50,6 +50,7 @@ import type { WriteResult } from '../src/dispatch/types.ts';
 import { prepareGateReleaseStack } from '../test/support/gate-release-stack.ts';
 import { startPhase, type PhaseCost } from './phase-profile.ts';
 import { createClusterView } from '../src/cluster/view.ts';
+import { passSeconds } from '../src/loops/gate-release-metrics.ts';
 import {
   benchPolicyFiles,
   createGatedPods,
@@ -99,6 +100,13 @@ interface FairCeilingRun extends CeilingRun {
   leftGated: number;
   cost: PerPodCost;
 }
+
+/** The passes counted so far in this process, and their decide steps' total. */
+async function passesSoFar(): Promise<{ count: number; totalMs: number }> {
+  const values = (await passSeconds.get()).values;
+  const of = (suffix: string) => values.find((v) => v.metricName?.endsWith(suffix))?.value ?? 0;
+  return { count: of('_count'), totalMs: of('_sum') * 1000 };
+}
 /** A phase's API requests per released pod, and its profile summary when profiled. */
 type PerPodCost = Omit<PhaseCost, 'requests'> & { requestsPerPod: Record<string, number> };
 
@@ -136,6 +144,8 @@ interface TollgateRun {
   latencyMs: { first: number; p50: number; p99: number; max: number };
   leftGated: number;
   cost: PerPodCost;
+  /** Gate-release passes during the run, and their decide steps' total (tollgate_gate_release_pass_seconds). */
+  passes: { count: number; totalMs: number };
 }
 
 /** Own informer on one namespace: when each pod was first seen without the gate. */
@@ -208,6 +218,7 @@ async function runTollgate(
     profileDir,
     apiServerSeconds: (pods / ceilings.fair) * 1.25,
   });
+  const passesBefore = await passesSoFar();
   const started = performance.now();
   stack.startLoop();
   const deadline = started + timeoutMs;
@@ -217,6 +228,7 @@ async function runTollgate(
   const millis = times.length === pods ? Math.max(...times) : performance.now() - started;
   if (times.length < pods) say(`${mode}: only ${times.length}/${pods} released in ${timeoutMs} ms`);
   const cost = perPod(await phase.end(), times.length);
+  const passesAfter = await passesSoFar();
 
   await stack.stop();
   await watcher.stop();
@@ -247,6 +259,10 @@ async function runTollgate(
     },
     leftGated,
     cost,
+    passes: {
+      count: passesAfter.count - passesBefore.count,
+      totalMs: passesAfter.totalMs - passesBefore.totalMs,
+    },
   };
 }
 
@@ -371,7 +387,7 @@ try {
       tollgates.push(run);
       say(
         `repeat ${r} ${mode}: ${run.podsPerSecond.toFixed(0)} pods/s (${run.ratioToCeiling.toFixed(2)} of ceiling, ${run.ratioToFairCeiling.toFixed(2)} of fair ceiling), ` +
-          `writes/release ${run.writesPerRelease.toFixed(2)}, p50 ${run.latencyMs.p50.toFixed(0)} ms, p99 ${run.latencyMs.p99.toFixed(0)} ms; requests per pod: ${topRequests(run.cost)}`,
+          `writes/release ${run.writesPerRelease.toFixed(2)}, ${run.passes.count} passes (${run.passes.totalMs.toFixed(0)} ms deciding), p50 ${run.latencyMs.p50.toFixed(0)} ms, p99 ${run.latencyMs.p99.toFixed(0)} ms; requests per pod: ${topRequests(run.cost)}`,
       );
     }
   }
@@ -456,6 +472,18 @@ const rows: string[][] = [
         1,
       ),
     ),
+  ],
+  [
+    'gate-release passes',
+    '-',
+    '-',
+    ...modes.map((m) => range(tollgates.filter((t) => t.mode === m).map((t) => t.passes.count))),
+  ],
+  [
+    'ms deciding (all passes)',
+    '-',
+    '-',
+    ...modes.map((m) => range(tollgates.filter((t) => t.mode === m).map((t) => t.passes.totalMs))),
   ],
   [
     'first release ms',

@@ -130,6 +130,17 @@ export const gateDwellSeconds = getOrCreate(
     }),
 );
 
+export const passSeconds = getOrCreate(
+  'tollgate_gate_release_pass_seconds',
+  () =>
+    new Histogram({
+      name: 'tollgate_gate_release_pass_seconds',
+      help: 'The decide step of each gate-release pass (plan over every pod, guard, records), during which nothing else in the process runs; its count is the passes run.',
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      registers: [registry],
+    }),
+);
+
 export const releasesTotal = getOrCreate(
   'tollgate_releases_total',
   () =>

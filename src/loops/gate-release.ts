@@ -55,6 +55,7 @@ import {
   gateDwellSeconds,
   holdChangesTotal,
   holdReasonLabel,
+  passSeconds,
   precreateGateReleaseSeries,
   publishSummary,
   releasesTotal,
@@ -482,7 +483,9 @@ class GateReleaseRunner {
       guarded.staleRetryAfterMs === undefined
         ? {}
         : { staleRetryAfterMs: guarded.staleRetryAfterMs };
-    this.#pacing.decideMs = Math.round(performance.now() - startedAt);
+    const decideMs = performance.now() - startedAt;
+    passSeconds.observe(decideMs / 1000);
+    this.#pacing.decideMs = Math.round(decideMs);
     this.#pacing.writes = toSend.length;
     if (toSend.length === 0)
       return {

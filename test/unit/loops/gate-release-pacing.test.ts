@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import type { V1Pod } from '@kubernetes/client-node';
 import { startGateReleaseLoop } from '../../../src/loops/gate-release.ts';
 import { earliestPassAt, passSpacingMs } from '../../../src/loops/pass-pacing.ts';
+import { passSeconds } from '../../../src/loops/gate-release-metrics.ts';
 import type { ClusterView, ViewChange } from '../../../src/cluster/types.ts';
 import type { Dispatcher } from '../../../src/dispatch/types.ts';
 import type { AuditSink } from '../../../src/audit/types.ts';
@@ -257,5 +258,19 @@ test('a change served after the debounce brings forward a pass a quiet change ha
   world.change({ object: aPod('new', 'team-a').gated(gate).obj() }); // due at 720
   await world.at(2_000);
   assert.deepEqual(world.starts, [0, 720]);
+  await world.loop.stop();
+});
+
+test('every pass is counted in tollgate_gate_release_pass_seconds', async () => {
+  const passes = async () =>
+    (await passSeconds.get()).values.find((v) => v.metricName?.endsWith('_count'))?.value ?? 0;
+  const before = await passes();
+  const world = pacedLoop({ passMs: 10, pods: [released()] });
+  await world.at(0);
+  await world.at(500);
+  world.change({ object: aPod('new', 'team-a').gated(gate).obj() });
+  await world.at(900);
+  assert.deepEqual(world.starts, [0, 520]);
+  assert.equal((await passes()) - before, 2);
   await world.loop.stop();
 });
