@@ -18,6 +18,7 @@ import { CatFileObjects, systemGitPresent, type ParsedCommit } from './cat-file.
 import type { TokenSource } from '../policy/credentials.ts';
 import { isSshUrl, type SshAccess } from '../policy/git-ssh.ts';
 import { diffTrees, type Change, type Repo } from './tree.ts';
+import { objectsOf } from './iso-objects.ts';
 
 export interface AuditCommit {
   readonly oid: string;
@@ -200,10 +201,7 @@ async function readOneCommit(
   for (const change of changes) {
     if (change.change !== 'added' || !change.path.endsWith('.jsonl')) continue;
     if (options.pathPrefix && !change.path.startsWith(options.pathPrefix)) continue;
-    const blob = source.objects
-      ? await source.objects.blob(change.oid)
-      : (await git.readBlob({ fs, gitdir: source.gitdir, oid: change.oid, cache: source.cache }))
-          .blob;
+    const blob = await objectsOf(source).blob(change.oid);
     const text = Buffer.from(blob).toString('utf8');
     try {
       if (isCheckpointFile(change.path))
@@ -239,9 +237,8 @@ async function readOneCommit(
 }
 
 /** A commit read by the source's system git when it has one, by isomorphic-git otherwise. */
-async function readCommitOf(source: AuditSource, oid: string): Promise<ParsedCommit> {
-  if (source.objects) return source.objects.commit(oid);
-  return (await git.readCommit({ fs, gitdir: source.gitdir, oid, cache: source.cache })).commit;
+function readCommitOf(source: AuditSource, oid: string): Promise<ParsedCommit> {
+  return objectsOf(source).commit(oid);
 }
 
 /**
@@ -250,18 +247,7 @@ async function readCommitOf(source: AuditSource, oid: string): Promise<ParsedCom
  * isomorphic-git's own `payload` only knows PGP armor and mangles SSH-signed commits.
  */
 async function signedPayload(source: AuditSource, oid: string): Promise<string> {
-  const object = source.objects
-    ? await source.objects.raw(oid)
-    : (
-        await git.readObject({
-          fs,
-          gitdir: source.gitdir,
-          oid,
-          format: 'content',
-          cache: source.cache,
-        })
-      ).object;
-  const text = Buffer.from(object as Uint8Array).toString('utf8');
+  const text = (await objectsOf(source).raw(oid)).toString('utf8');
   const end = text.indexOf('\n\n');
   const headers = (end < 0 ? text : text.slice(0, end)).split('\n');
   const kept: string[] = [];

@@ -6,17 +6,11 @@
  * remote?) and `audit verify` (did any commit modify or delete?) need.
  */
 import * as fs from 'node:fs';
-import git, { type FsClient, type TreeEntry } from 'isomorphic-git';
-import type { GitObjects } from './cat-file.ts';
+import git, { type TreeEntry } from 'isomorphic-git';
+import { objectsOf, type IsoRepo } from './iso-objects.ts';
 
-export interface Repo {
-  readonly gitdir: string;
-  readonly cache: object;
-  /** The file system git objects are read through (default node:fs; a test counts reads). */
-  readonly fs?: FsClient;
-  /** Objects read by the system git instead of isomorphic-git (cat-file.ts), for long walks. */
-  readonly objects?: GitObjects;
-}
+/** A repository: isomorphic-git's, or the system git's objects for long walks (iso-objects.ts). */
+export type Repo = IsoRepo;
 
 /**
  * Trees parsed lately, by oid, per isomorphic-git cache object (so dropped with it: the
@@ -35,16 +29,7 @@ async function entries(repo: Repo, treeOid: string | undefined): Promise<TreeEnt
   if (kept === undefined) parsedTrees.set(repo.cache, (kept = new Map()));
   let tree = kept.get(treeOid);
   if (tree === undefined) {
-    tree = repo.objects
-      ? await repo.objects.tree(treeOid)
-      : (
-          await git.readTree({
-            fs: repo.fs ?? fs,
-            gitdir: repo.gitdir,
-            oid: treeOid,
-            cache: repo.cache,
-          })
-        ).tree;
+    tree = await objectsOf(repo).tree(treeOid);
     if (kept.size >= parsedTreesKept) kept.delete(kept.keys().next().value as string);
   } else kept.delete(treeOid); // moved to the newest end
   kept.set(treeOid, tree);
