@@ -95,6 +95,20 @@ function clientSourceBytes(slim: boolean): number {
   return Number(run.stdout.trim());
 }
 
+/** The slim client registered, as bin/tollgate.js registers it first. */
+const registerSlim = `const { registerSlimClient } = await import(${JSON.stringify(join(root, 'src/cluster/slim-client.ts'))}); registerSlimClient();`;
+
+/** Runs `script` as an ES module in a node process, the slim client registered first unless `slim` is false; what it printed. */
+function runModule(script: string, slim = true): string {
+  const run = spawnSync(
+    process.execPath,
+    ['--input-type=module', '-e', `${slim ? registerSlim : ''} ${script}`],
+    { cwd: root, encoding: 'utf8', timeout: 60_000 },
+  );
+  assert.equal(run.status, 0, run.stderr);
+  return run.stdout;
+}
+
 /** The class names a generated aggregate exports. */
 function exportedClasses(source: string): string[] {
   return [...source.matchAll(/^export class (\w+)/gm)].map((m) => m[1]!).sort();
@@ -164,24 +178,13 @@ describe('tollgate loads only the Kubernetes API groups it calls', () => {
             if (unloaded(client[word])) missing.push(name + '.' + attribute.name + ': ' + word);
       }
       console.log(JSON.stringify({ kept, missing }));`;
-    const run = spawnSync(
-      process.execPath,
-      [
-        '--input-type=module',
-        '-e',
-        `const { registerSlimClient } = await import(${JSON.stringify(join(root, 'src/cluster/slim-client.ts'))}); registerSlimClient(); ${script}`,
-      ],
-      { cwd: root, encoding: 'utf8', timeout: 60_000 },
-    );
-    assert.equal(run.status, 0, run.stderr);
-    const answer = JSON.parse(run.stdout) as { kept: number; missing: string[] };
+    const answer = JSON.parse(runModule(script)) as { kept: number; missing: string[] };
     assert.ok(answer.kept > 100, `${answer.kept} models kept`);
     assert.deepEqual(answer.missing, []);
   });
 
   it('a pod, a lease and an event read through the slim client come out exactly as through the whole one', () => {
-    const script = (slim: boolean) => `
-      ${slim ? `const { registerSlimClient } = await import(${JSON.stringify(join(root, 'src/cluster/slim-client.ts'))}); registerSlimClient();` : ''}
+    const script = `
       import('node:http').then(async ({ default: http }) => {
         const { KubeConfig, CoreV1Api, CoordinationV1Api, EventsV1Api } = await import('@kubernetes/client-node');
         const at = '2020-01-01T00:00:00Z';
@@ -226,15 +229,7 @@ describe('tollgate loads only the Kubernetes API groups it calls', () => {
           : v;
         console.log(JSON.stringify(read.map(shape)));
       });`;
-    const outputs = [true, false].map((slim) => {
-      const run = spawnSync(process.execPath, ['--input-type=module', '-e', script(slim)], {
-        cwd: root,
-        encoding: 'utf8',
-        timeout: 60_000,
-      });
-      assert.equal(run.status, 0, run.stderr);
-      return run.stdout;
-    });
+    const outputs = [true, false].map((slim) => runModule(script, slim));
     assert.match(outputs[1]!, /"V1Pod".*"V1PodSpec".*"V1Container".*"Date"/);
     assert.equal(outputs[0], outputs[1]);
   });
@@ -254,19 +249,11 @@ describe('tollgate loads only the Kubernetes API groups it calls', () => {
       reached.size,
       'only the reached models are imported',
     );
-    const run = spawnSync(
-      process.execPath,
-      [
-        '--input-type=module',
-        '-e',
-        `const { registerSlimClient } = await import(${JSON.stringify(join(root, 'src/cluster/slim-client.ts'))}); registerSlimClient();
-         const { V1Deployment } = await import('@kubernetes/client-node');
-         try { new V1Deployment(); console.log('built'); } catch (error) { console.log(error.message); }`,
-      ],
-      { cwd: root, encoding: 'utf8', timeout: 60_000 },
+    const built = runModule(
+      `const { V1Deployment } = await import('@kubernetes/client-node');
+       try { new V1Deployment(); console.log('built'); } catch (error) { console.log(error.message); }`,
     );
-    assert.equal(run.status, 0, run.stderr);
-    assert.match(run.stdout, /V1Deployment is not loaded.*slim-client/);
+    assert.match(built, /V1Deployment is not loaded.*slim-client/);
   });
 
   it('a model index or serializer of another layout, or one that names a dropped model elsewhere, is left whole (undefined)', () => {
@@ -315,17 +302,11 @@ describe('tollgate loads only the Kubernetes API groups it calls', () => {
       server.close();
       console.log(JSON.stringify({ names: list.items.map((p) => p.metadata.name),
         created: list.items[0].metadata.creationTimestamp instanceof Date, unused }));`;
-    const run = spawnSync(
-      process.execPath,
-      [
-        '--input-type=module',
-        '-e',
-        `const { registerSlimClient } = await import(${JSON.stringify(join(root, 'src/cluster/slim-client.ts'))}); registerSlimClient(); ${script}`,
-      ],
-      { cwd: root, encoding: 'utf8', timeout: 60_000 },
-    );
-    assert.equal(run.status, 0, run.stderr);
-    const answer = JSON.parse(run.stdout) as { names: string[]; created: boolean; unused: string };
+    const answer = JSON.parse(runModule(script)) as {
+      names: string[];
+      created: boolean;
+      unused: string;
+    };
     assert.deepEqual(answer.names, ['p']);
     assert.equal(answer.created, true, 'the typed deserialiser still runs');
     assert.match(answer.unused, /AppsV1Api is not loaded.*slim-client/);
