@@ -1,5 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import fs, { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { HttpMethod, KubeConfig, RequestContext } from '@kubernetes/client-node';
 import { reuseConnections } from '../../../src/cluster/client.ts';
 
@@ -57,4 +60,46 @@ test('a rotated client certificate gets a new pool; the same one again is served
 test('applying reuseConnections twice is harmless', async () => {
   const kc = reuseConnections(reuseConnections(kubeConfig()));
   assert.equal(await dispatcherOf(kc), await dispatcherOf(kc));
+});
+
+/** A kubeconfig whose CA, client certificate and key are files in `dir`, as the test plane's and many users' are. */
+function kubeConfigWithFiles(dir: string): KubeConfig {
+  writeFileSync(join(dir, 'ca.crt'), fakeCa);
+  writeFileSync(join(dir, 'client.crt'), 'client-cert-1');
+  writeFileSync(join(dir, 'client.key'), 'key');
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'c', server: 'https://127.0.0.1:6443', caFile: join(dir, 'ca.crt') }],
+    users: [{ name: 'u', certFile: join(dir, 'client.crt'), keyFile: join(dir, 'client.key') }],
+    contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
+    currentContext: 'ctx',
+  });
+  return kc;
+}
+
+test('the CA, client certificate and key files are read once a second at most, not for every request', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-credential-files-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const clock = { now: () => 1_000_000 };
+  const kc = reuseConnections(kubeConfigWithFiles(dir), { clock });
+  const reads = t.mock.method(fs, 'readFileSync');
+  const first = await dispatcherOf(kc);
+  for (let i = 0; i < 50; i++) assert.equal(await dispatcherOf(kc), first);
+  const ofDir = reads.mock.calls.filter((call) => String(call.arguments[0]).startsWith(dir));
+  assert.equal(ofDir.length, 3, 'each of the three files read once for 51 requests');
+});
+
+test('a rotated client certificate file is in use within a second', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-credential-files-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  let now = 1_000_000;
+  const kc = reuseConnections(kubeConfigWithFiles(dir), { clock: { now: () => now } });
+  const first = await dispatcherOf(kc);
+  writeFileSync(join(dir, 'client.crt'), 'client-cert-2');
+  now += 999;
+  assert.equal(await dispatcherOf(kc), first, 'read again only after a second');
+  now += 1;
+  const rotated = await dispatcherOf(kc);
+  assert.notEqual(rotated, first, 'the new certificate, a new pool');
+  assert.equal(await dispatcherOf(kc), rotated);
 });
