@@ -163,6 +163,32 @@ describe('tollgate loads only the Kubernetes API groups it calls', () => {
     );
   });
 
+  it("the models reached hold none of the library's sources they were read from (a name cut from a file would keep the whole file alive)", () => {
+    const script = `
+      const { modelsReached, apiGroupsUsed } = await import(${JSON.stringify(join(root, 'src/cluster/slim-client.ts'))});
+      const dir = ${JSON.stringify(join(generated, '..'))};
+      modelsReached(dir, apiGroupsUsed);
+      globalThis.gc();
+      const before = process.memoryUsage().heapUsed;
+      const reached = modelsReached(dir, apiGroupsUsed);
+      globalThis.gc();
+      const held = process.memoryUsage().heapUsed - before;
+      console.log(JSON.stringify({ held, names: reached.size, chars: [...reached].join('').length }));`;
+    const run = spawnSync(process.execPath, ['--expose-gc', '--input-type=module', '-e', script], {
+      cwd: root,
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    assert.equal(run.status, 0, run.stderr);
+    const answer = JSON.parse(run.stdout) as { held: number; names: number; chars: number };
+    assert.ok(answer.names > 100, `${answer.names} models reached`);
+    // The names and their set take a few tens of KB; CoreV1Api.js alone is 1.5 MB.
+    assert.ok(
+      answer.held < 256 * 1024,
+      `${answer.names} model names (${answer.chars} characters) hold ${answer.held} bytes of heap`,
+    );
+  });
+
   it('every model a loaded model names in its attributes is loaded too, checked on the classes themselves', () => {
     const script = `
       const client = await import('@kubernetes/client-node');
