@@ -3,12 +3,16 @@
  * - the API server's requests in the phase, by verb and resource (`apiserver_request_total`
  *   read before and after: every client's requests, the scheduler's and the kubelet's too,
  *   so two phases that release the same pods differ by what their releasing client did);
+ * - the CPU seconds each process of the machine's side spent in the phase (this process,
+ *   and the processes the caller names: the API server, etcd, the Git server with the
+ *   git-http-backend children it waited for), from /proc, so a phase's wall time can be
+ *   read against what every process on the shared cores spent;
  * - with a profile folder: a CPU profile of this process (the bench's own loop, where
  *   tollgate runs in the bench) through the inspector, and the API server's own CPU
  *   profile (`/debug/pprof/profile`, Go's pprof format: `go tool pprof -top FILE`).
  */
 import { execFileSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import { Session } from 'node:inspector/promises';
 import { join } from 'node:path';
@@ -69,6 +73,8 @@ export function countsBetween(
 export interface PhaseCost {
   /** API requests in the phase, by verb and resource. */
   readonly requests: Record<string, number>;
+  /** CPU seconds spent in the phase, by process (`bench process`: this one). */
+  readonly cpuSeconds: Record<string, number>;
   /** This process's CPU profile, when a profile folder was given. */
   readonly profile?: ProfileSummary;
   readonly files: readonly string[];
@@ -96,6 +102,62 @@ interface CpuProfile {
   readonly startTime: number;
   readonly endTime: number;
   readonly samples?: readonly number[];
+}
+
+/** Clock ticks per second of /proc's CPU times (USER_HZ: 100 on every Linux architecture). */
+const ticksPerSecond = 100;
+
+/**
+ * A process's CPU time in clock ticks from its /proc/PID/stat line: its own user and
+ * system time and that of the children it waited for (fields 14 to 17). The command name
+ * (field 2) may hold spaces and parentheses, so the fields are counted from its last `)`.
+ */
+export function cpuTicksOfStat(stat: string): number {
+  const end = stat.lastIndexOf(')');
+  if (end < 0) throw new Error(`not a /proc/PID/stat line: ${JSON.stringify(stat.slice(0, 80))}`);
+  // After the name: state is field 3, so utime (14) is the 12th field from here.
+  const fields = stat.slice(end + 2).split(' ');
+  const ticks = fields.slice(11, 15).map(Number);
+  if (ticks.length !== 4 || ticks.some((n) => !Number.isFinite(n)))
+    throw new Error(`not a /proc/PID/stat line: ${JSON.stringify(stat.slice(0, 80))}`);
+  return ticks.reduce((a, b) => a + b, 0);
+}
+
+/** CPU seconds a process (and its waited-for children) spent so far; undefined when it is gone. */
+export function processCpuSeconds(pid: number): number | undefined {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  return cpuTicksOfStat(stat) / ticksPerSecond;
+}
+
+/** What each process spent between two readings; a process missing from either is left out. */
+export function cpuSecondsBetween(
+  before: Record<string, number | undefined>,
+  after: Record<string, number | undefined>,
+): Record<string, number> {
+  const spent: Record<string, number> = {};
+  for (const [name, end] of Object.entries(after)) {
+    const start = before[name];
+    if (start !== undefined && end !== undefined) spent[name] = Number((end - start).toFixed(2));
+  }
+  return spent;
+}
+
+/** This process's CPU seconds and those of the `processes` (name to pid) the caller names. */
+function cpuReading(
+  processes: Record<string, number | undefined>,
+): Record<string, number | undefined> {
+  const usage = process.cpuUsage();
+  const reading: Record<string, number | undefined> = {
+    'bench process': (usage.user + usage.system) / 1e6,
+  };
+  for (const [name, pid] of Object.entries(processes))
+    reading[name] = pid === undefined ? undefined : processCpuSeconds(pid);
+  return reading;
 }
 
 /** Where a frame's code lives, coarsely: what a reader compares between two phases. */
@@ -147,9 +209,16 @@ export function summarize(profile: CpuProfile, topN = 20): ProfileSummary {
 export async function startPhase(
   adminKc: KubeConfig,
   name: string,
-  options: { profileDir?: string; apiServerSeconds?: number } = {},
+  options: {
+    profileDir?: string;
+    apiServerSeconds?: number;
+    /** The other processes whose CPU seconds to report, by name (pids read at each end). */
+    processes?: () => Record<string, number | undefined>;
+  } = {},
 ): Promise<{ end: () => Promise<PhaseCost> }> {
+  const processes = options.processes ?? (() => ({}));
   const before = requestCounts(await getRaw(adminKc, '/metrics'));
+  const cpuBefore = cpuReading(processes());
   const dir = options.profileDir;
   let session: Session | undefined;
   let apiServer: Promise<Buffer | Error> | undefined;
@@ -166,8 +235,9 @@ export async function startPhase(
   }
   return {
     end: async () => {
+      const cpuSeconds = cpuSecondsBetween(cpuBefore, cpuReading(processes()));
       const requests = countsBetween(before, requestCounts(await getRaw(adminKc, '/metrics')));
-      if (dir === undefined || session === undefined) return { requests, files: [] };
+      if (dir === undefined || session === undefined) return { requests, cpuSeconds, files: [] };
       const { profile } = (await session.post('Profiler.stop')) as { profile: CpuProfile };
       session.disconnect();
       const files = [join(dir, `${name}.cpuprofile`)];
@@ -180,7 +250,7 @@ export async function startPhase(
         writeFileSync(pprofFile, pprof);
         files.push(pprofFile, ...pprofTop(pprofFile));
       }
-      return { requests, profile: summarize(profile), files };
+      return { requests, cpuSeconds, profile: summarize(profile), files };
     },
   };
 }

@@ -27,7 +27,9 @@
  * minus loop start. This includes watch delivery to the watcher.
  *
  * Every fair-ceiling and tollgate phase also reports the API server's requests per
- * released pod, by verb and resource (bench/phase-profile.ts). --profile DIR adds CPU
+ * released pod, by verb and resource, and the CPU seconds each process spent in it: this
+ * process (tollgate's loop and the watchers), the control plane's, the Git server with its
+ * git-http-backend children (bench/phase-profile.ts). --profile DIR adds CPU
  * profiles of each such phase: this process's (tollgate's loop runs here) as DIR/<phase>.cpuprofile,
  * summarized in the results, and the API server's own as DIR/<phase>-apiserver.pprof.
  *
@@ -117,6 +119,12 @@ function perPod(cost: PhaseCost, released: number): PerPodCost {
   );
   return { ...rest, requestsPerPod };
 }
+
+/** The CPU seconds of a phase by process, for the progress line. */
+const cpuLine = (cost: PerPodCost): string =>
+  Object.entries(cost.cpuSeconds)
+    .map(([name, seconds]) => `${name} ${seconds.toFixed(1)}`)
+    .join(', ');
 
 /** The requests per pod that cost the most, for the progress line. */
 const topRequests = (cost: PerPodCost): string =>
@@ -217,6 +225,7 @@ async function runTollgate(
   const phase = await startPhase(adminKc, namespace, {
     profileDir,
     apiServerSeconds: (pods / ceilings.fair) * 1.25,
+    processes: machineProcesses,
   });
   const passesBefore = await passesSoFar();
   const started = performance.now();
@@ -284,6 +293,7 @@ async function fairCeiling(
   const phase = await startPhase(adminKc, namespace, {
     profileDir,
     apiServerSeconds: (pods / rawPodsPerSecond) * 1.25,
+    processes: machineProcesses,
   });
   const started = performance.now();
   const raw = await rawRelease(adminKc, namespace, gate, CONCURRENCY);
@@ -319,6 +329,10 @@ const adminKc = cp.kubeConfig('admin');
 const tollgateKc = cp.kubeConfig('tollgate');
 // In its own process: its spawns of git-http-backend must not block tollgate's loop.
 const git = await startGitServerProcess();
+/** The processes on the shared cores besides this one, whose CPU seconds each phase reports. */
+function machineProcesses(): Record<string, number | undefined> {
+  return { ...cp.pids(), 'git server': git.pid };
+}
 const kubelet = new SimulatedKubelet(adminKc, { concurrency: 16 });
 // Every released pod is scheduled and "run"; room for all of them across all repeats.
 const totalPods = pods * repeats * (2 + modes.length);
@@ -373,7 +387,7 @@ try {
     await clearPods(adminKc, fairNs);
     fairCeilings.push(fair);
     say(
-      `repeat ${r} fair ceiling (tollgate's watches attached): ${fair.podsPerSecond.toFixed(0)} pods/s; requests per pod: ${topRequests(fair.cost)}`,
+      `repeat ${r} fair ceiling (tollgate's watches attached): ${fair.podsPerSecond.toFixed(0)} pods/s; requests per pod: ${topRequests(fair.cost)}; CPU s: ${cpuLine(fair.cost)}`,
     );
     for (const mode of modes) {
       const namespace = nsOf(r, mode);
@@ -387,7 +401,7 @@ try {
       tollgates.push(run);
       say(
         `repeat ${r} ${mode}: ${run.podsPerSecond.toFixed(0)} pods/s (${run.ratioToCeiling.toFixed(2)} of ceiling, ${run.ratioToFairCeiling.toFixed(2)} of fair ceiling), ` +
-          `writes/release ${run.writesPerRelease.toFixed(2)}, ${run.passes.count} passes (${run.passes.totalMs.toFixed(0)} ms deciding), p50 ${run.latencyMs.p50.toFixed(0)} ms, p99 ${run.latencyMs.p99.toFixed(0)} ms; requests per pod: ${topRequests(run.cost)}`,
+          `writes/release ${run.writesPerRelease.toFixed(2)}, ${run.passes.count} passes (${run.passes.totalMs.toFixed(0)} ms deciding), p50 ${run.latencyMs.p50.toFixed(0)} ms, p99 ${run.latencyMs.p99.toFixed(0)} ms; requests per pod: ${topRequests(run.cost)}; CPU s: ${cpuLine(run.cost)}`,
       );
     }
   }
@@ -504,6 +518,26 @@ const rows: string[][] = [
     ...modes.map((m) => range(tollgates.filter((t) => t.mode === m).map((t) => t.latencyMs.p99))),
   ],
 ];
+// CPU seconds of each process in the phases that have the same watches attached: what the
+// shared cores spent besides the wall time (the Git server's only in tollgate's phases).
+const cpuNames = [
+  ...new Set([...fairCeilings, ...tollgates].flatMap((run) => Object.keys(run.cost.cpuSeconds))),
+];
+for (const name of cpuNames)
+  rows.push([
+    `CPU s, ${name}`,
+    '-',
+    range(
+      fairCeilings.map((f) => f.cost.cpuSeconds[name] ?? 0),
+      1,
+    ),
+    ...modes.map((m) =>
+      range(
+        tollgates.filter((t) => t.mode === m).map((t) => t.cost.cpuSeconds[name] ?? 0),
+        1,
+      ),
+    ),
+  ]);
 const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
 for (const row of rows) console.log(row.map((cell, i) => cell.padEnd(widths[i]!)).join('  '));
 

@@ -34,6 +34,7 @@ export async function startGitServerProcess(): Promise<GitServer> {
     url,
     root,
     token,
+    pid: child.pid,
     rotateToken: () => testOnly('rotateToken'),
     refusePushes: () => testOnly('refusePushes'),
     get refusedPushes(): number {

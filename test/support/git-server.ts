@@ -30,6 +30,8 @@ export interface GitServer {
   readonly refusedPushes: number;
   /** Creates an empty bare repo and returns its URL. */
   createRepo(name: string): string;
+  /** The server's process when it runs in one of its own (git-server-process.ts), for CPU figures. */
+  readonly pid?: number;
   /** Number of requests answered 401 so far (tests assert bad tokens were refused). */
   readonly unauthorized: number;
   /** Every authorized request so far, as `METHOD /path?query` (tests count round trips). */

@@ -4,7 +4,15 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { areaOf, countsBetween, requestCounts, summarize } from '../../../bench/phase-profile.ts';
+import {
+  areaOf,
+  countsBetween,
+  cpuSecondsBetween,
+  cpuTicksOfStat,
+  processCpuSeconds,
+  requestCounts,
+  summarize,
+} from '../../../bench/phase-profile.ts';
 
 /** One apiserver_request_total line as the API server writes it. */
 const requestLine = (
@@ -85,5 +93,48 @@ describe("where a CPU profile's samples fell", () => {
       frame: 'planReleases (src/decide/release-plan.ts:10)',
       share: 0.25,
     });
+  });
+});
+
+describe('the CPU seconds of a phase, by process', () => {
+  /** A /proc/PID/stat line: utime, stime, cutime, cstime are fields 14 to 17 (in clock ticks). */
+  const statLine = (comm: string, ticks: [number, number, number, number]): string =>
+    `4242 (${comm}) S 1 4242 4242 0 -1 4194560 2000 0 0 0 ${ticks.join(' ')} 20 0 12 0 100 123456789 5000`;
+
+  it("counts a process's own CPU and that of the children it waited for (a Git server's git-http-backend)", () => {
+    assert.equal(cpuTicksOfStat(statLine('node', [150, 50, 700, 100])), 1000);
+  });
+
+  it('reads the fields after the command name even when the name holds spaces and parentheses', () => {
+    assert.equal(cpuTicksOfStat(statLine('kube (api) server', [1, 2, 3, 4])), 10);
+  });
+
+  it('refuses a line that is not a stat line, naming it', () => {
+    assert.throws(() => cpuTicksOfStat('no parentheses here'), /not a \/proc\/PID\/stat line/);
+  });
+
+  it('reads this process from /proc as getrusage counts it, and a process that is gone as undefined', () => {
+    let x = 0;
+    for (let i = 0; i < 5e6; i++) x += Math.sqrt(i);
+    assert.ok(x > 0);
+    const usage = process.cpuUsage();
+    const fromProc = processCpuSeconds(process.pid);
+    assert.ok(fromProc !== undefined);
+    // Ticks are hundredths of a second; both read the same kernel counters a moment apart.
+    assert.ok(
+      Math.abs(fromProc - (usage.user + usage.system) / 1e6) < 0.1,
+      `/proc says ${fromProc} s, getrusage ${(usage.user + usage.system) / 1e6} s`,
+    );
+    assert.equal(processCpuSeconds(2 ** 22 + 1), undefined);
+  });
+
+  it('reports what each named process spent between two readings; a process that left is left out', () => {
+    assert.deepEqual(
+      cpuSecondsBetween(
+        { 'kube-apiserver': 10.5, etcd: 2, 'git server': 1, gone: 3 },
+        { 'kube-apiserver': 14.25, etcd: 2.5, 'git server': 4, gone: undefined },
+      ),
+      { 'kube-apiserver': 3.75, etcd: 0.5, 'git server': 3 },
+    );
   });
 });
