@@ -27,18 +27,22 @@
  * Memory: open intents and outcomes waiting for their intent (both bounded by what is
  * in flight), plus a 128-bit digest per intent id and per no-write record seen, which
  * is what detecting a repeat anywhere in the history costs: 16 bytes a slot in one typed
- * array (DigestSet), 21 to 43 bytes an entry with its free slots. A digest collision
+ * array (DigestSet), 21 to 43 bytes an entry with its free slots; with a spill folder
+ * (`spill`, what the command line gives) at most a fixed number of them, the rest in
+ * sorted runs on disk with 1/256 of them in memory (digest-set.ts). A digest collision
  * can only report a problem that is not there (a repeat, an outcome before its
  * intent), never hide one: a digest found is reported, a digest not found is exact
  * (about 1.5e-25 at 10^7 entries, see docs/audit.md).
  */
-import { hash } from 'node:crypto';
 import { CheckpointChain } from './checkpoint.ts';
+import { DigestSet, SpillingDigestSet, digest128, type DigestStore } from './digest-set.ts';
 import { confirmationIn, contradicts, type ConfirmationValue } from './confirmation.ts';
 import type { AuditCommit } from './reader.ts';
 import { phaseOf, serializeRecord, type AuditRecord } from './record.ts';
 import { verifySshSignature, type AllowedSigner } from './sign.ts';
 import { hourKey } from './window.ts';
+
+export { DigestSet, digest128 };
 
 export type VerifyCheck =
   | 'branch'
@@ -77,6 +81,12 @@ export interface VerifyOptions {
   readonly allowedSigners?: readonly AllowedSigner[];
   /** Problems kept in the report (all are counted). Default 1,000. */
   readonly maxProblems?: number;
+  /**
+   * A folder for the digests beyond `digestsInMemory` (default 196,608 per table, 4 MiB),
+   * kept there as sorted runs (digest-set.ts) and removed by `finish`: memory then does not
+   * grow with the history. Without it every digest stays in memory.
+   */
+  readonly spill?: { readonly dir: string; readonly digestsInMemory?: number };
 }
 
 export interface VerifyReport {
@@ -99,128 +109,6 @@ type Located = AuditRecord & { readonly file: string; readonly line?: number };
 const short = (oid: string): string => oid.slice(0, 12);
 const where = (record: Located): string =>
   record.line === undefined ? record.file : `${record.file}:${record.line}`;
-
-/** The first 128 bits of the text's SHA-256 (DigestSet reads 16 bytes). */
-export function digest128(text: string): Buffer {
-  return hash('sha256', text, 'buffer');
-}
-
-const slotWords = 4;
-/** Grow when 3/4 full: probes stay short, an entry costs 16 B / 0.375..0.75 load. */
-const maxLoad = 0.75;
-
-/**
- * A set of 128-bit digests in one Uint32Array (open addressing, linear probing) that
- * doubles when 3/4 full: 16 bytes a slot, against about 150 bytes for a 22-character
- * string in a Set. An all-zero slot is empty; the all-zero digest is kept apart.
- */
-export class DigestSet {
-  #slots: Uint32Array;
-  #mask: number;
-  #size = 0;
-  #hasZero = false;
-
-  /** `capacity`: slots to start with, rounded up to a power of two. */
-  constructor(capacity = 1_024) {
-    let slots = 1;
-    while (slots < capacity) slots *= 2;
-    this.#slots = new Uint32Array(slots * slotWords);
-    this.#mask = slots - 1;
-  }
-
-  get size(): number {
-    return this.#size;
-  }
-
-  /** Bytes held by the table (its slots). */
-  get bytes(): number {
-    return this.#slots.byteLength;
-  }
-
-  get capacity(): number {
-    return this.#mask + 1;
-  }
-
-  has(digest: Uint8Array): boolean {
-    const [a, b, c, d] = words(digest);
-    if ((a | b | c | d) === 0) return this.#hasZero;
-    return this.#find(this.#slots, this.#mask, a, b, c, d) >= 0;
-  }
-
-  /** Adds the digest's first 16 bytes; false when they were there already. */
-  add(digest: Uint8Array): boolean {
-    const [a, b, c, d] = words(digest);
-    if ((a | b | c | d) === 0) {
-      if (this.#hasZero) return false;
-      this.#hasZero = true;
-      this.#size += 1;
-      return true;
-    }
-    if (this.#find(this.#slots, this.#mask, a, b, c, d) >= 0) return false;
-    if (this.#size + 1 > this.capacity * maxLoad) this.#grow();
-    place(this.#slots, this.#mask, a, b, c, d);
-    this.#size += 1;
-    return true;
-  }
-
-  /** The slot index holding the digest, or -1 (an empty slot ends the probe). */
-  #find(slots: Uint32Array, mask: number, a: number, b: number, c: number, d: number): number {
-    for (let index = a & mask; ; index = (index + 1) & mask) {
-      const at = index * slotWords;
-      const x = slots[at] as number;
-      const y = slots[at + 1] as number;
-      const z = slots[at + 2] as number;
-      const w = slots[at + 3] as number;
-      if ((x | y | z | w) === 0) return -1;
-      if (x === a && y === b && z === c && w === d) return index;
-    }
-  }
-
-  #grow(): void {
-    const old = this.#slots;
-    const mask = (this.#mask + 1) * 2 - 1;
-    const slots = new Uint32Array((mask + 1) * slotWords);
-    for (let at = 0; at < old.length; at += slotWords) {
-      const a = old[at] as number;
-      const b = old[at + 1] as number;
-      const c = old[at + 2] as number;
-      const d = old[at + 3] as number;
-      if ((a | b | c | d) !== 0) place(slots, mask, a, b, c, d);
-    }
-    this.#slots = slots;
-    this.#mask = mask;
-  }
-}
-
-function words(digest: Uint8Array): [number, number, number, number] {
-  if (digest.length < 16)
-    throw new RangeError(`a digest has 16 bytes or more, not ${digest.length}`);
-  const view = new DataView(digest.buffer, digest.byteOffset, 16);
-  return [
-    view.getUint32(0, true),
-    view.getUint32(4, true),
-    view.getUint32(8, true),
-    view.getUint32(12, true),
-  ];
-}
-
-/** Puts a digest known to be absent in the first empty slot of its probe. */
-function place(slots: Uint32Array, mask: number, a: number, b: number, c: number, d: number): void {
-  let index = a & mask;
-  while (
-    ((slots[index * slotWords] as number) |
-      (slots[index * slotWords + 1] as number) |
-      (slots[index * slotWords + 2] as number) |
-      (slots[index * slotWords + 3] as number)) !==
-    0
-  )
-    index = (index + 1) & mask;
-  const at = index * slotWords;
-  slots[at] = a;
-  slots[at + 1] = b;
-  slots[at + 2] = c;
-  slots[at + 3] = d;
-}
 
 const outcomeResults: ReadonlySet<string> = new Set([
   'succeeded',
@@ -264,8 +152,8 @@ export class TrailVerifier {
     { readonly commit: string; readonly record: Located; readonly value: ConfirmationValue }
   >();
   /** Digests of intent ids already met, and of record lines already met. */
-  readonly #seenIntents = new DigestSet();
-  readonly #seenLines = new DigestSet();
+  readonly #seenIntents: DigestStore;
+  readonly #seenLines: DigestStore;
   /** Ungated pods now in the cluster, by uid: only these are judged. */
   readonly #ungated = new Map<string, PodSnapshot>();
   /** Of those, the ones the gate-release loop decided about (not every pod of the history). */
@@ -283,6 +171,13 @@ export class TrailVerifier {
   constructor(options: VerifyOptions = {}) {
     this.#options = options;
     this.#maxProblems = options.maxProblems ?? 1_000;
+    const spill = options.spill;
+    this.#seenIntents = spill
+      ? new SpillingDigestSet(spill.dir, 'intents', spill.digestsInMemory)
+      : new DigestSet();
+    this.#seenLines = spill
+      ? new SpillingDigestSet(spill.dir, 'lines', spill.digestsInMemory)
+      : new DigestSet();
     for (const pod of options.pods ?? [])
       if (pod.schedulingGates.length === 0) this.#ungated.set(pod.uid, pod);
   }
@@ -525,6 +420,8 @@ export class TrailVerifier {
   }
 
   finish(): VerifyReport {
+    this.#seenIntents.close();
+    this.#seenLines.close();
     const oldest = this.#previous;
     if (oldest === undefined)
       this.problem({

@@ -5,7 +5,10 @@
  * The token (for a URL) comes from an environment variable (default
  * TOLLGATE_GIT_TOKEN) or a file, never from a flag, and never appears in output.
  */
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DigestSpillError } from '../audit/digest-set.ts';
 import type { Command } from 'commander';
 import { decisionKinds } from '../decide/decision.ts';
 import { parseDuration } from '../lib/clock.ts';
@@ -304,7 +307,43 @@ export async function verifySource(
   branch: string,
   options: CliVerifyOptions,
 ): Promise<VerifyReport> {
-  const verifier = new TrailVerifier(options);
+  const spillDir = options.spill === undefined ? digestFolder() : undefined;
+  try {
+    return await verifyInto(
+      new TrailVerifier(
+        spillDir === undefined ? options : { ...options, spill: { dir: spillDir } },
+      ),
+      source,
+      branch,
+      options,
+    );
+  } finally {
+    if (spillDir !== undefined) rmSync(spillDir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * A new folder under the system's temporary folder for the digests verify does not keep in
+ * memory (a history of any length is then verified in the same memory); without one
+ * (no writable temporary folder), every digest stays in memory, and stderr says so.
+ */
+function digestFolder(): string | undefined {
+  try {
+    return mkdtempSync(join(tmpdir(), 'tollgate-verify-'));
+  } catch (error) {
+    process.stderr.write(
+      `tollgate audit verify: no folder for its digests under ${tmpdir()} (${(error as Error).message}); every digest is kept in memory (set TMPDIR to a writable folder)\n`,
+    );
+    return undefined;
+  }
+}
+
+async function verifyInto(
+  verifier: TrailVerifier,
+  source: AuditSource,
+  branch: string,
+  options: CliVerifyOptions,
+): Promise<VerifyReport> {
   if (source.tip === undefined) {
     verifier.problem({
       check: 'branch',
@@ -322,6 +361,8 @@ export async function verifySource(
       last = commit.parents[0];
     }
   } catch (error) {
+    // Verify's own folder failing is not the trail's fault: said as an error, not a problem.
+    if (error instanceof DigestSpillError) throw error;
     verifier.problem({
       check: 'chain',
       ...(last === undefined ? {} : { commit: last }),

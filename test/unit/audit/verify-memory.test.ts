@@ -6,10 +6,14 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import type { AuditCommit } from '../../../src/audit/reader.ts';
 import { phaseOf, recordSchemaVersion } from '../../../src/audit/record.ts';
+import { SpillingDigestSet } from '../../../src/audit/digest-set.ts';
 import { DigestSet, TrailVerifier, digest128 } from '../../../src/audit/verify.ts';
 import type { Decision } from '../../../src/decide/decision.ts';
 import { aDecision, outcomeOf } from '../../builders/decision.ts';
@@ -88,6 +92,25 @@ test('verify keeps a fixed small number of bytes per record met (150,000 intents
   // record line, none per outcome: at most 29 B per record met here. Strings in Sets,
   // as before, cost about 105.
   assert.ok(perRecord <= 40, `${perRecord.toFixed(1)} bytes retained per record`);
+});
+
+test('with a spill folder, what verify holds does not grow with the history: 150,000 records met in a fixed few hundred KB', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-verify-spill-'));
+  try {
+    const before = retained();
+    const verifier = new TrailVerifier({ now: 0, spill: { dir, digestsInMemory: 4_096 } });
+    feed(verifier, 50_000);
+    const held = retained() - before;
+    const report = verifier.finish();
+    assert.equal(report.problemCount, 0, JSON.stringify(report.problems.slice(0, 3)));
+    assert.equal(report.records, 150_000);
+    // Two tables of at most 8,192 slots (128 KiB each) and a sparse index of the sorted
+    // runs on disk (16 B per 256 digests); without the spill, about 4.3 MB here.
+    assert.ok(held < 1024 * 1024, `${held} bytes held after 150,000 records`);
+    assert.deepEqual(readdirSync(dir), [], 'the runs are removed when verify finishes');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 /** A 16-byte digest from four 32-bit words (little-endian, as DigestSet reads them). */
@@ -169,4 +192,110 @@ test('DigestSet agrees with a Set of hex strings over 20,000 SHA-256 digests, gr
 
 test('DigestSet refuses a digest shorter than 16 bytes', () => {
   assert.throws(() => new DigestSet().add(Buffer.alloc(8)), /16 bytes or more, not 8/);
+});
+
+/** Runs `body` with a fresh folder, removed after. */
+function inFolder<T>(body: (dir: string) => T): T {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-digests-'));
+  try {
+    return body(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test('SpillingDigestSet agrees with a Set of hex strings over 20,000 digests held 64 in memory, the rest in merged runs', () => {
+  inFolder((dir) => {
+    const set = new SpillingDigestSet(dir, 'test', 64);
+    const strings = new Set<string>();
+    let mostRuns = 0;
+    for (let index = 0; index < 20_000; index += 1) {
+      // Every third one repeats an earlier text, often one spilled long ago.
+      const text = `id-${index % 3 === 0 ? index / 3 : index}`;
+      const item = digest128(text);
+      const key = item.subarray(0, 16).toString('hex');
+      assert.equal(set.has(item), strings.has(key), text);
+      assert.equal(set.add(item), !strings.has(key), text);
+      strings.add(key);
+      mostRuns = Math.max(mostRuns, set.runs);
+    }
+    assert.equal(set.size, strings.size);
+    for (let index = 0; index < 2_000; index += 1)
+      assert.equal(set.has(digest128(`never-${index}`)), false);
+    // Runs double in size: about log2(13,334 / 64) of them at most, not 208.
+    assert.ok(mostRuns <= 10, `${mostRuns} runs at most`);
+    assert.ok(readdirSync(dir).length === set.runs && set.runs > 0);
+    set.close();
+    assert.deepEqual(readdirSync(dir), []);
+  });
+});
+
+test('SpillingDigestSet keeps the all-zero digest apart, through spills', () => {
+  inFolder((dir) => {
+    const set = new SpillingDigestSet(dir, 'zero', 2);
+    assert.equal(set.add(digestOf(0, 0, 0, 0)), true);
+    for (let word = 1; word <= 9; word += 1) assert.equal(set.add(digestOf(word, 0, 0, 0)), true);
+    assert.equal(set.add(digestOf(0, 0, 0, 0)), false);
+    assert.equal(set.has(digestOf(0, 0, 0, 0)), true);
+    assert.equal(set.has(digestOf(0, 0, 0, 1)), false);
+    assert.equal(set.size, 10);
+    set.close();
+  });
+});
+
+test('SpillingDigestSet names its folder when it cannot write a run there', () => {
+  const set = new SpillingDigestSet('/nonexistent/tollgate-digests', 'intents', 2);
+  set.add(digestOf(1, 1, 1, 1));
+  assert.throws(
+    () => set.add(digestOf(2, 2, 2, 2)),
+    /cannot keep the intents digests in \/nonexistent\/tollgate-digests: ENOENT/,
+  );
+});
+
+/** A trail's commits newest first, `pairs` intents and outcomes and as many Holds, with defects far apart. */
+function flawedTrail(pairs: number): AuditCommit[] {
+  const commits: AuditCommit[] = [];
+  const oid = (index: number) => index.toString(16).padStart(40, '0');
+  const perCommit = 10;
+  const early = aDecision('Release', 'early-intent').obj();
+  const hold = aDecision('Hold', 'held-twice').obj();
+  for (let group = 0; group < pairs / perCommit; group += 1) {
+    const names = Array.from({ length: perCommit }, (_, i) => `p${group * perCommit + i}`);
+    const intents = names.map((name) => aDecision('Release', name).obj());
+    const holds = names.map((name) => aDecision('Hold', name).obj());
+    // Far apart: an intent recorded twice, an outcome before its intent, a Hold twice.
+    if (group === 1) intents.push(aDecision('Release', 'twice').obj());
+    if (group === pairs / perCommit - 2) intents.push(aDecision('Release', 'twice').obj());
+    if (group === 2) holds.push(hold);
+    if (group === pairs / perCommit - 3) holds.push(hold);
+    const outcomes = intents.map((item) => outcomeOf(item));
+    if (group === 3) outcomes.push(outcomeOf(early));
+    if (group === pairs / perCommit - 4) intents.push(early);
+    const base = group * 3;
+    commits.push(syntheticCommit(base, intents, base === 0 ? undefined : oid(base - 1)));
+    commits.push(syntheticCommit(base + 1, outcomes, oid(base)));
+    commits.push(syntheticCommit(base + 2, holds, oid(base + 1)));
+  }
+  return commits.reverse();
+}
+
+test('verify with its digests spilled to disk finds exactly what it finds in memory: a repeated intent, an outcome before its intent, a repeated record, far apart', () => {
+  const trail = flawedTrail(20_000);
+  const inMemory = new TrailVerifier({ now: 0 });
+  for (const commit of trail) inMemory.add(commit);
+  const expected = inMemory.finish();
+  const checks = expected.problems.map((problem) => problem.check).sort();
+  assert.deepEqual(
+    [...new Set(checks)],
+    ['duplicate', 'intent-outcome'],
+    JSON.stringify(expected.problems),
+  );
+  assert.ok(expected.problems.some((p) => /comes before its intent/.test(p.message)));
+  assert.ok(expected.problems.some((p) => /recorded again later/.test(p.message)));
+  assert.ok(expected.problems.some((p) => /repeats a record/.test(p.message)));
+  inFolder((dir) => {
+    const spilled = new TrailVerifier({ now: 0, spill: { dir, digestsInMemory: 256 } });
+    for (const commit of trail) spilled.add(commit);
+    assert.deepEqual(spilled.finish(), expected);
+  });
 });
