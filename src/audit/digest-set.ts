@@ -7,9 +7,10 @@
  *   table is written to a folder as a sorted run (16 bytes a digest) and emptied, and runs
  *   of like size are merged (as a log-structured merge tree does), so a history of n
  *   digests leaves at most about log2(n / inMemory) runs. Memory then holds the table and,
- *   per run, the first digest of every block of 256 (a sparse index: 1/256 of the run); a
- *   lookup that misses the table reads one block of each run (at most 4 KiB, from the page
- *   cache). The answers are exactly the in-memory table's.
+ *   per run, a Bloom filter (1 to 2 bytes a digest, against 21 to 43 in the table) and the
+ *   first digest of every block of 256 (a sparse index: 1/256 of the run); a lookup that
+ *   misses the table reads one block (at most 4 KiB, from the page cache) of only those
+ *   runs whose filter may hold the digest. The answers are exactly the in-memory table's.
  */
 import { hash } from 'node:crypto';
 import { closeSync, openSync, readSync, rmSync, writeSync } from 'node:fs';
@@ -187,31 +188,77 @@ const entryBytes = slotWords * 4;
 /** Entries read or written at once when runs are merged. */
 const chunkEntries = 4_096;
 
-/** A sorted run of digests in a file, with the first digest of every block in memory. */
+/**
+ * A Bloom filter of a run's digests, 8 to 16 bits a digest, its four probes the digest's
+ * own four words (SHA-256 bits, uniform already): a digest it has never seen is told
+ * absent without reading the run for all but about 0.2 to 2.4% of them.
+ */
+class DigestFilter {
+  readonly #bits: Uint32Array;
+  readonly #mask: number;
+
+  constructor(entries: number) {
+    let bits = 64;
+    while (bits < entries * 8) bits *= 2;
+    this.#bits = new Uint32Array(bits / 32);
+    this.#mask = bits - 1;
+  }
+
+  get bytes(): number {
+    return this.#bits.byteLength;
+  }
+
+  add(entries: Uint32Array, at: number): void {
+    for (let k = 0; k < slotWords; k += 1) {
+      const bit = (entries[at + k] as number) & this.#mask;
+      this.#bits[bit >>> 5] = (this.#bits[bit >>> 5] as number) | (1 << (bit & 31));
+    }
+  }
+
+  mayHave(key: Uint32Array): boolean {
+    for (let k = 0; k < slotWords; k += 1) {
+      const bit = (key[k] as number) & this.#mask;
+      if (((this.#bits[bit >>> 5] as number) & (1 << (bit & 31))) === 0) return false;
+    }
+    return true;
+  }
+}
+
+/** A sorted run of digests in a file, with its filter and the first digest of every block in memory. */
 class SortedRun {
   readonly count: number;
   readonly #fd: number;
   readonly #path: string;
   readonly #index: Uint32Array;
+  readonly #filter: DigestFilter;
   readonly #block = new Uint32Array(blockEntries * slotWords);
 
-  private constructor(path: string, fd: number, count: number, index: Uint32Array) {
+  private constructor(
+    path: string,
+    fd: number,
+    count: number,
+    index: Uint32Array,
+    filter: DigestFilter,
+  ) {
     this.#path = path;
     this.#fd = fd;
     this.count = count;
     this.#index = index;
+    this.#filter = filter;
   }
 
-  /** Writes `chunks` (sorted, four words an entry, in order) to `path` as a run. */
-  static write(path: string, chunks: Iterable<Uint32Array>): SortedRun {
+  /** Writes `chunks` (`expected` entries, sorted, four words an entry, in order) to `path` as a run. */
+  static write(path: string, expected: number, chunks: Iterable<Uint32Array>): SortedRun {
     const fd = openSync(path, 'w+');
     const index: number[] = [];
+    const filter = new DigestFilter(expected);
     let count = 0;
     try {
       for (const chunk of chunks) {
         for (let at = 0; at < chunk.length; at += slotWords) {
           if ((count + at / slotWords) % blockEntries === 0)
             index.push(...chunk.subarray(at, at + slotWords));
+          filter.add(chunk, at);
         }
         writeAll(fd, chunk);
         count += chunk.length / slotWords;
@@ -221,15 +268,16 @@ class SortedRun {
       rmSync(path, { force: true });
       throw error;
     }
-    return new SortedRun(path, fd, count, Uint32Array.from(index));
+    return new SortedRun(path, fd, count, Uint32Array.from(index), filter);
   }
 
-  /** Bytes this run holds in memory (its sparse index and one block). */
+  /** Bytes this run holds in memory (its filter, its sparse index and one block). */
   get bytes(): number {
-    return this.#index.byteLength + this.#block.byteLength;
+    return this.#filter.bytes + this.#index.byteLength + this.#block.byteLength;
   }
 
   has(key: Uint32Array): boolean {
+    if (!this.#filter.mayHave(key)) return false;
     const blocks = this.#index.length / slotWords;
     // The last block whose first digest is not above the key.
     let low = 0;
@@ -411,14 +459,19 @@ export class SpillingDigestSet implements DigestStore {
 
   #spill(): void {
     try {
-      this.#runs.push(SortedRun.write(this.#nextPath(), [this.#table.sortedEntries()]));
+      const entries = this.#table.sortedEntries();
+      this.#runs.push(SortedRun.write(this.#nextPath(), entries.length / slotWords, [entries]));
       this.#table = new DigestSet();
       // Merge while the newest run is at least half the one before it: runs double in size.
       while (this.#runs.length >= 2) {
         const newer = this.#runs[this.#runs.length - 1] as SortedRun;
         const older = this.#runs[this.#runs.length - 2] as SortedRun;
         if (older.count > 2 * newer.count) break;
-        const run = SortedRun.write(this.#nextPath(), merged(older, newer));
+        const run = SortedRun.write(
+          this.#nextPath(),
+          older.count + newer.count,
+          merged(older, newer),
+        );
         older.close();
         newer.close();
         this.#runs.splice(this.#runs.length - 2, 2, run);
