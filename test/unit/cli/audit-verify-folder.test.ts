@@ -11,6 +11,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { benchTrail, seedTrail } from '../../../bench/audit-seed.ts';
+import { openAuditSource } from '../../../src/audit/reader.ts';
+import { verifySource } from '../../../src/cli/audit.ts';
 
 const cli = fileURLToPath(new URL('../../../src/cli/main.ts', import.meta.url));
 
@@ -63,6 +65,23 @@ describe('audit verify and its folder of digests', () => {
         /no folder for its digests under \/nonexistent\/tollgate-tmp \(.*ENOENT.*\); every digest is kept in memory \(set TMPDIR to a writable folder\)/,
       );
     } finally {
+      rmSync(gitdir, { recursive: true, force: true });
+    }
+  });
+
+  it('a folder that fails while verify walks stops it with an error naming the folder, not a verdict about the trail', async () => {
+    const gitdir = await seededRepo(400);
+    const source = await openAuditSource(gitdir, 'tollgate/audit', { systemGit: true });
+    try {
+      await assert.rejects(
+        verifySource(source, 'tollgate/audit', {
+          now: 0,
+          spill: { dir: '/nonexistent/tollgate-digests', digestsInMemory: 8 },
+        }),
+        /cannot keep the (intents|lines) digests in \/nonexistent\/tollgate-digests: ENOENT/,
+      );
+    } finally {
+      source.close();
       rmSync(gitdir, { recursive: true, force: true });
     }
   });
