@@ -216,6 +216,9 @@ interface CycleTurn {
   readonly committedIntents: Set<string>;
 }
 
+/** Maintenance deferred for waiting intents runs anyway once this many times `maintainEvery` commits were made. */
+const maintenanceOverdueFactor = 4;
+
 const pad = (value: number, width = 2): string => String(value).padStart(width, '0');
 
 /**
@@ -280,6 +283,7 @@ export class GitAuditWriter implements AuditSink {
   #anchor: AuditAnchor | undefined;
   #commitsSinceMaintenance = 0;
   readonly #maintainEvery: number;
+  #maintenanceQueued = false;
   /** This cluster's open intents, known from term start on (undefined before: no checkpoint). */
   #open: OpenIntents | undefined;
   /** The Blocked writes and gang memory each checkpoint carries (carried.ts), from term start on. */
@@ -807,6 +811,7 @@ export class GitAuditWriter implements AuditSink {
     if (failure instanceof AuditNotLeaderError) this.#armStandbyPush();
     if (turn.waiters.length > 0) this.#settle(turn.waiters, failure, turn.committedIntents);
     this.#arm();
+    if (!failure) this.#maintainSoon();
     return failure;
   }
 
@@ -941,7 +946,6 @@ export class GitAuditWriter implements AuditSink {
         const failure = await this.#commitBatches(this.#batcher.due(this.#clock.now()), turn);
         if (failure) return failure;
       }
-      await this.#maintain();
       return undefined;
     } catch (error) {
       const failure = error instanceof Error ? error : new Error(String(error));
@@ -1119,13 +1123,45 @@ export class GitAuditWriter implements AuditSink {
     }
   }
 
-  /** Packs the clone every `maintainEvery` commits; a failure is logged, the trail is not at stake. */
+  /**
+   * Queues the clone's maintenance once `maintainEvery` commits were made since the last:
+   * on the chain after what is queued now, never inside a cycle, so the intents a cycle
+   * pushed are settled before it (a strict release waited 6 s for a maintenance of 1,800
+   * objects at 10,000 pods) and a cycle queued meanwhile goes first (#maintainWhenIdle).
+   */
+  #maintainSoon(): void {
+    if (!this.#store.maintain || this.#maintenanceQueued) return;
+    if (this.#commitsSinceMaintenance < this.#maintainEvery) return;
+    this.#maintenanceQueued = true;
+    this.#chain = this.#chain.then(() => {
+      this.#maintenanceQueued = false;
+      return this.#releasingCache(() => this.#maintainWhenIdle());
+    });
+  }
+
+  /**
+   * Maintains the clone unless a cycle waits behind (intents to push: that cycle asks
+   * again when it ends), or maintenance is `overdueFactor` times overdue: under intents
+   * that never stop, the clone's loose objects stay bounded.
+   */
+  async #maintainWhenIdle(): Promise<void> {
+    if (this.#closed || this.#commitsSinceMaintenance < this.#maintainEvery) return;
+    const overdue = this.#commitsSinceMaintenance >= maintenanceOverdueFactor * this.#maintainEvery;
+    if (this.#queued && !overdue) return;
+    await this.#maintain();
+  }
+
+  /** Packs the clone; a failure is logged, the trail is not at stake. */
   async #maintain(): Promise<void> {
-    if (!this.#store.maintain || this.#commitsSinceMaintenance < this.#maintainEvery) return;
+    if (!this.#store.maintain) return;
     this.#commitsSinceMaintenance = 0;
     try {
+      const started = performance.now();
       const result = await this.#store.maintain();
-      this.#logger.debug(result, 'audit clone maintained (packed, pruned)');
+      this.#logger.debug(
+        { ...result, ms: Math.round(performance.now() - started) },
+        'audit clone maintained (packed, pruned)',
+      );
     } catch (error) {
       this.#logger.warn(
         { err: this.#redact((error as Error).message) },
