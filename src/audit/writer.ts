@@ -1140,12 +1140,14 @@ export class GitAuditWriter implements AuditSink {
   }
 
   /**
-   * Maintains the clone unless a cycle waits behind (intents to push: that cycle asks
-   * again when it ends), or maintenance is `overdueFactor` times overdue: under intents
+   * Maintains the clone, once every commit is pushed, unless a cycle waits behind
+   * (intents to push: that cycle asks again when it ends), or maintenance is `maintenanceOverdueFactor` times overdue: under intents
    * that never stop, the clone's loose objects stay bounded.
    */
   async #maintainWhenIdle(): Promise<void> {
     if (this.#closed || this.#commitsSinceMaintenance < this.#maintainEvery) return;
+    // Only once every commit is pushed: a failed push is retried first.
+    if (this.#unpushedCommits > 0) return;
     const overdue = this.#commitsSinceMaintenance >= maintenanceOverdueFactor * this.#maintainEvery;
     if (this.#queued && !overdue) return;
     await this.#maintain();

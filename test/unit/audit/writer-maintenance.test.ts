@@ -30,9 +30,18 @@ class HeldStore implements AuditStore {
     this.events.push('commit');
     return { oid: String(this.events.length), path };
   }
+  /** Push calls (1, 2, ...) refused. */
+  readonly refuse = new Set<number>();
+  #pushes = 0;
   async push() {
+    this.#pushes += 1;
+    const refused = this.refuse.has(this.#pushes);
     this.events.push('push');
     await this.pushGate?.promise;
+    if (refused) {
+      this.events.push('refused');
+      throw new Error('remote unavailable');
+    }
     const landed = this.#unpushed;
     this.#unpushed = 0;
     this.events.push('pushed');
@@ -114,6 +123,26 @@ test('intents recorded while a push is under way go first: the due maintenance w
     'maintain',
     'maintained',
   ]);
+});
+
+test('maintenance waits while a commit is unpushed: a push that failed is retried first', async () => {
+  const { store, writer } = strictWriter(1);
+  store.pushGate = gate();
+  const first = writer.recordIntents([aDecision('Release', 'p1').obj()]);
+  await settle();
+  const second = writer.recordIntents([aDecision('Release', 'p2').obj()]);
+  store.refuse.add(2);
+  const pushGate = store.pushGate;
+  store.pushGate = undefined;
+  pushGate.open();
+  const [one, two] = await Promise.allSettled([first, second]);
+  assert.deepEqual([one.status, two.status], ['fulfilled', 'rejected']);
+  await settle();
+  assert.deepEqual(store.events, ['commit', 'push', 'pushed', 'commit', 'push', 'refused']);
+  await writer.flush();
+  await settle();
+  // The refused intents' cancellations, then the push of everything, then maintenance.
+  assert.deepEqual(store.events.slice(6), ['commit', 'push', 'pushed', 'maintain', 'maintained']);
 });
 
 test('under intents that never stop, maintenance still runs once it is four times overdue: the clone stays bounded', async () => {
