@@ -1141,8 +1141,9 @@ export class GitAuditWriter implements AuditSink {
 
   /**
    * Maintains the clone, once every commit is pushed, unless a cycle waits behind
-   * (intents to push: that cycle asks again when it ends), or maintenance is `maintenanceOverdueFactor` times overdue: under intents
-   * that never stop, the clone's loose objects stay bounded.
+   * (intents to push: that cycle asks again when it ends) and maintenance is not yet
+   * `maintenanceOverdueFactor` times overdue: under intents that never stop, the clone's
+   * loose objects stay bounded.
    */
   async #maintainWhenIdle(): Promise<void> {
     if (this.#closed || this.#commitsSinceMaintenance < this.#maintainEvery) return;
