@@ -79,6 +79,21 @@ function strictWriter(maintainEvery: number) {
   return { store, writer };
 }
 
+/** Records one intent, and a second while the first one's push is out; then lets the push land. */
+async function secondIntentDuringFirstPush(
+  store: HeldStore,
+  writer: GitAuditWriter,
+): Promise<[Promise<void>, Promise<void>]> {
+  const pushGate = gate();
+  store.pushGate = pushGate;
+  const first = writer.recordIntents([aDecision('Release', 'p1').obj()]);
+  await settle();
+  const second = writer.recordIntents([aDecision('Release', 'p2').obj()]);
+  store.pushGate = undefined;
+  pushGate.open();
+  return [first, second];
+}
+
 /** Whether `promise` has settled by now. */
 async function settledBy(promise: Promise<unknown>): Promise<boolean> {
   let done = false;
@@ -104,14 +119,7 @@ test('a strict intent is settled once its push lands, while the maintenance it m
 
 test('intents recorded while a push is under way go first: the due maintenance waits for a turn with no intent waiting', async () => {
   const { store, writer } = strictWriter(1);
-  store.pushGate = gate();
-  const first = writer.recordIntents([aDecision('Release', 'p1').obj()]);
-  await settle();
-  const second = writer.recordIntents([aDecision('Release', 'p2').obj()]);
-  const pushGate = store.pushGate;
-  store.pushGate = undefined;
-  pushGate.open();
-  await Promise.all([first, second]);
+  await Promise.all(await secondIntentDuringFirstPush(store, writer));
   await settle();
   assert.deepEqual(store.events, [
     'commit',
@@ -127,15 +135,8 @@ test('intents recorded while a push is under way go first: the due maintenance w
 
 test('maintenance waits while a commit is unpushed: a push that failed is retried first', async () => {
   const { store, writer } = strictWriter(1);
-  store.pushGate = gate();
-  const first = writer.recordIntents([aDecision('Release', 'p1').obj()]);
-  await settle();
-  const second = writer.recordIntents([aDecision('Release', 'p2').obj()]);
   store.refuse.add(2);
-  const pushGate = store.pushGate;
-  store.pushGate = undefined;
-  pushGate.open();
-  const [one, two] = await Promise.allSettled([first, second]);
+  const [one, two] = await Promise.allSettled(await secondIntentDuringFirstPush(store, writer));
   assert.deepEqual([one.status, two.status], ['fulfilled', 'rejected']);
   await settle();
   assert.deepEqual(store.events, ['commit', 'push', 'pushed', 'commit', 'push', 'refused']);
