@@ -1,7 +1,8 @@
 /**
  * The loose objects of the writer's clone (one zlib-compressed file per object, as
  * isomorphic-git writes them), read straight from disk for its maintenance: a file read
- * and an inflate each, and the links of commits and trees parsed from their bytes.
+ * and an inflate each (commits and trees are then parsed by cat-file.ts's parseCommit and
+ * parseTree, as for the system git's objects).
  *
  * Why not isomorphic-git's readCommit and readTree: each lookup goes through its
  * promise-based file system wrapper (several calls per object, and a thrown ENOENT where
@@ -53,30 +54,22 @@ export function readLooseObject(path: string): LooseObject {
   return { type: type as PackObjectType, object: raw.subarray(nul + 1) };
 }
 
-/** A commit's tree and parents, from its header lines. */
-export function commitLinks(object: Buffer): { tree: string; parents: string[] } {
-  const header = object.toString('latin1', 0, Math.max(0, object.indexOf('\n\n')));
-  let tree = '';
-  const parents: string[] = [];
-  for (const line of header.split('\n')) {
-    if (line.startsWith('tree ')) tree = line.slice(5);
-    else if (line.startsWith('parent ')) parents.push(line.slice(7));
-  }
-  return { tree, parents };
-}
+/** Reads between two turns of the event loop: a maintenance of thousands of objects does not hold it. */
+const readsPerTurn = 256;
 
-/** A tree's entries: each one's object id and whether it is a tree itself. */
-export function treeEntries(object: Buffer): { oid: string; tree: boolean }[] {
-  const entries: { oid: string; tree: boolean }[] = [];
-  let at = 0;
-  while (at < object.length) {
-    const space = object.indexOf(0x20, at);
-    const nul = object.indexOf(0x00, space);
-    if (space < 0 || nul < 0 || nul + 21 > object.length)
-      throw new Error('audit clone: a tree object ends inside an entry');
-    const mode = object.toString('latin1', at, space);
-    entries.push({ oid: object.toString('hex', nul + 1, nul + 21), tree: mode === '40000' });
-    at = nul + 21;
-  }
-  return entries;
+/**
+ * A reader of the loose objects in `loose` (oid -> file) for one maintenance, its walk and
+ * its pack alike: every `readsPerTurn` reads it lets the event loop have a turn.
+ */
+export function pacedLooseReader(
+  loose: ReadonlyMap<string, string>,
+): (oid: string) => Promise<LooseObject> {
+  let reads = 0;
+  return async (oid) => {
+    reads += 1;
+    if (reads % readsPerTurn === 0) await new Promise((resolve) => setImmediate(resolve));
+    const path = loose.get(oid);
+    if (path === undefined) throw new Error(`audit clone: object ${oid} is not loose`);
+    return readLooseObject(path);
+  };
 }

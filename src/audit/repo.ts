@@ -29,8 +29,8 @@ import { dirname, join } from 'node:path';
 import git, { Errors, type AuthCallback, type CommitObject, type FsClient } from 'isomorphic-git';
 import http from 'isomorphic-git/http/node';
 import { withUnbornHeadRepair } from './http.ts';
-import { fetchOverHttp } from './cat-file.ts';
-import { commitLinks, looseObjects, readLooseObject, treeEntries } from './loose-objects.ts';
+import { fetchOverHttp, parseCommit, parseTree } from './cat-file.ts';
+import { looseObjects, pacedLooseReader, type LooseObject } from './loose-objects.ts';
 import type { Clock } from '../lib/clock.ts';
 import { systemClock } from '../lib/clock.ts';
 import { redactUrl, silentLogger, type Logger } from '../observe/log.ts';
@@ -193,22 +193,12 @@ export class AuditPushError extends Error {
 
 const remoteName = 'origin';
 
-/** Reads of loose objects between two turns of the event loop, during maintenance. */
-const readsPerTurn = 256;
-
-const setImmediateTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
-
-/** The loose objects' contents, read from disk one at a time as the pack is written. */
+/** The loose objects' contents, read one at a time as the pack is written. */
 async function* looseContents(
   oids: Iterable<string>,
-  loose: ReadonlyMap<string, string>,
+  read: (oid: string) => Promise<LooseObject>,
 ): AsyncGenerator<PackInput> {
-  let reads = 0;
-  for (const oid of oids) {
-    reads += 1;
-    if (reads % readsPerTurn === 0) await setImmediateTurn();
-    yield { oid, ...readLooseObject(loose.get(oid) as string) };
-  }
+  for (const oid of oids) yield { oid, ...(await read(oid)) };
 }
 
 /** The decisions an audit commit holds, from its trailer (0 when it names none). */
@@ -826,8 +816,10 @@ export class AuditRepo implements Repo {
   async #packLoose(): Promise<{ packed: number; pruned: number }> {
     const loose = looseObjects(this.gitdir);
     if (loose.size === 0) return { packed: 0, pruned: 0 };
-    const reachable = await this.#reachableLoose(loose);
-    if (reachable.size > 0) await this.#writePack(reachable, loose);
+    const read = pacedLooseReader(loose);
+    const reachable = await this.#reachableLoose(loose, read);
+    if (reachable.size > 0)
+      await writePack(this.gitdir, reachable.size, looseContents(reachable, read));
     for (const [, path] of loose) fs.rmSync(path, { force: true });
     for (const folder of new Set([...loose.values()].map((path) => dirname(path))))
       if (fs.readdirSync(folder).length === 0) fs.rmdirSync(folder);
@@ -837,38 +829,30 @@ export class AuditRepo implements Repo {
   /**
    * The loose objects the branch and its tracking ref reach, walked through loose
    * objects only (read from disk, loose-objects.ts): what a packed commit or tree
-   * reaches was packed with it. The event loop gets a turn every `readsPerTurn` reads.
+   * reaches was packed with it.
    */
-  async #reachableLoose(loose: ReadonlyMap<string, string>): Promise<Set<string>> {
+  async #reachableLoose(
+    loose: ReadonlyMap<string, string>,
+    read: (oid: string) => Promise<LooseObject>,
+  ): Promise<Set<string>> {
     const reachable = new Set<string>();
-    let reads = 0;
-    const read = async (oid: string): Promise<Buffer> => {
-      reads += 1;
-      if (reads % readsPerTurn === 0) await setImmediateTurn();
-      return readLooseObject(loose.get(oid) as string).object;
-    };
     const visitTree = async (oid: string): Promise<void> => {
       if (!loose.has(oid) || reachable.has(oid)) return;
       reachable.add(oid);
-      for (const entry of treeEntries(await read(oid)))
-        if (entry.tree) await visitTree(entry.oid);
+      for (const entry of parseTree((await read(oid)).object, oid))
+        if (entry.type === 'tree') await visitTree(entry.oid);
         else if (loose.has(entry.oid)) reachable.add(entry.oid);
     };
     for (const tip of [await this.localTip(), await this.trackingTip()]) {
       let oid = tip;
       while (oid !== undefined && loose.has(oid) && !reachable.has(oid)) {
         reachable.add(oid);
-        const { tree, parents } = commitLinks(await read(oid));
-        await visitTree(tree);
-        oid = parents[0];
+        const commit = parseCommit((await read(oid)).object, oid);
+        await visitTree(commit.tree);
+        oid = commit.parent[0];
       }
     }
     return reachable;
-  }
-
-  /** Writes one pack of the loose `oids` with its index (pack-writer.ts); returns the pack's file name. */
-  async #writePack(oids: ReadonlySet<string>, loose: ReadonlyMap<string, string>): Promise<string> {
-    return writePack(this.gitdir, oids.size, looseContents(oids, loose));
   }
 
   /** The objects' contents, read one at a time as the pack is written. */

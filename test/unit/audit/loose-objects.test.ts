@@ -9,12 +9,22 @@ import { mkdtempSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { deflateSync } from 'node:zlib';
-import {
-  commitLinks,
-  looseObjects,
-  readLooseObject,
-  treeEntries,
-} from '../../../src/audit/loose-objects.ts';
+import { parseCommit, parseTree } from '../../../src/audit/cat-file.ts';
+import { looseObjects, readLooseObject } from '../../../src/audit/loose-objects.ts';
+
+/** A commit's tree and parents, read from its loose file. */
+function commitLinks(path: string): { tree: string; parents: string[] } {
+  const { tree, parent } = parseCommit(readLooseObject(path).object, path);
+  return { tree, parents: parent };
+}
+
+/** A tree's entries, read from its loose file: each one's id and whether it is a tree. */
+function treeEntries(path: string): { oid: string; tree: boolean }[] {
+  return parseTree(readLooseObject(path).object, path).map(({ oid, type }) => ({
+    oid,
+    tree: type === 'tree',
+  }));
+}
 
 function gitRepoWithTwoCommits(): { dir: string; git: (...args: string[]) => string } {
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-loose-'));
@@ -47,12 +57,12 @@ test("every loose object reads as git's own type and content, and commits and tr
     assert.equal(object.length, Number(git('cat-file', '-s', oid)), oid);
   }
   const head = git('rev-parse', 'HEAD');
-  const links = commitLinks(readLooseObject(loose.get(head) as string).object);
+  const links = commitLinks(loose.get(head) as string);
   assert.deepEqual(links, {
     tree: git('rev-parse', 'HEAD^{tree}'),
     parents: [git('rev-parse', 'HEAD~1')],
   });
-  const entries = treeEntries(readLooseObject(loose.get(links.tree) as string).object);
+  const entries = treeEntries(loose.get(links.tree) as string);
   assert.deepEqual(
     entries,
     git('ls-tree', 'HEAD')
@@ -62,11 +72,7 @@ test("every loose object reads as git's own type and content, and commits and tr
         return { oid: oid as string, tree: mode === '040000' };
       }),
   );
-  assert.equal(
-    commitLinks(readLooseObject(loose.get(links.parents[0] as string) as string).object).parents
-      .length,
-    0,
-  );
+  assert.equal(commitLinks(loose.get(links.parents[0] as string) as string).parents.length, 0);
 });
 
 test('a file in the objects folder that is not a git object is an error naming it', () => {

@@ -6,9 +6,9 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { GitAuditWriter, type AuditStore, type Timers } from '../../../src/audit/writer.ts';
-import { ManualClock } from '../../../src/lib/clock.ts';
+import { GitAuditWriter, type AuditStore } from '../../../src/audit/writer.ts';
 import { aDecision } from '../../builders/decision.ts';
+import { ManualTimers, settle as settleRounds } from '../../support/manual-timers.ts';
 
 /** A promise the test ends. */
 function gate(): { promise: Promise<void>; open: () => void } {
@@ -58,14 +58,12 @@ class HeldStore implements AuditStore {
   }
 }
 
-const noTimers: Timers = { set: () => 0, clear: () => undefined };
-
-const settle = async (): Promise<void> => {
-  for (let index = 0; index < 20; index += 1) await new Promise((resolve) => setImmediate(resolve));
-};
+/** Enough turns for a cycle, its settle and a queued maintenance to run. */
+const settle = (): Promise<void> => settleRounds(20);
 
 function strictWriter(maintainEvery: number) {
   const store = new HeldStore();
+  const timers = new ManualTimers();
   const writer = new GitAuditWriter({
     store,
     cluster: 'prod',
@@ -73,8 +71,8 @@ function strictWriter(maintainEvery: number) {
     mode: 'strict',
     batch: { maxDecisions: 100, maxDelayMs: 5_000 },
     maintainEvery,
-    clock: new ManualClock(),
-    timers: noTimers,
+    clock: timers.clock,
+    timers,
   });
   return { store, writer };
 }
