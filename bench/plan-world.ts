@@ -40,3 +40,53 @@ export function planSnapshot(count: number, gangs: boolean) {
   });
   return snapshotOf(objs, [aNode('n1').obj()]);
 }
+
+/**
+ * A steady backlog, as `tollgate run` plans it pass after pass: `count` held pods of one
+ * tenant under ImagePresent, each waiting for an image of its own that no node has, in
+ * the form the view hands them (parsed from the API's JSON: text timestamps), on 10 nodes
+ * of 20 images each. `nodesAt(pass)` replaces one node's object each pass (a kubelet's
+ * status update), so what the pods read is built again while what they read stays equal.
+ */
+export function steadyPolicy(): Policy {
+  return aPolicy()
+    .tenant(aTenant('batch').namespaces('batch-a', 'batch-b'))
+    .gatePolicy(
+      aGatePolicy('ready', 'batch').conditions(
+        { type: 'Budget' },
+        { type: 'ImagePresent', minNodes: 1 },
+      ),
+    )
+    .obj();
+}
+
+export function steadyWorld(count: number) {
+  const asViewed = <T>(object: T): T => JSON.parse(JSON.stringify(object)) as T;
+  const pods = Array.from({ length: count }, (_, i) =>
+    asViewed(
+      aPod(`p${i}`, i % 2 === 0 ? 'batch-a' : 'batch-b')
+        .uid(`uid-${i}`)
+        .gated(gate)
+        .image(`registry.example/wait-${i}:1`)
+        .requests({ cpu: '100m' })
+        .createdAt(planNow - 60_000 + i)
+        .obj(),
+    ),
+  );
+  const baseImages = (n: number) =>
+    Array.from({ length: 20 }, (_, k) => `registry.example/base-${n}-${k}:1`);
+  const nodes = Array.from({ length: 10 }, (_, n) =>
+    asViewed(
+      aNode(`n${n}`)
+        .images(...baseImages(n))
+        .obj(),
+    ),
+  );
+  return {
+    snapshotAt(pass: number) {
+      const changed = pass % nodes.length;
+      nodes[changed] = asViewed(nodes[changed] as (typeof nodes)[number]);
+      return snapshotOf(pods, nodes);
+    },
+  };
+}

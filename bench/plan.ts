@@ -29,7 +29,13 @@ import { parseArgs } from 'node:util';
 import * as current from '../src/decide/release-plan.ts';
 import type { Policy } from '../src/policy/model.ts';
 import { median } from './lib.ts';
-import { planNow as now, planPolicy as policy, planSnapshot } from './plan-world.ts';
+import {
+  planNow as now,
+  planPolicy as policy,
+  planSnapshot,
+  steadyPolicy,
+  steadyWorld,
+} from './plan-world.ts';
 
 const { values } = parseArgs({
   options: {
@@ -107,10 +113,55 @@ function passCost(count: number, gangs: boolean): { current: PassCost; baseline?
     : { current: mine as PassCost, baseline: theirs };
 }
 
+/**
+ * A steady pass over a backlog of this many held pods (plan-world.ts `steadyWorld`), per
+ * planner, each carrying its own state from pass to pass as the loop does: the first
+ * pass (every pod held for the first time) is not timed; each timed pass sees one node
+ * object replaced. Both planners must plan every pass alike.
+ */
+function steadyCost(count: number): { current: PassCost; baseline?: PassCost } {
+  const p = steadyPolicy();
+  const world = steadyWorld(count);
+  const planners = baseline ? [current, baseline] : [current];
+  const first = world.snapshotAt(0);
+  const states = planners.map(
+    (planner) => planner.planReleases(p, first, planner.emptyPlanState, now).nextState,
+  );
+  const wall: number[][] = planners.map(() => []);
+  const cpu: number[][] = planners.map(() => []);
+  for (let i = 1; i <= repeats; i++) {
+    const snap = world.snapshotAt(i);
+    const at = now + i * 1_000;
+    const texts = planners.map((planner, k) => {
+      collectGarbage?.();
+      const start = performance.now();
+      const startCpu = process.cpuUsage();
+      const plan = planner.planReleases(p, snap, states[k] as typeof planner.emptyPlanState, at);
+      const used = process.cpuUsage(startCpu);
+      wall[k]?.push(performance.now() - start);
+      cpu[k]?.push((used.user + used.system) / 1000);
+      states[k] = plan.nextState;
+      if (plan.held !== count) throw new Error(`a steady pass held ${plan.held} of ${count} pods`);
+      return planText(plan);
+    });
+    if (texts.some((text) => text !== texts[0])) {
+      process.stderr.write(
+        `bench plan: this checkout and the baseline plan a steady pass of ${count} pods apart\n`,
+      );
+      process.exit(1);
+    }
+  }
+  const [mine, theirs] = planners.map((_, k) => costOf(wall[k] ?? [], cpu[k] ?? []));
+  return theirs === undefined
+    ? { current: mine as PassCost }
+    : { current: mine as PassCost, baseline: theirs };
+}
+
 const runs = {
   [`plain ${pods}`]: passCost(pods, false),
   [`gang ${pods}`]: passCost(pods, true),
   [`gang ${large} (large)`]: passCost(large, true),
+  [`steady ${pods}`]: steadyCost(pods),
 };
 const ms = (name: string): number => (runs[name]?.current as PassCost).ms;
 const gangOverPlain = ms(`gang ${pods}`) / ms(`plain ${pods}`);

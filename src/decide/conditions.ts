@@ -108,6 +108,25 @@ export function podImages(pod: PodLike): string[] {
   return [...new Set(images)];
 }
 
+/** A pod's images, each with its normalised reference. */
+type WantedImages = readonly { readonly image: string; readonly ref: ImageRef }[];
+
+/**
+ * Per pod object (the view replaces a pod's object on every change and never edits one):
+ * a pass judges ImagePresent for every held pod, and listing and normalising its images
+ * again each pass was a tenth of a steady 10,000-pod pass.
+ */
+const wantedByPod = new WeakMap<PodLike, WantedImages>();
+
+function wantedImages(pod: PodLike): WantedImages {
+  let wanted = wantedByPod.get(pod);
+  if (wanted === undefined) {
+    wanted = podImages(pod).map((image) => ({ image, ref: normaliseImage(image) }));
+    wantedByPod.set(pod, wanted);
+  }
+  return wanted;
+}
+
 /**
  * The ready nodes' images, normalised once and grouped by repository. A pass evaluates
  * ImagePresent for every gated pod; normalising every node's images again per pod made
@@ -140,25 +159,61 @@ export function indexNodeImages(nodes: readonly NodeLike[]): NodeImageIndex {
   return { readyNodes: ready.length, byRepository };
 }
 
-/** Every image of the pod present on at least `minNodes` ready nodes. */
+/** What ImagePresent records: per image of the pod, on how many ready nodes it is. */
+interface ImagePresentValue {
+  readonly minNodes: number;
+  readonly readyNodes: number;
+  readonly images: readonly { readonly image: string; readonly nodes: number }[];
+}
+
+/**
+ * Every image of the pod present on at least `minNodes` ready nodes. `before`: this pod's
+ * ImagePresent input of an earlier pass, returned as it is when it reads the same (a
+ * steady pass judges every held pod again, and most read what they read last time).
+ */
 export function evaluateImagePresent(
   pod: PodLike,
   minNodes: number,
   nodes: readonly NodeLike[] | NodeImageIndex,
+  before?: ConditionInput,
 ): ConditionInput {
   const index = 'byRepository' in nodes ? nodes : indexNodeImages(nodes);
-  const images = podImages(pod).map((image) => {
-    const wanted = normaliseImage(image);
-    const onNodes = (index.byRepository.get(wanted.repository) ?? []).filter((refs) =>
-      refs.some((ref) => imageMatches(wanted, ref)),
-    ).length;
-    return { image, nodes: onNodes };
-  });
+  const wanted = wantedImages(pod);
+  if (before !== undefined && readsAsBefore(before, wanted, minNodes, index)) return before;
+  const images = wanted.map(({ image, ref }) => ({ image, nodes: nodesWith(ref, index) }));
+  const value: ImagePresentValue = { minNodes, readyNodes: index.readyNodes, images };
   return {
     condition: 'ImagePresent',
     met: images.every((i) => i.nodes >= minNodes),
-    value: { minNodes, readyNodes: index.readyNodes, images },
+    value,
   };
+}
+
+/** How many ready nodes report the image. */
+function nodesWith(wanted: ImageRef, index: NodeImageIndex): number {
+  let onNodes = 0;
+  for (const refs of index.byRepository.get(wanted.repository) ?? [])
+    if (refs.some((ref) => imageMatches(wanted, ref))) onNodes++;
+  return onNodes;
+}
+
+/** Whether an earlier ImagePresent input says what one made now would say. */
+function readsAsBefore(
+  before: ConditionInput,
+  wanted: WantedImages,
+  minNodes: number,
+  index: NodeImageIndex,
+): boolean {
+  if (before.condition !== 'ImagePresent') return false;
+  const value = before.value as ImagePresentValue;
+  if (value.minNodes !== minNodes || value.readyNodes !== index.readyNodes) return false;
+  if (value.images.length !== wanted.length) return false;
+  for (let i = 0; i < wanted.length; i++) {
+    const { image, ref } = wanted[i] as WantedImages[number];
+    const was = value.images[i] as ImagePresentValue['images'][number];
+    if (was.image !== image || was.nodes !== nodesWith(ref, index)) return false;
+  }
+  return true;
 }
 
 function fieldAt(object: unknown, path: string): unknown {

@@ -6,6 +6,7 @@
  * met; an expiry whose action is Release; in review and approved). Budget is judged per
  * release unit in the admission phase, next to everything released this pass.
  */
+import equal from 'fast-deep-equal';
 import {
   approvalFor,
   evaluateApproved,
@@ -145,20 +146,70 @@ function judgePod(pod: PodLike, owned: OwnedGate, context: JudgeContext): PodJud
     const reason = `GatePolicy ${gatePolicy.name} is suspended (spec.suspend)`;
     return { verdicts: [holdVerdict(pod, tenant, gatePolicy, inputs, 'Suspended', reason)] };
   }
-  const inputs = evaluateConditions(pod, gatePolicy, context);
+  const before = heldBefore.get(pod);
+  const inputs = inputsAsBefore(before, evaluateConditions(pod, gatePolicy, context, before));
   // Checked before listing what fails: most pods of a large pass have their conditions
   // met, and the list took two arrays per pod.
   if (inputs.every((i) => i.met)) return candidateOf(pod, owned, inputs, 'conditions met');
-  const failing = inputs.filter((i) => !i.met).map((i) => i.condition);
   if (!gatePolicy.expiry || !isExpired(gatePolicy, pod, now)) {
-    const reason = `waiting for ${failing.join(', ')}`;
-    return {
-      verdicts: [holdVerdict(pod, tenant, gatePolicy, inputs, failing.join('+'), reason)],
-      // Re-judged when its expiry falls due or its Schedule window opens, whichever is first.
-      ...optionalWakeup(earliest(expiresAt(gatePolicy, pod), scheduleOpensAt(inputs))),
-    };
+    if (before?.inputs === inputs && before.gatePolicy === gatePolicy && before.tenant === tenant)
+      return before.judgement;
+    const judgement = heldByConditions(pod, tenant, gatePolicy, inputs);
+    heldBefore.set(pod, { tenant, gatePolicy, inputs, judgement });
+    return judgement;
   }
+  const failing = inputs.filter((i) => !i.met).map((i) => i.condition);
   return judgeExpired(pod, { ...owned, gatePolicy }, inputs, failing, context);
+}
+
+/** Held, not expired, for the conditions that are not met. */
+function heldByConditions(
+  pod: PodLike,
+  tenant: Tenant,
+  gatePolicy: GatePolicy,
+  inputs: readonly ConditionInput[],
+): PodJudgement {
+  const failing = inputs.filter((i) => !i.met).map((i) => i.condition);
+  const reason = `waiting for ${failing.join(', ')}`;
+  return {
+    verdicts: [holdVerdict(pod, tenant, gatePolicy, inputs, failing.join('+'), reason)],
+    // Re-judged when its expiry falls due or its Schedule window opens, whichever is first.
+    ...optionalWakeup(earliest(expiresAt(gatePolicy, pod), scheduleOpensAt(inputs))),
+  };
+}
+
+/**
+ * The last Hold a pass made for a pod object by its conditions, with what it was made
+ * from. A Hold is a function of the pod, its tenant, its GatePolicy and its condition
+ * inputs alone (its reason, reason key and wake-up too), and the view replaces a pod's
+ * object on every change and never edits one; so a pod held again with the same tenant
+ * and GatePolicy objects (one policy snapshot) and inputs equal to the last ones is held
+ * by the same judgement. A steady pass re-judges every held pod, and making its inputs,
+ * reason and verdict again was a third of a 10,000-pod pass and most of its garbage.
+ * Held weakly: a pod the view drops takes its entry with it.
+ */
+interface HeldBefore {
+  readonly tenant: Tenant;
+  readonly gatePolicy: GatePolicy;
+  readonly inputs: readonly ConditionInput[];
+  readonly judgement: PodJudgement;
+}
+const heldBefore = new WeakMap<PodLike, HeldBefore>();
+
+/** The inputs judged last time for this pod when the new ones are equal to them, else the new ones. */
+function inputsAsBefore(
+  before: HeldBefore | undefined,
+  inputs: readonly ConditionInput[],
+): readonly ConditionInput[] {
+  if (before === undefined || before.inputs.length !== inputs.length) return inputs;
+  for (let i = 0; i < inputs.length; i++) {
+    const was = before.inputs[i] as ConditionInput;
+    const is = inputs[i] as ConditionInput;
+    if (was === is) continue;
+    if (was.condition !== is.condition || was.met !== is.met) return inputs;
+    if (!equal(was.value, is.value)) return inputs;
+  }
+  return before.inputs;
 }
 
 type PolicyGate = OwnedGate & { gatePolicy: GatePolicy };
@@ -326,11 +377,15 @@ function optionalWakeup(at: number | undefined): { wakeup?: number } {
   return at === undefined ? {} : { wakeup: at };
 }
 
-/** Every condition of the policy except Budget, in the policy's order. */
+/**
+ * Every condition of the policy except Budget, in the policy's order. `before`: the pod's
+ * last Hold, whose inputs a condition may hand back as they are when they read the same.
+ */
 function evaluateConditions(
   pod: PodLike,
   gatePolicy: GatePolicy,
   context: JudgeContext,
+  before: HeldBefore | undefined,
 ): readonly ConditionInput[] {
   const sole = soleGangCondition(gatePolicy, context);
   if (sole) {
@@ -343,10 +398,12 @@ function evaluateConditions(
     switch (condition.type) {
       case 'Budget':
         break; // judged per release unit in the admission phase
-      case 'ImagePresent':
+      case 'ImagePresent': {
         context.imageIndex ??= indexNodeImages([...context.snapshot.nodes()]);
-        inputs.push(evaluateImagePresent(pod, condition.minNodes, context.imageIndex));
+        const was = before?.gatePolicy === gatePolicy ? before.inputs[inputs.length] : undefined;
+        inputs.push(evaluateImagePresent(pod, condition.minNodes, context.imageIndex, was));
         break;
+      }
       case 'ObjectCondition':
         inputs.push(evaluateObjectCondition(pod, condition, context.snapshot));
         break;

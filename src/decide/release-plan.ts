@@ -84,7 +84,8 @@ export interface PlanState {
   /** Releases served per backlogged tenant, for weighted fair share. */
   readonly served: Readonly<Record<string, number>>;
   readonly ramps: Readonly<Record<string, Readonly<Record<string, Ramp>>>>;
-  readonly holds: Readonly<Record<string, HoldState>>;
+  /** uid -> why a held pod is held, since when, and its last Hold record (a Map: a pass rebuilds it, about 10,000 entries a pass). */
+  readonly holds: ReadonlyMap<string, HoldState>;
   /** uid -> the write decided for it, until the view shows it done (or the loop settles it as failed). */
   readonly acting: Readonly<Record<string, Acting>>;
   /** uid -> writes that failed finally (403/404/422): backing off, or Blocked (release-blocked.ts). */
@@ -99,7 +100,7 @@ export const emptyPlanState: PlanState = {
   buckets: {},
   served: {},
   ramps: {},
-  holds: {},
+  holds: new Map(),
   acting: {},
 };
 

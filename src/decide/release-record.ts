@@ -67,7 +67,7 @@ export interface RecordedPass {
   readonly holdChanges: readonly HoldChange[];
   readonly writes: readonly PlannedWrite[];
   /** Hold state of every held pod (a pod not held this pass is dropped). */
-  readonly holds: Readonly<Record<string, HoldState>>;
+  readonly holds: ReadonlyMap<string, HoldState>;
   /** uid -> the write decided this pass. */
   readonly acting: Readonly<Record<string, Acting>>;
   /** When a held pod is due for a re-check. */
@@ -77,12 +77,12 @@ export interface RecordedPass {
 export function recordVerdicts(
   policy: Policy,
   verdicts: readonly Verdict[],
-  previousHolds: Readonly<Record<string, HoldState>>,
+  previousHolds: ReadonlyMap<string, HoldState>,
   now: number,
 ): RecordedPass {
   const decisions: Decision[] = [];
   const writes: PlannedWrite[] = [];
-  const holds: Record<string, HoldState> = {};
+  const holds = new Map<string, HoldState>();
   const acting: Record<string, Acting> = {};
   const wakeups: number[] = [];
   const holdChanges: HoldChange[] = [];
@@ -91,7 +91,7 @@ export function recordVerdicts(
   // Looked up per held pod only when there is something to find: a first pass (or one
   // after a restart) holds every pod with no previous hold, and a missed lookup by a uid
   // string is a slow keyed load (about 0.15 µs per held pod in a 50,000-pod profile).
-  const anyPreviousHold = Object.keys(previousHolds).length > 0;
+  const anyPreviousHold = previousHolds.size > 0;
   const firstHolds: FirstHolds = new Map();
   const decide = (
     verdict: Verdict,
@@ -125,12 +125,12 @@ export function recordVerdicts(
     const uid = verdict.pod.metadata?.uid ?? '';
     switch (verdict.kind) {
       case 'Hold': {
-        const previous = anyPreviousHold ? previousHolds[uid] : undefined;
+        const previous = anyPreviousHold ? previousHolds.get(uid) : undefined;
         const held =
           previous === undefined
             ? firstHoldOf(verdict, firstHolds, now, wakeups)
             : holdOf(verdict, previous, now, wakeups);
-        holds[uid] = held.hold;
+        holds.set(uid, held.hold);
         if (!held.changed && !held.record) break;
         // The hold change and the Hold decision name the same pod: one target for both.
         const target = targetOf(verdict.pod);
@@ -210,8 +210,10 @@ function holdOf(
   const recorded = due.now ? { key, at: now } : previous?.recorded;
   if (hold.nextCheckAt !== undefined) wakeups.push(hold.nextCheckAt);
   if (!due.now && due.at !== undefined) wakeups.push(due.at);
+  // A pod held as it was, not re-checked and not recorded, keeps its state object.
+  const same = hold === previous && recorded === previous?.recorded;
   return {
-    hold: recorded ? { ...hold, recorded } : hold,
+    hold: recorded && !same ? { ...hold, recorded } : hold,
     changed,
     record: due.now,
   };

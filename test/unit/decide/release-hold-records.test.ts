@@ -5,6 +5,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Decision } from '../../../src/decide/decision.ts';
+import type { HoldState } from '../../../src/decide/expiry.ts';
 import { snapshotOf } from '../../../src/decide/objects.ts';
 import { emptyPlanState, planReleases, type PlanState } from '../../../src/decide/release-plan.ts';
 import { HOLD_RECORD_QUIET_MS, recordVerdicts } from '../../../src/decide/release-record.ts';
@@ -131,7 +132,7 @@ describe('a Hold whose blocking condition set changes', () => {
   });
   /** Hold kinds recorded over a sequence of (time offset, reason key) passes. */
   function recorded(passes: readonly [number, string][]): string[] {
-    let holds = {};
+    let holds: ReadonlyMap<string, HoldState> = new Map();
     const out: string[] = [];
     for (const [offset, key] of passes) {
       const pass = recordVerdicts(policy, [hold(key)], holds, now + offset);
@@ -187,7 +188,7 @@ describe('a Hold whose blocking condition set changes', () => {
   ];
   for (const c of cases) it(c.name, () => assert.deepEqual(recorded(c.passes), c.want));
   it('asks for a pass when the quiet time ends, so a change that stays is recorded without a cluster event', () => {
-    const first = recordVerdicts(policy, [hold('Ready')], {}, now);
+    const first = recordVerdicts(policy, [hold('Ready')], new Map(), now);
     const second = recordVerdicts(policy, [hold('GangMember')], first.holds, now + 1000);
     assert.deepEqual(second.decisions, []);
     assert.ok(second.wakeups.includes(now + quiet), `wakeups ${second.wakeups.join(',')}`);

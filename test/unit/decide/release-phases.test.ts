@@ -303,7 +303,7 @@ describe('phase 5, recordVerdicts: decisions and writes, in verdict order', () =
       reasonKey: 'Budget',
       reason: 'waiting for Budget',
     };
-    const first = recordVerdicts(policy, [hold], {}, now);
+    const first = recordVerdicts(policy, [hold], new Map(), now);
     assert.deepEqual(
       first.decisions.map((d) => d.kind),
       ['Hold'],
@@ -311,7 +311,7 @@ describe('phase 5, recordVerdicts: decisions and writes, in verdict order', () =
     assert.deepEqual(first.writes, []);
     const again = recordVerdicts(policy, [hold], first.holds, now + 1000);
     assert.deepEqual(again.decisions, []);
-    assert.ok(again.holds['uid-team-a-p']);
+    assert.ok(again.holds.get('uid-team-a-p'));
   });
   it('an expiry-forced Release says so on its write, not only in its reason', () => {
     const release = (expiryForced: boolean): Verdict => ({
@@ -321,7 +321,7 @@ describe('phase 5, recordVerdicts: decisions and writes, in verdict order', () =
       gate: owned,
       expiryForced,
     });
-    const recorded = recordVerdicts(policy, [release(true)], {}, now);
+    const recorded = recordVerdicts(policy, [release(true)], new Map(), now);
     assert.deepEqual(recorded.writes[0]?.op, {
       type: 'removeGate',
       gate: 'team-a.tollgate.io/ready',
@@ -329,14 +329,17 @@ describe('phase 5, recordVerdicts: decisions and writes, in verdict order', () =
       markReleased: { annotationsPresent: false },
     });
     assert.equal(recorded.writes[0]?.expiryForced, true);
-    assert.equal(recordVerdicts(policy, [release(false)], {}, now).writes[0]?.expiryForced, false);
+    assert.equal(
+      recordVerdicts(policy, [release(false)], new Map(), now).writes[0]?.expiryForced,
+      false,
+    );
     assert.deepEqual(recorded.acting, {
       'uid-team-a-p': { write: 'release', gate: 'team-a.tollgate.io/ready' },
     });
   });
   it('Review: an Expire record, then the Review decision with its annotation write', () => {
     const review: Verdict = { ...base, kind: 'Review', reason: 'r', expiredReason: 'e', mark: 'm' };
-    const recorded = recordVerdicts(policy, [review], {}, now);
+    const recorded = recordVerdicts(policy, [review], new Map(), now);
     assert.deepEqual(
       recorded.decisions.map((d) => [d.kind, d.reason, d.outcome.result]),
       [
