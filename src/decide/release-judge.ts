@@ -102,13 +102,13 @@ export function judgePods(
   const verdicts: Verdict[] = [];
   const wakeups: number[] = [];
   // Looked up per pod only when there is something to find (most passes have little).
-  const anyActing = Object.keys(classified.acting).length > 0;
+  const anyActing = classified.acting.size > 0;
   const anyBlocked = Object.keys(blocked).length > 0;
   for (const { pod, state: podState, owned } of classified.held) {
     if (pod.metadata?.deletionTimestamp) continue;
     // One pending decision per pod: while a write decided for it is not shown by the view,
     // the pod is not decided again (a queued Review or Cancel is not re-recorded each pass).
-    if (anyActing && classified.acting[pod.metadata?.uid ?? ''] !== undefined) continue;
+    if (anyActing && classified.acting.has(pod.metadata?.uid ?? '')) continue;
     // A write that failed finally backs off, then is Blocked: no new decision meanwhile.
     const failed = anyBlocked ? blocked[pod.metadata?.uid ?? ''] : undefined;
     if (blockedNow(failed, pod, policy.commit, now)) {

@@ -189,7 +189,7 @@ export function planReleases(
       served: normaliseServed(admitted.served, weights),
       ramps: admitted.ramps,
       holds: recorded.holds,
-      acting: { ...classified.acting, ...recorded.acting },
+      acting: { ...Object.fromEntries(classified.acting), ...recorded.acting },
       ...(state.blocked ? { blocked: state.blocked } : {}),
       ...(Object.keys(gangReleases).length > 0 ? { gangReleases } : {}),
       ...(Object.keys(charges.freed).length > 0 ? { freed: charges.freed } : {}),

@@ -74,7 +74,7 @@ describe('phase 1, classifyPods: the cluster alone, plus the writes it does not 
       'uid-team-a-sent': releasing,
       'uid-team-a-shown': releasing,
     });
-    assert.deepEqual(classified.acting, { 'uid-team-a-sent': releasing });
+    assert.deepEqual(classified.acting, new Map([['uid-team-a-sent', releasing]]));
     assert.equal(classified.stateOf.get(pods[0] as PodLike), 'pending');
     assert.equal(classified.globalInFlight, 2);
   });
