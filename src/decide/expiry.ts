@@ -20,9 +20,11 @@ import { timestampMs, type PodLike } from './objects.ts';
 const gateSetAtByPod = new WeakMap<PodLike, number | null>();
 
 export function gateSetAt(pod: PodLike): number | undefined {
+  const created = pod.metadata?.creationTimestamp;
+  if (typeof created !== 'string') return timestampMs(created);
   let at = gateSetAtByPod.get(pod);
   if (at === undefined) {
-    at = timestampMs(pod.metadata?.creationTimestamp) ?? null;
+    at = timestampMs(created) ?? null;
     gateSetAtByPod.set(pod, at);
   }
   return at ?? undefined;
