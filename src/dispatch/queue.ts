@@ -313,6 +313,8 @@ interface Item {
    * its failed `test` op and would be recorded a conflict).
    */
   unsure?: boolean;
+  /** Which of its lane entries is the live one (`Lanes`): the one made when it was last queued. */
+  laneStamp?: number;
 }
 
 /**
@@ -361,6 +363,8 @@ export class PriorityDispatcher implements Dispatcher {
   #monitor: FallbackMonitor;
 
   #queued = new Map<ObjectKey, Item>();
+  /** The queued items again, in lanes kept in sending order, so a pick looks at each lane's first ready item, not the whole queue. */
+  #lanes = new Lanes();
   #inFlight = new Map<ObjectKey, Item>();
   #tenantServed = new Map<string, number>();
   #seq = 0;
@@ -511,7 +515,7 @@ export class PriorityDispatcher implements Dispatcher {
       signal.addEventListener('abort', onAbort, { once: true });
       item.detachSignal = () => signal.removeEventListener('abort', onAbort);
     }
-    this.#queued.set(request.key, item);
+    this.#queue(item);
     this.#dueAt(
       Math.min(request.deadline + 1, item.queuedAt + this.settings.fallback.maxQueueAgeMs + 1),
     );
@@ -647,18 +651,33 @@ export class PriorityDispatcher implements Dispatcher {
     return item.priority + Math.floor(Math.max(0, now - item.queuedAt) / this.settings.agingMs);
   }
 
-  /** The next item to send among those ready now, or undefined: best band, then priority, tenant turn, age. */
+  #queue(item: Item): void {
+    this.#queued.set(item.request.key, item);
+    this.#lanes.add(item);
+  }
+
+  /**
+   * The next item to send among those ready now, or undefined: best band, then priority,
+   * tenant turn, age. Each lane's first ready item is the best of its lane (one band,
+   * priority and tenant: aging only raises an older item), so the lanes' first ready
+   * items are compared, not every queued item: a pass that queued 20,000 releases spent
+   * a scan of the whole queue on each of them (20 s against 1.2 s for 5,000).
+   */
   #pick(now: number): Item | undefined {
     let best: Item | undefined;
     let bestRank = Number.POSITIVE_INFINITY;
     let bestPriority = Number.NEGATIVE_INFINITY;
     let bestServed = 0;
-    for (const item of this.#queued.values()) {
-      if (item.notBefore > now || this.#inFlight.has(item.request.key)) continue;
-      const rank = bandRank(item.band);
+    const live = (item: Item): boolean => this.#queued.get(item.request.key) === item;
+    const ready = (item: Item): boolean =>
+      item.notBefore <= now && !this.#inFlight.has(item.request.key);
+    for (const lane of this.#lanes.all()) {
+      const rank = bandRank(lane.band);
       if (rank > bestRank) continue;
+      const item = lane.firstReady(live, ready);
+      if (item === undefined) continue;
       const priority = this.#effective(item, now);
-      const served = this.#tenantServed.get(item.request.tenant) ?? -1;
+      const served = this.#tenantServed.get(lane.tenant) ?? -1;
       const better =
         best === undefined ||
         rank < bestRank ||
@@ -675,6 +694,7 @@ export class PriorityDispatcher implements Dispatcher {
         bestServed = served;
       }
     }
+    this.#lanes.dropEmpty();
     return best;
   }
 
@@ -1125,9 +1145,108 @@ export class PriorityDispatcher implements Dispatcher {
     }
     retriesTotal.inc({ op: item.request.op.type, reason: kind.reason });
     item.notBefore = now + delay;
-    this.#queued.set(key, item);
+    this.#queue(item);
     this.#dueAt(Math.min(item.notBefore, item.request.deadline + 1));
     this.#afterRemoval();
+  }
+}
+
+/** Sending order inside one lane: older first, then the order queued. */
+function sendsBefore(a: Item, b: Item): boolean {
+  return a.queuedAt < b.queuedAt || (a.queuedAt === b.queuedAt && a.seq < b.seq);
+}
+
+/**
+ * Queued items of one band, priority and tenant, in sending order. An entry is live while
+ * its item is the one queued for its key and the entry is the one made when it was last
+ * queued (its stamp): sent, cancelled, expired and superseded items are not taken out
+ * where they happen, but dropped when a pick meets them.
+ */
+class Lane {
+  readonly band: WriteBand;
+  readonly tenant: string;
+  #items: Item[] = [];
+  #stamps: number[] = [];
+  #head = 0;
+
+  constructor(band: WriteBand, tenant: string) {
+    this.band = band;
+    this.tenant = tenant;
+  }
+
+  get empty(): boolean {
+    return this.#head >= this.#items.length;
+  }
+
+  add(item: Item, stamp: number): void {
+    // Most writes are newer than every other in their lane; a coalesced one keeps the
+    // time of the one it replaced, and a retry its own: found by bisection.
+    let low = this.#head;
+    let high = this.#items.length;
+    const last = this.#items[high - 1];
+    if (last !== undefined && sendsBefore(item, last)) {
+      while (low < high) {
+        const mid = (low + high) >>> 1;
+        if (sendsBefore(this.#items[mid] as Item, item)) low = mid + 1;
+        else high = mid;
+      }
+    } else low = high;
+    this.#items.splice(low, 0, item);
+    this.#stamps.splice(low, 0, stamp);
+    item.laneStamp = stamp;
+  }
+
+  /** The first live entry whose item is ready, dropping dead entries met on the way. */
+  firstReady(live: (item: Item) => boolean, ready: (item: Item) => boolean): Item | undefined {
+    for (let at = this.#head; at < this.#items.length; at++) {
+      const item = this.#items[at] as Item;
+      if (!live(item) || item.laneStamp !== this.#stamps[at]) {
+        if (at === this.#head) this.#advance();
+        else {
+          this.#items.splice(at, 1);
+          this.#stamps.splice(at, 1);
+          at--;
+        }
+        continue;
+      }
+      if (ready(item)) return item;
+    }
+    return undefined;
+  }
+
+  #advance(): void {
+    this.#head += 1;
+    // Keep the array from growing without bound behind the head.
+    if (this.#head > 1024 && this.#head * 2 > this.#items.length) {
+      this.#items = this.#items.slice(this.#head);
+      this.#stamps = this.#stamps.slice(this.#head);
+      this.#head = 0;
+    }
+  }
+}
+
+/** Every queued item in its lane (band, priority, tenant). */
+class Lanes {
+  #byKey = new Map<string, Lane>();
+  #stamp = 0;
+
+  add(item: Item): void {
+    const key = `${item.band}\u0000${item.priority}\u0000${item.request.tenant}`;
+    let lane = this.#byKey.get(key);
+    if (lane === undefined) {
+      lane = new Lane(item.band, item.request.tenant);
+      this.#byKey.set(key, lane);
+    }
+    lane.add(item, ++this.#stamp);
+  }
+
+  all(): Iterable<Lane> {
+    return this.#byKey.values();
+  }
+
+  /** Forgets lanes with nothing queued (tenants and priorities come and go). */
+  dropEmpty(): void {
+    for (const [key, lane] of this.#byKey) if (lane.empty) this.#byKey.delete(key);
   }
 }
 

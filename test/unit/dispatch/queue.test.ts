@@ -715,3 +715,76 @@ test('a write that needs a retry after a newer decision arrived is not sent agai
     'the older decision was sent once and never retried',
   );
 });
+
+/** A dispatcher of concurrency 1 whose write to `ns/busy` waits for `release()`. */
+function behindABusyWrite(failFirst: readonly string[] = []) {
+  let release!: () => void;
+  const failed = new Set<string>();
+  const { timers, dispatcher, sends } = setup(
+    (req) => {
+      if (req.key === 'ns/busy')
+        return new Promise((resolve) => (release = () => resolve({ resourceVersion: '1' })));
+      if (failFirst.includes(req.key) && !failed.has(req.key)) {
+        failed.add(req.key);
+        return Promise.reject(httpError(500));
+      }
+      return Promise.resolve({ resourceVersion: '1' });
+    },
+    { concurrency: 1, capacity: 20 },
+  );
+  return { timers, dispatcher, sends, release: () => release() };
+}
+
+test('a write queued again for a retry keeps its age: once its backoff ends it goes before the writes queued after it', async () => {
+  const { timers, dispatcher, sends, release } = behindABusyWrite(['ns/a']);
+  const retried = accepted(dispatcher.enqueue(write('ns/a', timers.clock.now())));
+  await settle(); // sent, answered 500, queued again behind its backoff
+  await advance(timers, 10);
+  accepted(dispatcher.enqueue(write('ns/busy', timers.clock.now())));
+  await advance(timers, 10);
+  for (const key of ['ns/b', 'ns/c']) dispatcher.enqueue(write(key, timers.clock.now()));
+  await advance(timers, 1000); // the backoff has ended; ns/busy still holds the one slot
+  release();
+  await dispatcher.close();
+  assert.equal((await retried).result, 'succeeded');
+  assert.deepEqual(
+    sends.map((s) => s.key),
+    ['ns/a', 'ns/busy', 'ns/a', 'ns/b', 'ns/c'],
+  );
+});
+
+test('a coalesced write keeps the place of the one it replaced, ahead of writes queued after that one', async () => {
+  const { timers, dispatcher, sends, release } = behindABusyWrite();
+  accepted(dispatcher.enqueue(write('ns/busy', timers.clock.now())));
+  dispatcher.enqueue(write('ns/a', timers.clock.now()));
+  await advance(timers, 10);
+  dispatcher.enqueue(write('ns/b', timers.clock.now()));
+  await advance(timers, 10);
+  const newer = dispatcher.enqueue(write('ns/a', timers.clock.now()));
+  assert.ok(newer.accepted && newer.coalesced);
+  release();
+  await dispatcher.close();
+  assert.equal((await newer.done).result, 'succeeded');
+  assert.deepEqual(
+    sends.map((s) => s.key),
+    ['ns/busy', 'ns/a', 'ns/b'],
+  );
+});
+
+test('a band, then priority, then the tenant whose turn it is, across many queued writes', async () => {
+  const { timers, dispatcher, sends, release } = behindABusyWrite();
+  const now = timers.clock.now();
+  accepted(dispatcher.enqueue(write('ns/busy', now)));
+  for (let i = 0; i < 3; i++) {
+    dispatcher.enqueue(write(`a/low${i}`, now, { tenant: 'a', priority: 0 }));
+    dispatcher.enqueue(write(`b/low${i}`, now, { tenant: 'b', priority: 0 }));
+  }
+  dispatcher.enqueue(write('b/high', now, { tenant: 'b', priority: 5 }));
+  dispatcher.enqueue(write('a/cancel', now, { tenant: 'a', op: { type: 'delete', reason: 'x' } }));
+  release();
+  await dispatcher.close();
+  assert.deepEqual(
+    sends.map((s) => s.key),
+    ['ns/busy', 'a/cancel', 'b/high', 'a/low0', 'b/low0', 'a/low1', 'b/low1', 'a/low2', 'b/low2'],
+  );
+});
