@@ -35,6 +35,15 @@ const nodeWith = (...images: string[]) =>
 function judge(policy: Policy, pods: PodLike[], nodes: NodeLike[], at = now): Judgement {
   return judgePods(policy, snapshotOf(pods, nodes), classifyPods(policy, pods, {}), at);
 }
+/** A pod held for an image no node has, under a GatePolicy that cancels it 5 minutes after its gate was set. */
+function expiringIn5Minutes() {
+  const policy = policyOf(
+    aGatePolicy('ready', 'team-a')
+      .conditions({ type: 'ImagePresent', minNodes: 1 })
+      .expiry(5 * 60_000, 'Cancel'),
+  );
+  return { policy, pod: heldPod(), nodes: [nodeWith('registry.example/other:1')] };
+}
 const onlyVerdict = (judged: Judgement) => {
   assert.equal(judged.verdicts.length, 1);
   return judged.verdicts[0]!;
@@ -100,13 +109,7 @@ describe('a held pod judged again', () => {
   });
 
   it('expires on the pass at its expiry, though nothing it reads changed', () => {
-    const policy = policyOf(
-      aGatePolicy('ready', 'team-a')
-        .conditions({ type: 'ImagePresent', minNodes: 1 })
-        .expiry(5 * 60_000, 'Cancel'),
-    );
-    const pod = heldPod();
-    const nodes = [nodeWith('registry.example/other:1')];
+    const { policy, pod, nodes } = expiringIn5Minutes();
     const held = judge(policy, [pod], nodes);
     assert.equal(onlyVerdict(held).kind, 'Hold');
     assert.equal(held.wakeups[0], now - 60_000 + 5 * 60_000, 'woken at its expiry');
@@ -115,13 +118,7 @@ describe('a held pod judged again', () => {
   });
 
   it('hands on its wake-up with the Hold it hands on', () => {
-    const policy = policyOf(
-      aGatePolicy('ready', 'team-a')
-        .conditions({ type: 'ImagePresent', minNodes: 1 })
-        .expiry(5 * 60_000, 'Cancel'),
-    );
-    const pod = heldPod();
-    const nodes = [nodeWith('registry.example/other:1')];
+    const { policy, pod, nodes } = expiringIn5Minutes();
     const first = judge(policy, [pod], nodes);
     const second = judge(policy, [pod], nodes, now + 1_000);
     assert.equal(onlyVerdict(second), onlyVerdict(first));
