@@ -217,7 +217,7 @@ export function explainPods(
   const classified = classifyPods(
     policy,
     [...snapshot.pods()],
-    {},
+    new Map(),
     nodeReadiness(snapshot.nodes(), now),
   );
   const judged = judgePods(policy, snapshot, classified, now, {}, gangReleases);

@@ -39,8 +39,7 @@ export interface Classification {
    * with its state and its first gate of tollgate's (`ownedGate`, found once per pass).
    */
   readonly held: readonly HeldPod[];
-  /** Writes still in flight (carried over from the previous pass while the view lags). */
-  /** uid -> a write of tollgate's the view does not show yet (a Map: looked up for every held pod). */
+  /** uid -> a write of tollgate's still not shown by the view (carried over from the previous pass while the view lags). */
   readonly acting: ReadonlyMap<string, Acting>;
   /** Per tenant: requests of the pods that charge its budget. */
   readonly usage: ReadonlyMap<string, Usage>;
@@ -79,12 +78,6 @@ function freedMessage(
   return `no longer charged to tenant ${tenant.name}'s budget: node ${node} not Ready since ${since}, for longer than the tenant's budget.unreadyNodeGrace (${formatDuration(tenant.budget.unreadyNodeGraceMs)})`;
 }
 
-function actingMap(acting: Readonly<Record<string, Acting>>): Map<string, Acting> | undefined {
-  let map: Map<string, Acting> | undefined;
-  for (const uid in acting) (map ??= new Map()).set(uid, acting[uid] as Acting);
-  return map;
-}
-
 /** Is the write decided for this pod still not shown by the view? */
 export function stillActing(pod: PodLike, acting: Acting): boolean {
   switch (acting.write) {
@@ -116,7 +109,7 @@ function stateWhileActing(
 export function classifyPods(
   policy: Policy,
   pods: readonly PodLike[],
-  previouslyActing: Readonly<Record<string, Acting>>,
+  previouslyActing: ReadonlyMap<string, Acting>,
   nodes: NodeReadiness = allNodesReady,
 ): Classification {
   const stateOf = new Map<PodLike, PodState>();
@@ -133,10 +126,7 @@ export function classifyPods(
   const freed: Record<string, Record<FreeReason, number>> = {};
   const gatedCounts: GatedCounts = { inOrder: [], byTenant: new Map() };
   const oldestGatedAt: Record<string, number> = {};
-  // A Map of the few pods acted on, looked up for every pod: a missed keyed load of a uid
-  // (text from the API's JSON, not internalised) on the state's object was a third of
-  // this phase in a 10,000-pod profile.
-  const wasActing = actingMap(previouslyActing);
+  const anyActing = previouslyActing.size > 0;
   for (const t of policy.tenants.values()) {
     usage.set(t.name, emptyUsage());
     inFlight.set(t.name, 0);
@@ -155,7 +145,7 @@ export function classifyPods(
     const owned = ownedGate(pod, policy);
     let podState = classifyPod(pod, policy, owned);
     const uid = pod.metadata?.uid ?? '';
-    const previous = wasActing?.get(uid);
+    const previous = anyActing ? previouslyActing.get(uid) : undefined;
     const actingNow = previous !== undefined && stillActing(pod, previous) ? previous : undefined;
     if (actingNow !== undefined) {
       acting.set(uid, actingNow);

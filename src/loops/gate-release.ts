@@ -180,10 +180,10 @@ const retryMarginMs = 100;
 const uidOf = (s: { write: PlannedWrite }): string => s.write.target.uid;
 
 function withoutActing(state: PlanState, uids: readonly string[]): PlanState {
-  if (!uids.some((uid) => uid in state.acting)) return state;
+  if (!uids.some((uid) => state.acting.has(uid))) return state;
   // One copy for all: a copy per pod made dropping 10,000 pods quadratic (tens of seconds).
-  const acting = { ...state.acting };
-  for (const uid of uids) delete acting[uid];
+  const acting = new Map(state.acting);
+  for (const uid of uids) acting.delete(uid);
   return { ...state, acting };
 }
 

@@ -71,7 +71,7 @@ function aloneInput(
   state: PlanState,
   decision: Decision,
 ): ConditionInput {
-  const classified = classifyPods(policy, pods, {});
+  const classified = classifyPods(policy, pods, new Map());
   const pod = pods.find((p) => p.metadata?.uid === decision.target.uid) as PodLike;
   const judged = evaluateGangComplete(pod, gang, gangMembersPresent(pod, 'gang', classified));
   return gangCompleteRemembered(judged, state.gangReleases?.[decision.target.uid]);
@@ -109,7 +109,7 @@ test('a gang member shares its gang GangComplete input only when judging it alon
           emptyPlanState,
           now,
         );
-        const again = { ...first.nextState, acting: {} };
+        const again = { ...first.nextState, acting: new Map() };
         checked += assertAsAlone(
           policy,
           pods.filter((_, i) => i % 2 === 0),

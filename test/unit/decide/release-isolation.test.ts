@@ -137,7 +137,7 @@ describe('one pending decision per pod', () => {
 
   it('once the loop drops the pending write (it failed), the pod is decided again', () => {
     const p1 = plan(expiring, [old()]);
-    const p2 = plan(expiring, [old()], { ...p1.nextState, acting: {} });
+    const p2 = plan(expiring, [old()], { ...p1.nextState, acting: new Map() });
     assert.deepEqual(kinds(p2), ['Expire p', 'Review p']);
   });
 });

@@ -33,7 +33,7 @@ const nodeWith = (...images: string[]) =>
     .obj();
 
 function judge(policy: Policy, pods: PodLike[], nodes: NodeLike[], at = now): Judgement {
-  return judgePods(policy, snapshotOf(pods, nodes), classifyPods(policy, pods, {}), at);
+  return judgePods(policy, snapshotOf(pods, nodes), classifyPods(policy, pods, new Map()), at);
 }
 /** A pod held for an image no node has, under a GatePolicy that cancels it 5 minutes after its gate was set. */
 function expiringIn5Minutes() {

@@ -27,7 +27,7 @@ function policyOf(...gatePolicies: GatePolicyBuilder[]): Policy {
 }
 const objs = (pods: PodBuilder[]): PodLike[] => pods.map((p) => p.obj());
 const classify = (policy: Policy, pods: PodLike[]): Classification =>
-  classifyPods(policy, pods, {});
+  classifyPods(policy, pods, new Map());
 const judge = (policy: Policy, pods: PodBuilder[]) => {
   const list = objs(pods);
   return judgePods(policy, snapshotOf(list, [aNode('n1').obj()]), classify(policy, list), now);
@@ -70,10 +70,14 @@ describe('phase 1, classifyPods: the cluster alone, plus the writes it does not 
       aPod('shown', 'team-a'),
     ]);
     const releasing = { write: 'release', gate: 'team-a.tollgate.io/ready' } as const;
-    const classified = classifyPods(policy, pods, {
-      'uid-team-a-sent': releasing,
-      'uid-team-a-shown': releasing,
-    });
+    const classified = classifyPods(
+      policy,
+      pods,
+      new Map([
+        ['uid-team-a-sent', releasing],
+        ['uid-team-a-shown', releasing],
+      ]),
+    );
     assert.deepEqual(classified.acting, new Map([['uid-team-a-sent', releasing]]));
     assert.equal(classified.stateOf.get(pods[0] as PodLike), 'pending');
     assert.equal(classified.globalInFlight, 2);

@@ -215,7 +215,7 @@ test('fair share carries over between passes, so the tenant second in a pass is 
     podsA = podsA.filter(notDone);
     podsB = podsB.filter(notDone);
     // The released pods are gone from this snapshot (finished), so the in-flight writes are settled.
-    state = { ...result.nextState, acting: {} };
+    state = { ...result.nextState, acting: new Map() };
   }
   assert.deepEqual(counts, { 'team-a': 6, 'team-b': 6 });
 });
@@ -322,7 +322,7 @@ test('gangs are released whole or not at all', async (t) => {
       const first = plan(gangPolicy(10), members(3));
       assert.deepEqual(released(first), ['m0', 'm1', 'm2']);
       // m0 and m1 landed, ran and were deleted; m2's write conflicted (settled, not acting).
-      const afterConflict = { ...first.nextState, acting: {} };
+      const afterConflict = { ...first.nextState, acting: new Map() };
       const again = plan(gangPolicy(10), [members(3)[2]!], afterConflict, now + 60_000);
       assert.deepEqual(released(again), ['m2']);
       const gang = again.decisions[0]?.inputs.find((i) => i.condition === 'GangComplete');
@@ -354,7 +354,12 @@ test('gangs are released whole or not at all', async (t) => {
         .boundTo('n1')
         .running(),
     );
-    const later = plan(gangPolicy(10), running, { ...first.nextState, acting: {} }, now + 5000);
+    const later = plan(
+      gangPolicy(10),
+      running,
+      { ...first.nextState, acting: new Map() },
+      now + 5000,
+    );
     assert.deepEqual(later.nextState.gangReleases ?? {}, {});
   });
   await t.test('a gang larger than max in flight says it can never be released', () => {

@@ -151,7 +151,7 @@ describe('a GatePolicy with a Schedule', () => {
       plan.decisions.map((d) => [d.kind, d.reason]),
       [['Hold', 'waiting for Schedule']],
     );
-    const classified = classifyPods(policy, [pod.obj()], {});
+    const classified = classifyPods(policy, [pod.obj()], new Map());
     const judged = judgePods(policy, snapshot, classified, now);
     assert.ok(judged.wakeups.includes(utc('2026-01-16T00:00:00Z')), 'woken when the window opens');
   });

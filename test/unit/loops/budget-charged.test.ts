@@ -37,7 +37,7 @@ const podsOf = (namespace: string) => [
 describe('tollgate_budget_charged_pods', () => {
   it('counts released pods for every tenant, never-gated pods only where the tenant charges them', async () => {
     const pods = [...podsOf('charge'), ...podsOf('ignore')];
-    publishSummary(policy, classifyPods(policy, pods, {}).summary);
+    publishSummary(policy, classifyPods(policy, pods, new Map()).summary);
     assert.deepEqual(await series(), [
       'tollgate_budget_charged_pods{tenant="charge",reason="neverGated"} 2',
       'tollgate_budget_charged_pods{tenant="charge",reason="released"} 1',
@@ -48,7 +48,7 @@ describe('tollgate_budget_charged_pods', () => {
 
   it('counts, per tenant, the pods that could run charged but are not (never gated, under Ignore)', async () => {
     const pods = [...podsOf('charge'), ...podsOf('ignore')];
-    publishSummary(policy, classifyPods(policy, pods, {}).summary);
+    publishSummary(policy, classifyPods(policy, pods, new Map()).summary);
     assert.deepEqual(await series('tollgate_budget_uncharged_pods'), [
       'tollgate_budget_uncharged_pods{tenant="charge"} 0',
       'tollgate_budget_uncharged_pods{tenant="ignore"} 2',
@@ -79,7 +79,7 @@ describe('tollgate_budget_freed_pods', () => {
       ],
       now,
     );
-    publishSummary(policy, classifyPods(policy, pods, {}, nodes).summary);
+    publishSummary(policy, classifyPods(policy, pods, new Map(), nodes).summary);
     assert.deepEqual(await series('tollgate_budget_freed_pods'), [
       'tollgate_budget_freed_pods{tenant="charge",reason="nodeNotReady"} 2',
       'tollgate_budget_freed_pods{tenant="charge",reason="terminating"} 1',

@@ -25,7 +25,7 @@ describe('tollgate_oldest_gated_pod_timestamp_seconds', () => {
       aPod('newer', 'team-a').gated(a.gateName).createdAt(at(20)).obj(),
       aPod('older', 'team-a').gated(a.gateName).createdAt(at(10)).obj(),
     ];
-    publishSummary(policy, classifyPods(policy, pods, {}).summary);
+    publishSummary(policy, classifyPods(policy, pods, new Map()).summary);
     assert.deepEqual(await series(), [
       `tollgate_oldest_gated_pod_timestamp_seconds{tenant="team-a"} ${at(10) / 1000}`,
     ]);
@@ -34,13 +34,16 @@ describe('tollgate_oldest_gated_pod_timestamp_seconds', () => {
   it('drops the series of a tenant once nothing of it is gated', async () => {
     publishSummary(
       policy,
-      classifyPods(policy, [aPod('b1', 'team-b').gated(b.gateName).createdAt(at(5)).obj()], {})
-        .summary,
+      classifyPods(
+        policy,
+        [aPod('b1', 'team-b').gated(b.gateName).createdAt(at(5)).obj()],
+        new Map(),
+      ).summary,
     );
     assert.deepEqual(await series(), [
       `tollgate_oldest_gated_pod_timestamp_seconds{tenant="team-b"} ${at(5) / 1000}`,
     ]);
-    publishSummary(policy, classifyPods(policy, [], {}).summary);
+    publishSummary(policy, classifyPods(policy, [], new Map()).summary);
     assert.deepEqual(await series(), []);
   });
 });
