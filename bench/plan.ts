@@ -97,17 +97,28 @@ function passCost(count: number, gangs: boolean): { current: PassCost; baseline?
   const cpu: number[][] = planners.map(() => []);
   for (let i = 0; i < repeats; i++) {
     planners.forEach((planner, k) => {
-      collectGarbage?.();
-      const start = performance.now();
-      const startCpu = process.cpuUsage();
-      const plan = pass(planner, p, snap);
-      const used = process.cpuUsage(startCpu);
-      wall[k]?.push(performance.now() - start);
-      cpu[k]?.push((used.user + used.system) / 1000);
+      const plan = timed(wall[k] as number[], cpu[k] as number[], () => pass(planner, p, snap));
       if (plan.decisions.length === 0) throw new Error(`no decision for ${count} pods`);
     });
   }
-  const [mine, theirs] = planners.map((_, k) => costOf(wall[k] ?? [], cpu[k] ?? []));
+  return costs(wall, cpu);
+}
+
+/** Runs one pass on a collected heap, adding its wall and CPU milliseconds to the lists. */
+function timed<T>(wall: number[], cpu: number[], run: () => T): T {
+  collectGarbage?.();
+  const start = performance.now();
+  const startCpu = process.cpuUsage();
+  const result = run();
+  const used = process.cpuUsage(startCpu);
+  wall.push(performance.now() - start);
+  cpu.push((used.user + used.system) / 1000);
+  return result;
+}
+
+/** Each planner's median cost: this checkout's, and the baseline's when there is one. */
+function costs(wall: number[][], cpu: number[][]): { current: PassCost; baseline?: PassCost } {
+  const [mine, theirs] = wall.map((_, k) => costOf(wall[k] ?? [], cpu[k] ?? []));
   return theirs === undefined
     ? { current: mine as PassCost }
     : { current: mine as PassCost, baseline: theirs };
@@ -133,13 +144,10 @@ function steadyCost(count: number): { current: PassCost; baseline?: PassCost } {
     const snap = world.snapshotAt(i);
     const at = now + i * 1_000;
     const texts = planners.map((planner, k) => {
-      collectGarbage?.();
-      const start = performance.now();
-      const startCpu = process.cpuUsage();
-      const plan = planner.planReleases(p, snap, states[k] as typeof planner.emptyPlanState, at);
-      const used = process.cpuUsage(startCpu);
-      wall[k]?.push(performance.now() - start);
-      cpu[k]?.push((used.user + used.system) / 1000);
+      const state = states[k] as typeof planner.emptyPlanState;
+      const plan = timed(wall[k] as number[], cpu[k] as number[], () =>
+        planner.planReleases(p, snap, state, at),
+      );
       states[k] = plan.nextState;
       if (plan.held !== count) throw new Error(`a steady pass held ${plan.held} of ${count} pods`);
       return planText(plan);
@@ -151,10 +159,7 @@ function steadyCost(count: number): { current: PassCost; baseline?: PassCost } {
       process.exit(1);
     }
   }
-  const [mine, theirs] = planners.map((_, k) => costOf(wall[k] ?? [], cpu[k] ?? []));
-  return theirs === undefined
-    ? { current: mine as PassCost }
-    : { current: mine as PassCost, baseline: theirs };
+  return costs(wall, cpu);
 }
 
 const runs = {
