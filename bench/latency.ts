@@ -65,7 +65,14 @@ import { prepareGateReleaseStack } from '../test/support/gate-release-stack.ts';
 import type { AuditMode } from '../src/audit/writer.ts';
 import { auditPushSeconds } from '../src/audit/metrics.ts';
 import { startDelayProxy, type DelayProxy } from './delay-proxy.ts';
-import { benchPolicyFiles, ensureNamespace, gatedPod, inPool, percentile } from './lib.ts';
+import {
+  benchPolicyFiles,
+  ensureNamespace,
+  gatedPod,
+  inPool,
+  passShareOption,
+  percentile,
+} from './lib.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const { values } = parseArgs({
@@ -77,6 +84,8 @@ const { values } = parseArgs({
     nodes: { type: 'string', default: '10' },
     timeout: { type: 'string', default: '120' },
     'git-delay-ms': { type: 'string', default: '0' },
+    /** The share of the event loop gate-release passes may take; absent, the loop's default. */
+    'pass-share': { type: 'string' },
   },
 });
 const positive = (name: string, raw: string | undefined): number => {
@@ -98,6 +107,7 @@ if (!['strict', 'async', 'both'].includes(values.mode ?? ''))
   throw new Error(`--mode: must be strict, async or both, got ${values.mode}`);
 const modes: AuditMode[] =
   values.mode === 'both' ? ['strict', 'async'] : [values.mode as AuditMode];
+const passShare = passShareOption(values['pass-share']);
 
 const gate = 'bench.tollgate.io/ready';
 const runId = Date.now().toString(36);
@@ -347,6 +357,7 @@ async function runMode(
   };
   const passStarts: number[] = [];
   const stack = await prepareGateReleaseStack({
+    ...(passShare === undefined ? {} : { passShare }),
     trace: {
       passBegan(at) {
         passStarts.push(at);
@@ -558,6 +569,7 @@ const machine = { cores: cpus().length, memGiB: totalmem() / 2 ** 30 };
 say(
   `pods ${pods}, flips ${flips} at ${rate}/s over ${nodeCount} nodes, modes ${modes.join('+')}, ` +
     `Git round trip +${gitDelayMs} ms, ` +
+    (passShare === undefined ? '' : `pass share ${passShare}, `) +
     `${machine.cores} cores, load ${loadavg()
       .map((l) => l.toFixed(2))
       .join(' ')}`,
@@ -691,7 +703,7 @@ for (const row of rows) console.log(row.map((cell, i) => cell.padEnd(widths[i]!)
 const outFile = join(outDir, `latency-${stamp}.json`);
 writeFileSync(
   outFile,
-  `${JSON.stringify({ at: new Date().toISOString(), machine, pods, flips, rate, nodes: nodeCount, gitDelayMs, runs }, null, 2)}\n`,
+  `${JSON.stringify({ at: new Date().toISOString(), machine, pods, flips, rate, nodes: nodeCount, gitDelayMs, passShare: passShare ?? 'default', runs }, null, 2)}\n`,
 );
 console.log(`results: ${outFile}`);
 

@@ -189,6 +189,18 @@ export async function rawRelease(
   return { pods: pods.length, millis: performance.now() - started, writes };
 }
 
+/**
+ * `--pass-share`: the share of the event loop gate-release passes may take, in (0, 1];
+ * absent, undefined (the loop's default).
+ */
+export function passShareOption(raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined;
+  const share = Number(raw);
+  if (!(share > 0 && share <= 1))
+    throw new Error(`--pass-share: a number in (0, 1], got ${JSON.stringify(raw)}`);
+  return share;
+}
+
 export function percentile(values: readonly number[], p: number): number {
   if (values.length === 0) return Number.NaN;
   const sorted = [...values].sort((a, b) => a - b);

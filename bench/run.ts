@@ -59,6 +59,7 @@ import {
   clearPods,
   ensureNamespace,
   median,
+  passShareOption,
   percentile,
   rawRelease,
 } from './lib.ts';
@@ -72,6 +73,8 @@ const { values } = parseArgs({
     smoke: { type: 'boolean', default: false },
     timeout: { type: 'string', default: '300' },
     profile: { type: 'string' },
+    /** The share of the event loop gate-release passes may take; absent, the loop's default. */
+    'pass-share': { type: 'string' },
   },
 });
 const pods = values.smoke ? 200 : Number(values.pods);
@@ -83,6 +86,7 @@ if (!['strict', 'async', 'both'].includes(modeArg ?? ''))
   throw new Error(`--mode: must be strict, async or both, got ${modeArg}`);
 const modes: AuditMode[] = modeArg === 'both' ? ['strict', 'async'] : [modeArg as AuditMode];
 const timeoutMs = Number(values.timeout) * 1000;
+const passShare = passShareOption(values['pass-share']);
 const profileDir = values.profile;
 if (profileDir !== undefined) mkdirSync(profileDir, { recursive: true });
 
@@ -218,6 +222,7 @@ async function runTollgate(
     log,
     policyIntervalMs: 5000,
     dispatcher: { capacity: pods * 2, concurrency: CONCURRENCY, qps: 100_000, burst: 100_000 },
+    ...(passShare === undefined ? {} : { passShare }),
   });
   const { counters } = stack;
 
@@ -319,7 +324,11 @@ const machine = {
   cores: (await import('node:os')).cpus().length,
   memGiB: (await import('node:os')).totalmem() / 2 ** 30,
 };
-say(`pods ${pods}, repeats ${repeats}, modes ${modes.join('+')}, ${machine.cores} cores`);
+say(
+  `pods ${pods}, repeats ${repeats}, modes ${modes.join('+')}, ` +
+    (passShare === undefined ? '' : `pass share ${passShare}, `) +
+    `${machine.cores} cores`,
+);
 // --profile takes the API server's CPU profile too (/debug/pprof, off in the test plane).
 const cp = await startControlPlane({
   name: 'bench',
@@ -547,7 +556,7 @@ mkdirSync(outDir, { recursive: true });
 const outFile = join(outDir, `${stamp}.json`);
 writeFileSync(
   outFile,
-  `${JSON.stringify({ at: new Date().toISOString(), machine, pods, repeats, modes, concurrency: CONCURRENCY, ceilings, fairCeilings, tollgates }, null, 2)}\n`,
+  `${JSON.stringify({ at: new Date().toISOString(), machine, pods, repeats, modes, concurrency: CONCURRENCY, passShare: passShare ?? 'default', ceilings, fairCeilings, tollgates }, null, 2)}\n`,
 );
 console.log(`results: ${outFile}`);
 

@@ -47,7 +47,7 @@ import type { GangReleases } from '../decide/release-gang-memory.ts';
 import { changeNeedsPassSoon, quietChangeMs } from '../decide/release-wake.ts';
 import { retargetOnLive } from '../decide/stale-live.ts';
 import type { ReleasedConditionSink } from './released-condition.ts';
-import { earliestPassAt } from './pass-pacing.ts';
+import { defaultPassShare, earliestPassAt } from './pass-pacing.ts';
 import {
   blockedWritesTotal,
   budgetChargeChangesTotal,
@@ -128,11 +128,11 @@ export interface GateReleaseDeps {
    */
   readonly debounceMs?: number;
   /**
-   * The share of the event loop passes may take (default 0.25): after a pass that took P
-   * ms, the next starts no sooner than P * (1 / share - 1) ms after it ended. A pass over
-   * 10,000 pods takes about 100 ms; with a change every 200 ms, passes back to back
-   * left the audit writer's Git push (in this process) waiting seconds behind them, and
-   * every strict release waits for that push.
+   * The share of the event loop passes may take (default `defaultPassShare`, a half):
+   * after a pass that took P ms, the next starts no sooner than P * (1 / share - 1) ms
+   * after it ended. Passes back to back (a share of 1) left the audit writer's Git push
+   * (in this process) waiting seconds behind them, and every strict release waits for
+   * that push.
    */
   readonly passShare?: number;
   /** How long a write stays useful in the queue. Default 60 s. */
@@ -278,7 +278,7 @@ class GateReleaseRunner {
     this.#timers = deps.timers ?? systemTimers;
     this.#log = deps.log ?? silentLogger;
     this.#debounceMs = deps.debounceMs ?? defaultDebounceMs;
-    this.#passShare = deps.passShare ?? 0.25;
+    this.#passShare = deps.passShare ?? defaultPassShare;
     if (!(this.#passShare > 0 && this.#passShare <= 1))
       throw new Error(`gate-release: passShare must be in (0, 1], got ${this.#passShare}`);
     this.#intentBatch = Math.max(1, deps.intentBatch ?? 500);

@@ -6,6 +6,15 @@
  * `maxPassSpacingMs`, however slow a pass was.
  */
 
+/**
+ * Passes take at most half the event loop unless told otherwise; the other half stays
+ * for the audit writer, the dispatcher's responses and the watch. Ten changes a second at
+ * 10,000 watched pods (a pass of 25-40 ms each) are then served one pass each, after the
+ * debounce; at a quarter of the loop the passes fell behind such a stream and a change
+ * waited up to three passes' time more (docs/BENCHMARKS.md, "Half the event loop").
+ */
+export const defaultPassShare = 0.5;
+
 /** Spacing between passes never exceeds this, however slow a pass was. */
 export const maxPassSpacingMs = 1_000;
 

@@ -75,6 +75,8 @@ export interface GateReleaseStackOptions {
    */
   readonly recoverIntents?: boolean;
   readonly debounceMs?: number;
+  /** The share of the event loop passes may take; absent, the loop's default. */
+  readonly passShare?: number;
   readonly budgetRampMs?: number;
   /** Timestamps (performance.now()) of each stage, for benchmarks that break latency down. */
   readonly trace?: StackTrace;
@@ -342,6 +344,7 @@ export async function prepareGateReleaseStack(
         }
       : {}),
     ...(options.debounceMs !== undefined ? { debounceMs: options.debounceMs } : {}),
+    ...(options.passShare !== undefined ? { passShare: options.passShare } : {}),
     ...(options.budgetRampMs !== undefined ? { budgetRampMs: options.budgetRampMs } : {}),
     ...(options.syncWaitMs !== undefined ? { syncWaitMs: options.syncWaitMs } : {}),
     ...(trace?.passBegan

@@ -166,7 +166,7 @@ test('by default a change on an idle loop is served 20 ms after it (time for one
 });
 
 test('a change right after a pass of P ms waits for the spacing that pass earned, and no more', async () => {
-  const world = pacedLoop({ passMs: 100, debounceMs: 20 });
+  const world = pacedLoop({ passMs: 100, debounceMs: 20, passShare: 0.25 });
   await world.at(0); // the first pass: 0-100, spacing 300
   world.change();
   await world.at(1_000);
@@ -178,7 +178,7 @@ test('a change made while a pass waits for the view is served debounceMs after i
   // The first pass waits for the view until 150, then plans for 10 ms (spacing 30): the
   // change made at 10 was due at 110, so the next pass starts as soon as the share allows
   // (190), not a whole debounce after the pass ended (260).
-  const world = pacedLoop({ passMs: 10, debounceMs: 100, syncedAt: 150 });
+  const world = pacedLoop({ passMs: 10, debounceMs: 100, passShare: 0.25, syncedAt: 150 });
   await world.at(10);
   world.change();
   await world.syncAt(150);
@@ -189,7 +189,7 @@ test('a change made while a pass waits for the view is served debounceMs after i
 
 test('a pass asked by hand (a new policy) moves a pending timer to the spacing it earned, so passes keep to their share', async () => {
   // Passes of 100 ms at a share of 0.25: none starts within 300 ms of the last one's end.
-  const world = pacedLoop({ passMs: 100, debounceMs: 100 });
+  const world = pacedLoop({ passMs: 100, debounceMs: 100, passShare: 0.25 });
   await world.at(0); // 0-100
   await world.at(500);
   world.change(); // due at 600
@@ -197,6 +197,35 @@ test('a pass asked by hand (a new policy) moves a pending timer to the spacing i
   await world.loop.pass(); // 550-650: the next may start at 950
   await world.at(1_200);
   assert.deepEqual(world.starts, [0, 550, 950]);
+  await world.loop.stop();
+});
+
+test('by default passes take up to half the event loop: passes of 30 ms keep up with a change every 100 ms, each served after the debounce alone', async () => {
+  // Ten changes a second is a release stream at 10,000 watched pods, where a pass plans in
+  // 25-40 ms. At a quarter of the loop (a pass of 30 ms, then 90 ms without one) the passes
+  // fell behind the changes and a change waited up to a whole spacing more.
+  const world = pacedLoop({ passMs: 30 });
+  await world.at(0); // the first pass: 0-30
+  const changes = [100, 200, 300, 400, 500, 600, 700, 800];
+  for (const at of changes) {
+    await world.at(at);
+    world.change();
+  }
+  await world.at(1_000);
+  assert.deepEqual(
+    world.starts,
+    [0, ...changes.map((at) => at + 20)],
+    'every change is served 20 ms after it',
+  );
+  await world.loop.stop();
+});
+
+test('passes take no more than half the event loop by default: a change right after a pass of P ms waits P', async () => {
+  const world = pacedLoop({ passMs: 100, debounceMs: 20 });
+  await world.at(0); // the first pass: 0-100, spacing 100
+  world.change();
+  await world.at(1_000);
+  assert.deepEqual(world.starts, [0, 200]);
   await world.loop.stop();
 });
 
