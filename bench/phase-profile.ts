@@ -86,11 +86,18 @@ export interface ProfileSummary {
   readonly byArea: Record<string, number>;
   /** The functions with the most self time: "name (file:line)" and share. */
   readonly top: readonly { readonly frame: string; readonly share: number }[];
+  /**
+   * Share of the busy samples (idle left out) by whose work they were: the nearest
+   * tollgate file (src/, bench/, test/) on the sample's stack, so a library's or Node's
+   * time counts for the file that called it; "no tollgate frame: <area>" when none is.
+   */
+  readonly byOwner: Record<string, number>;
 }
 
 interface CpuProfileNode {
   readonly id: number;
   readonly hitCount?: number;
+  readonly children?: readonly number[];
   readonly callFrame: {
     readonly functionName: string;
     readonly url: string;
@@ -197,8 +204,45 @@ export function summarize(profile: CpuProfile, topN = 20): ProfileSummary {
     .sort((a, b) => b[1] - a[1])
     .slice(0, topN)
     .map(([frame, share]) => ({ frame, share }));
-  const sorted = Object.fromEntries(Object.entries(byArea).sort((a, b) => b[1] - a[1]));
-  return { sampledMs: (profile.endTime - profile.startTime) / 1000, byArea: sorted, top };
+  return {
+    sampledMs: (profile.endTime - profile.startTime) / 1000,
+    byArea: bySize(byArea),
+    top,
+    byOwner: byOwner(profile, hits),
+  };
+}
+
+function bySize(shares: Record<string, number>): Record<string, number> {
+  return Object.fromEntries(Object.entries(shares).sort((a, b) => b[1] - a[1]));
+}
+
+/** A tollgate file's path from a frame's URL, or undefined for a package, Node or V8. */
+function ownFile(url: string): string | undefined {
+  if (url.includes('/node_modules/')) return undefined;
+  return /\/((?:src|bench|test)\/.*)$/.exec(url)?.[1];
+}
+
+/** `ProfileSummary.byOwner`: busy samples by the nearest tollgate file on their stack. */
+function byOwner(profile: CpuProfile, hits: ReadonlyMap<number, number>): Record<string, number> {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parentOf = new Map<number, number>();
+  for (const n of profile.nodes) for (const child of n.children ?? []) parentOf.set(child, n.id);
+  const owners: Record<string, number> = {};
+  let busy = 0;
+  for (const [id, count] of hits) {
+    const { functionName, url } = byId.get(id)!.callFrame;
+    if (functionName === '(idle)') continue;
+    busy += count;
+    let owner: string | undefined;
+    for (let at: number | undefined = id; at !== undefined && owner === undefined;) {
+      owner = ownFile(byId.get(at)!.callFrame.url);
+      at = parentOf.get(at);
+    }
+    const key = owner ?? `no tollgate frame: ${areaOf(url, functionName)}`;
+    owners[key] = (owners[key] ?? 0) + count;
+  }
+  for (const key of Object.keys(owners)) owners[key] = owners[key]! / (busy || 1);
+  return bySize(owners);
 }
 
 /**

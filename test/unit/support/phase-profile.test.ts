@@ -96,6 +96,32 @@ describe("where a CPU profile's samples fell", () => {
   });
 });
 
+describe("whose work a CPU profile's busy samples were", () => {
+  it('gives a library or core frame to the nearest tollgate file above it on the stack, and idle to no one', () => {
+    const frame = (functionName: string, url = '') => ({ functionName, url, lineNumber: 0 });
+    const git = 'file:///app/node_modules/isomorphic-git/index.cjs';
+    const summary = summarize({
+      startTime: 0,
+      endTime: 6_000_000,
+      nodes: [
+        { id: 1, callFrame: frame('(root)'), children: [2, 3, 6, 7] },
+        { id: 2, callFrame: frame('(idle)') },
+        { id: 3, callFrame: frame('commitFile', 'file:///app/src/audit/repo.ts'), children: [4] },
+        { id: 4, callFrame: frame('writeObject', git), children: [5] },
+        { id: 5, callFrame: frame('stat') },
+        { id: 6, callFrame: frame('resume', 'file:///app/node_modules/undici/lib/client.js') },
+        { id: 7, callFrame: frame('(garbage collector)') },
+      ],
+      samples: [2, 2, 4, 5, 6, 7],
+    });
+    assert.deepEqual(summary.byOwner, {
+      'src/audit/repo.ts': 0.5,
+      'no tollgate frame: undici': 0.25,
+      'no tollgate frame: gc': 0.25,
+    });
+  });
+});
+
 describe('the CPU seconds of a phase, by process', () => {
   /** A /proc/PID/stat line: utime, stime, cutime, cstime are fields 14 to 17 (in clock ticks). */
   const statLine = (comm: string, ticks: [number, number, number, number]): string =>
