@@ -12,6 +12,7 @@ import {
   type V1Pod,
 } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
+import { checkedPassShare } from '../src/loops/pass-pacing.ts';
 
 export async function inPool<T>(
   items: readonly T[],
@@ -194,11 +195,9 @@ export async function rawRelease(
  * absent, undefined (the loop's default).
  */
 export function passShareOption(raw: string | undefined): number | undefined {
-  if (raw === undefined) return undefined;
-  const share = Number(raw);
-  if (!(share > 0 && share <= 1))
-    throw new Error(`--pass-share: a number in (0, 1], got ${JSON.stringify(raw)}`);
-  return share;
+  return raw === undefined
+    ? undefined
+    : checkedPassShare(Number(raw), `--pass-share ${JSON.stringify(raw)}`);
 }
 
 export function percentile(values: readonly number[], p: number): number {

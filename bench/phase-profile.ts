@@ -208,7 +208,7 @@ export function summarize(profile: CpuProfile, topN = 20): ProfileSummary {
     sampledMs: (profile.endTime - profile.startTime) / 1000,
     byArea: bySize(byArea),
     top,
-    byOwner: byOwner(profile, hits),
+    byOwner: byOwner(byId, hits),
   };
 }
 
@@ -223,10 +223,12 @@ function ownFile(url: string): string | undefined {
 }
 
 /** `ProfileSummary.byOwner`: busy samples by the nearest tollgate file on their stack. */
-function byOwner(profile: CpuProfile, hits: ReadonlyMap<number, number>): Record<string, number> {
-  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+function byOwner(
+  byId: ReadonlyMap<number, CpuProfileNode>,
+  hits: ReadonlyMap<number, number>,
+): Record<string, number> {
   const parentOf = new Map<number, number>();
-  for (const n of profile.nodes) for (const child of n.children ?? []) parentOf.set(child, n.id);
+  for (const n of byId.values()) for (const child of n.children ?? []) parentOf.set(child, n.id);
   const owners: Record<string, number> = {};
   let busy = 0;
   for (const [id, count] of hits) {

@@ -47,7 +47,7 @@ import type { GangReleases } from '../decide/release-gang-memory.ts';
 import { changeNeedsPassSoon, quietChangeMs } from '../decide/release-wake.ts';
 import { retargetOnLive } from '../decide/stale-live.ts';
 import type { ReleasedConditionSink } from './released-condition.ts';
-import { defaultPassShare, earliestPassAt } from './pass-pacing.ts';
+import { checkedPassShare, defaultPassShare, earliestPassAt } from './pass-pacing.ts';
 import {
   blockedWritesTotal,
   budgetChargeChangesTotal,
@@ -278,9 +278,10 @@ class GateReleaseRunner {
     this.#timers = deps.timers ?? systemTimers;
     this.#log = deps.log ?? silentLogger;
     this.#debounceMs = deps.debounceMs ?? defaultDebounceMs;
-    this.#passShare = deps.passShare ?? defaultPassShare;
-    if (!(this.#passShare > 0 && this.#passShare <= 1))
-      throw new Error(`gate-release: passShare must be in (0, 1], got ${this.#passShare}`);
+    this.#passShare = checkedPassShare(
+      deps.passShare ?? defaultPassShare,
+      'gate-release: passShare',
+    );
     this.#intentBatch = Math.max(1, deps.intentBatch ?? 500);
     this.#slots = new WriteSlots(deps.maxQueuedWrites ?? 500);
     this.#deadlineMs = deps.writeDeadlineMs ?? 60_000;

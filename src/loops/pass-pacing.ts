@@ -15,6 +15,12 @@
  */
 export const defaultPassShare = 0.5;
 
+/** `share` when it is a share of the event loop, in (0, 1]; else an error naming `what`. */
+export function checkedPassShare(share: number, what: string): number {
+  if (!(share > 0 && share <= 1)) throw new Error(`${what} must be in (0, 1], got ${share}`);
+  return share;
+}
+
 /** Spacing between passes never exceeds this, however slow a pass was. */
 export const maxPassSpacingMs = 1_000;
 
