@@ -103,3 +103,43 @@ test('a rotated client certificate file is in use within a second', async (t) =>
   assert.notEqual(rotated, first, 'the new certificate, a new pool');
   assert.equal(await dispatcherOf(kc), rotated);
 });
+
+interface HttpsOptions {
+  ca?: Buffer;
+  cert?: Buffer;
+  key?: Buffer;
+  headers?: Record<string, string>;
+}
+
+function httpsOptionsOf(kc: KubeConfig): HttpsOptions {
+  const opts: HttpsOptions = {};
+  (kc as unknown as { applyHTTPSOptions(o: object): void }).applyHTTPSOptions(opts);
+  return opts;
+}
+
+test('requests within a second are handed the same decoded CA, certificate and key: decoded once, not for every request', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-credential-files-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  for (const kc of [reuseConnections(kubeConfig()), reuseConnections(kubeConfigWithFiles(dir))]) {
+    const first = httpsOptionsOf(kc);
+    assert.ok(first.ca && first.cert && first.key, 'all three handed to the library');
+    const second = httpsOptionsOf(kc);
+    assert.equal(second.ca, first.ca);
+    assert.equal(second.cert, first.cert);
+    assert.equal(second.key, first.key);
+    assert.deepEqual(second.cert, Buffer.from('client-cert-1'));
+  }
+});
+
+test("each request gets headers of its own: one request's Authorization never reaches another's", async () => {
+  const kc = reuseConnections(kubeConfig());
+  const user = kc.getCurrentUser() as { impersonateUser?: string };
+  user.impersonateUser = 'auditor';
+  const first = httpsOptionsOf(kc);
+  assert.deepEqual(first.headers, { 'Impersonate-User': 'auditor' });
+  (first.headers as Record<string, string>).Authorization = 'Bearer one-request';
+  const second = httpsOptionsOf(kc);
+  assert.deepEqual(second.headers, { 'Impersonate-User': 'auditor' });
+  user.impersonateUser = 'operator';
+  assert.deepEqual(httpsOptionsOf(kc).headers, { 'Impersonate-User': 'operator' });
+});
