@@ -13,29 +13,55 @@ import { objectsOf, type IsoRepo } from './iso-objects.ts';
 export type Repo = IsoRepo;
 
 /**
- * Trees parsed lately, by oid, per isomorphic-git cache object (so dropped with it: the
- * writer's releaseCache after each cycle). A walk down the branch diffs each commit's
- * tree with its parent's, and the next step diffs that parent with its own: without this
- * every tree on the changed path (an hour folder of hundreds of files among them) is
- * read and parsed twice. Git objects never change, so an entry is never stale; the most
+ * Trees parsed or written lately, by oid, per isomorphic-git cache object (so dropped with
+ * it: the writer's releaseCache after each cycle). A walk down the branch diffs each
+ * commit's tree with its parent's, and the next step diffs that parent with its own:
+ * without this every tree on the changed path (an hour folder of hundreds of files among
+ * them) is read and parsed twice. A tree written here is kept as written (write-through),
+ * so the next commit of a cycle adds its file without reading back from disk the trees
+ * the last one wrote. Git objects never change, so an entry is never stale; the most
  * recent `parsedTreesKept` are kept (one walk step's trees many times over).
  */
 const parsedTrees = new WeakMap<object, Map<string, readonly TreeEntry[]>>();
 const parsedTreesKept = 64;
 
-async function entries(repo: Repo, treeOid: string | undefined): Promise<TreeEntry[]> {
-  if (treeOid === undefined) return [];
+function keptTrees(repo: Repo): Map<string, readonly TreeEntry[]> {
   let kept = parsedTrees.get(repo.cache);
   if (kept === undefined) parsedTrees.set(repo.cache, (kept = new Map()));
-  let tree = kept.get(treeOid);
-  if (tree === undefined) {
-    tree = await objectsOf(repo).tree(treeOid);
-    if (kept.size >= parsedTreesKept) kept.delete(kept.keys().next().value as string);
-  } else kept.delete(treeOid); // moved to the newest end
-  kept.set(treeOid, tree);
+  return kept;
+}
+
+function keep(kept: Map<string, readonly TreeEntry[]>, oid: string, tree: readonly TreeEntry[]) {
+  if (!kept.delete(oid) && kept.size >= parsedTreesKept)
+    kept.delete(kept.keys().next().value as string);
+  kept.set(oid, tree);
+}
+
+async function entries(repo: Repo, treeOid: string | undefined): Promise<TreeEntry[]> {
+  if (treeOid === undefined) return [];
+  const kept = keptTrees(repo);
+  const tree = kept.get(treeOid) ?? (await objectsOf(repo).tree(treeOid));
+  keep(kept, treeOid, tree); // moved to the newest end
   // A copy: addFile edits the list it is given.
   return [...tree];
 }
+
+/** Writes `list` as a tree object and keeps it, in the order a read gives (by name). */
+async function writeTree(repo: Repo, list: TreeEntry[]): Promise<string> {
+  const oid = await git.writeTree({ fs: repo.fs ?? fs, gitdir: repo.gitdir, tree: list });
+  keep(keptTrees(repo), oid, [...list].sort(byName));
+  return oid;
+}
+
+/** isomorphic-git's order of a tree's entries as it reads them: by name's UTF-8 bytes. */
+function byName(a: TreeEntry, b: TreeEntry): number {
+  if (nonAscii.test(a.path) || nonAscii.test(b.path))
+    return Buffer.compare(Buffer.from(a.path), Buffer.from(b.path));
+  return a.path < b.path ? -1 : a.path > b.path ? 1 : 0;
+}
+
+/** Outside printable ASCII (where `<` and byte order could differ): compared as bytes. */
+const nonAscii = /[^ -~]/;
 
 export type AddResult = { readonly tree: string } | { readonly existing: string };
 
@@ -68,7 +94,7 @@ export async function addFile(
       if (index >= 0) list[index] = entry;
       else list.push(entry);
     }
-    return { tree: await git.writeTree({ fs: repo.fs ?? fs, gitdir: repo.gitdir, tree: list }) };
+    return { tree: await writeTree(repo, list) };
   };
   return insert(treeOid, 0);
 }
@@ -103,7 +129,7 @@ export async function pruneBefore(
           : kept.map((entry, at) => (at === index ? { ...child, oid: pruned } : entry));
     else if (kept.length === list.length) return oid;
     if (kept.length === 0) return undefined;
-    return git.writeTree({ fs: repo.fs ?? fs, gitdir: repo.gitdir, tree: kept });
+    return writeTree(repo, kept);
   };
   return treeOid === undefined ? undefined : prune(treeOid, 0);
 }
