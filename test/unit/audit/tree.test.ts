@@ -6,22 +6,10 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
-import git, { type FsClient } from 'isomorphic-git';
+import git from 'isomorphic-git';
 import { addFile, diffTrees, lookup, objectsAdded } from '../../../src/audit/tree.ts';
 import { localClone } from '../../support/audit-clone.ts';
-
-/** node:fs, counting the git objects read through it. */
-function countingFs(): { fs: FsClient; objectReads: () => number } {
-  let reads = 0;
-  const promises = {
-    ...fs.promises,
-    readFile: (async (path: fs.PathLike, ...rest: unknown[]) => {
-      if (String(path).includes('/objects/')) reads += 1;
-      return (fs.promises.readFile as (...a: unknown[]) => Promise<unknown>)(path, ...rest);
-    }) as typeof fs.promises.readFile,
-  };
-  return { fs: { ...fs, promises } as unknown as FsClient, objectReads: () => reads };
-}
+import { countingFs } from '../../support/counting-fs.ts';
 
 async function repoCountingReads() {
   const { repo } = await localClone();
