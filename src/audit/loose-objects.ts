@@ -1,6 +1,7 @@
 /**
- * The loose objects of the writer's clone (one zlib-compressed file per object, as
- * isomorphic-git writes them), read straight from disk for its maintenance: a file read
+ * The loose objects of the writer's clone (one zlib-compressed file per object), written
+ * by the writer (`writeLooseObject`: its blobs and trees) and read straight from disk for
+ * its maintenance: a file read
  * and an inflate each (commits and trees are then parsed by cat-file.ts's parseCommit and
  * parseTree, as for the system git's objects).
  *
@@ -10,9 +11,12 @@
  * 3 s on a quiet two-core machine, and 6 s in a 10,000-pod run, during which the strict
  * intents behind it waited.
  */
+import { createHash } from 'node:crypto';
 import { readdirSync, existsSync, readFileSync } from 'node:fs';
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { inflateSync } from 'node:zlib';
+import { promisify } from 'node:util';
+import { deflate, inflateSync } from 'node:zlib';
 import type { PackObjectType } from './pack-writer.ts';
 
 /** oid -> the file of every loose object under `gitdir/objects`. */
@@ -72,4 +76,71 @@ export function pacedLooseReader(
     if (path === undefined) throw new Error(`audit clone: object ${oid} is not loose`);
     return readLooseObject(path);
   };
+}
+
+/**
+ * Writes one loose object as git does (zlib of `<type> <size>\0<content>`, named by the
+ * SHA-1 of that) and returns its oid. The hash through node:crypto, the compression
+ * through node:zlib on its thread pool, into a temporary file renamed into place, so a
+ * crash leaves no half-written object under its name; an object already there is left as
+ * it is. Why not isomorphic-git's writeBlob and writeTree: each compresses through a
+ * CompressionStream fed by a Blob's web stream and hashes through SubtleCrypto, a dozen
+ * promise turns per object: a tree of 10 entries cost 1.1–1.6 ms of CPU there against
+ * 0.5 here (bench: the audit writer writes a blob and a tree per folder level for every
+ * commit).
+ */
+export async function writeLooseObject(
+  gitdir: string,
+  type: PackObjectType,
+  content: Uint8Array,
+): Promise<string> {
+  const wrapped = Buffer.concat([Buffer.from(`${type} ${content.length}\0`, 'latin1'), content]);
+  const oid = createHash('sha1').update(wrapped).digest('hex');
+  const folder = join(gitdir, 'objects', oid.slice(0, 2));
+  const file = join(folder, oid.slice(2));
+  if (existsSync(file)) return oid;
+  const deflated = await deflateAsync(wrapped);
+  await mkdir(folder, { recursive: true });
+  const temporary = join(folder, `tmp_obj_${process.pid}_${(temporaries += 1)}`);
+  try {
+    await writeFile(temporary, deflated, { mode: 0o444 });
+    await rename(temporary, file);
+  } catch (error) {
+    await rm(temporary, { force: true });
+    throw error;
+  }
+  return oid;
+}
+
+let temporaries = 0;
+const deflateAsync = promisify(deflate);
+
+/** A tree entry as written: mode (`040000` for a folder), name and object id. */
+export interface TreeEntryToWrite {
+  readonly mode: string;
+  readonly path: string;
+  readonly oid: string;
+}
+
+/**
+ * A tree object's content: its entries in git's order (names compared as bytes, a
+ * folder's as if it ended in `/`), each `<mode> <name>\0<20-byte oid>`, the mode without
+ * its leading zero (`40000`), as git writes it.
+ */
+export function treeContent(entries: readonly TreeEntryToWrite[]): Buffer {
+  const keyed = entries.map((entry) => {
+    const mode = entry.mode.replace(/^0+/, '');
+    return { entry, mode, key: Buffer.from(mode === '40000' ? `${entry.path}/` : entry.path) };
+  });
+  keyed.sort((a, b) => Buffer.compare(a.key, b.key));
+  const parts: Buffer[] = [];
+  for (const { entry, mode } of keyed) {
+    if (!/^[0-9a-f]{40}$/.test(entry.oid))
+      throw new Error(`tree entry ${entry.path}: oid ${entry.oid}`);
+    if (entry.path === '' || entry.path.includes('/') || entry.path.includes('\0'))
+      throw new Error(`tree entry name ${JSON.stringify(entry.path)} is not one path segment`);
+    parts.push(Buffer.from(`${mode} ${entry.path}\0`, 'utf8'));
+    parts.push(Buffer.from(entry.oid, 'hex'));
+  }
+  return Buffer.concat(parts);
 }

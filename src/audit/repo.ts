@@ -30,7 +30,12 @@ import git, { Errors, type AuthCallback, type CommitObject, type FsClient } from
 import http from 'isomorphic-git/http/node';
 import { withUnbornHeadRepair } from './http.ts';
 import { fetchOverHttp, parseCommit, parseTree } from './cat-file.ts';
-import { looseObjects, pacedLooseReader, type LooseObject } from './loose-objects.ts';
+import {
+  looseObjects,
+  pacedLooseReader,
+  writeLooseObject,
+  type LooseObject,
+} from './loose-objects.ts';
 import type { Clock } from '../lib/clock.ts';
 import { systemClock } from '../lib/clock.ts';
 import { redactUrl, silentLogger, type Logger } from '../observe/log.ts';
@@ -422,11 +427,7 @@ export class AuditRepo implements Repo {
     message: string,
   ): Promise<{ oid: string; path: string }> {
     const parent = await this.localTip();
-    const blob = await git.writeBlob({
-      fs: this.fs,
-      gitdir: this.gitdir,
-      blob: Buffer.from(content, 'utf8'),
-    });
+    const blob = await writeLooseObject(this.gitdir, 'blob', Buffer.from(content, 'utf8'));
     const { tree, path: finalPath } = await this.#placeFile(await this.treeOf(parent), path, blob);
     if (tree === undefined)
       throw new Error(`audit file ${path} already exists with the same content`);

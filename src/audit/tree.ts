@@ -5,9 +5,9 @@
  * so these are all the writer (adding, pruning), the pusher (is my file already on the
  * remote?) and `audit verify` (did any commit modify or delete?) need.
  */
-import * as fs from 'node:fs';
-import git, { type TreeEntry } from 'isomorphic-git';
+import type { TreeEntry } from 'isomorphic-git';
 import { objectsOf, type IsoRepo } from './iso-objects.ts';
+import { treeContent, writeLooseObject } from './loose-objects.ts';
 
 /** A repository: isomorphic-git's, or the system git's objects for long walks (iso-objects.ts). */
 export type Repo = IsoRepo;
@@ -46,9 +46,9 @@ async function entries(repo: Repo, treeOid: string | undefined): Promise<TreeEnt
   return [...tree];
 }
 
-/** Writes `list` as a tree object and keeps it, in the order a read gives (by name). */
+/** Writes `list` as a tree object (loose-objects.ts) and keeps it, in the order a read gives (by name). */
 async function writeTree(repo: Repo, list: TreeEntry[]): Promise<string> {
-  const oid = await git.writeTree({ fs: repo.fs ?? fs, gitdir: repo.gitdir, tree: list });
+  const oid = await writeLooseObject(repo.gitdir, 'tree', treeContent(list));
   keep(keptTrees(repo), oid, [...list].sort(byName));
   return oid;
 }

@@ -5,12 +5,17 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, mkdirSync, readdirSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { deflateSync } from 'node:zlib';
 import { parseCommit, parseTree } from '../../../src/audit/cat-file.ts';
-import { looseObjects, readLooseObject } from '../../../src/audit/loose-objects.ts';
+import {
+  looseObjects,
+  readLooseObject,
+  treeContent,
+  writeLooseObject,
+} from '../../../src/audit/loose-objects.ts';
 
 /** A commit's tree and parents, read from its loose file. */
 function commitLinks(path: string): { tree: string; parents: string[] } {
@@ -87,4 +92,62 @@ test('a file in the objects folder that is not a git object is an error naming i
   assert.throws(() => readLooseObject(path), named('not a loose git object'));
   writeFileSync(path, deflateSync('wisp 5\0short'));
   assert.throws(() => readLooseObject(path), named('not a loose git object'));
+});
+
+test("blobs and trees the writer writes are git's own: the same ids as git's, read back by git, fsck clean", async () => {
+  const { dir, git } = gitRepoWithTwoCommits();
+  const gitdir = join(dir, '.git');
+  const record = '{"id":"c"}\n';
+  const blob = await writeLooseObject(gitdir, 'blob', Buffer.from(record));
+  const hashed = execFileSync('git', ['-C', dir, 'hash-object', '--stdin'], { input: record });
+  assert.equal(blob, hashed.toString().trim());
+  assert.equal(git('cat-file', '-p', blob), record.trimEnd());
+  // Names that sort differently as bytes, as UTF-16 units and with a folder's slash.
+  const entries = [
+    { mode: '100644', path: 'z.jsonl', oid: blob },
+    { mode: '100644', path: 'a-1', oid: blob },
+    { mode: '040000', path: 'a', oid: git('rev-parse', 'HEAD^{tree}') },
+    { mode: '100644', path: 'a.jsonl', oid: blob },
+    { mode: '100644', path: '\ue000.jsonl', oid: blob },
+    { mode: '100644', path: '\u{1f600}.jsonl', oid: blob },
+  ];
+  const tree = await writeLooseObject(gitdir, 'tree', treeContent(entries));
+  const listed = git('ls-tree', '-z', tree)
+    .split('\0')
+    .filter((line) => line !== '')
+    .map((line) => line.split('\t')[1]);
+  assert.deepEqual(listed, ['a-1', 'a.jsonl', 'a', 'z.jsonl', '\ue000.jsonl', '\u{1f600}.jsonl']);
+  // git writes the same tree under the same id.
+  const mktree = execFileSync('git', ['-C', dir, 'mktree', '-z'], {
+    input: entries
+      .map((e) => `${e.mode} ${e.mode === '040000' ? 'tree' : 'blob'} ${e.oid}\t${e.path}\0`)
+      .join(''),
+    encoding: 'utf8',
+  }).trim();
+  assert.equal(tree, mktree);
+  git('fsck', '--strict', '--no-dangling');
+  assert.deepEqual(
+    readdirSync(join(gitdir, 'objects', tree.slice(0, 2))).filter((f) => f.startsWith('tmp')),
+    [],
+    'no temporary file left',
+  );
+});
+
+test('an object already on disk is left as it is; a tree entry that is not one name is refused', async () => {
+  const { dir } = gitRepoWithTwoCommits();
+  const gitdir = join(dir, '.git');
+  const oid = await writeLooseObject(gitdir, 'blob', Buffer.from('x\n'));
+  const path = join(gitdir, 'objects', oid.slice(0, 2), oid.slice(2));
+  const before = statSync(path).mtimeMs;
+  assert.equal(await writeLooseObject(gitdir, 'blob', Buffer.from('x\n')), oid);
+  assert.equal(statSync(path).mtimeMs, before);
+  for (const bad of ['', 'a/b', 'a\0b'])
+    assert.throws(
+      () => treeContent([{ mode: '100644', path: bad, oid }]),
+      /is not one path segment/,
+    );
+  assert.throws(
+    () => treeContent([{ mode: '100644', path: 'a', oid: 'x' }]),
+    /tree entry a: oid x/,
+  );
 });
