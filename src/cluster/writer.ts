@@ -172,13 +172,41 @@ function fenceMiddleware(fence: () => boolean): ObservableMiddleware {
   };
 }
 
+/**
+ * A successful write's answer cut to what the executor reads, `metadata.resourceVersion`,
+ * before the client library builds its model of it: the library would otherwise build a
+ * model object of every field of the answered pod (its managedFields too) for every write,
+ * CPU a wave of 10,000 releases spends for nothing. An error's answer is left whole: the
+ * library makes its ApiException of it, as before.
+ */
+const leanAnswers: ObservableMiddleware = {
+  pre: (request) => new Observable(Promise.resolve(request)),
+  post: (response) => {
+    if (response.httpStatusCode >= 200 && response.httpStatusCode < 300) {
+      const text = response.body.text;
+      response.body = { ...response.body, text: async () => leanAnswer(await text()) };
+    }
+    return new Observable(Promise.resolve(response));
+  },
+};
+
+/** The JSON of an answered object with its resourceVersion alone (`{}` without one). */
+export function leanAnswer(text: string): string {
+  const metadata = (JSON.parse(text) as { metadata?: { resourceVersion?: unknown } } | null)
+    ?.metadata;
+  const resourceVersion = metadata?.resourceVersion;
+  return JSON.stringify(
+    typeof resourceVersion === 'string' ? { metadata: { resourceVersion } } : {},
+  );
+}
+
 function requestOptions(
   signal: AbortSignal,
   contentType?: string,
   fence?: ObservableMiddleware,
 ): ConfigurationOptions {
   const withSignal: ConfigurationOptions = {
-    middleware: [signalMiddleware(signal), ...(fence ? [fence] : [])],
+    middleware: [signalMiddleware(signal), ...(fence ? [fence] : []), leanAnswers],
     middlewareMergeStrategy: 'append',
   };
   return contentType ? setHeaderOptions('Content-Type', contentType, withSignal) : withSignal;

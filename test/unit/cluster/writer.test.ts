@@ -1,8 +1,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { KubeConfig } from '@kubernetes/client-node';
 import { KubeApiError, toKubeError } from '../../../src/cluster/errors.ts';
+import type { WriteRequest } from '../../../src/dispatch/types.ts';
 import {
+  createWriteExecutor,
   failedPatchTestMessage,
+  leanAnswer,
   isFailedPatchTest,
   removeGatePatch,
   resizePatch,
@@ -124,4 +130,77 @@ test('client errors are normalised: HTTP code and API message kept, network code
   assert.equal(throttled.retryAfterSeconds, 3);
   const abort = new DOMException('stop', 'AbortError');
   assert.equal(toKubeError(abort, 'x'), abort);
+});
+
+test("a write's answer reaches the client library's model builder as its resourceVersion alone, not the whole pod", async (t) => {
+  const serializerUrl = new URL(
+    '../../../node_modules/@kubernetes/client-node/dist/gen/models/ObjectSerializer.js',
+    import.meta.url,
+  );
+  const { ObjectSerializer } = (await import(serializerUrl.href)) as {
+    ObjectSerializer: { deserialize(data: unknown, type: string, format: string): unknown };
+  };
+  const built = t.mock.method(ObjectSerializer, 'deserialize');
+  const pod = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: 'p',
+      namespace: 'ns',
+      uid: 'uid-p',
+      resourceVersion: '42',
+      labels: { app: 'trainer' },
+      managedFields: [{ manager: 'kubectl', operation: 'Update', fieldsType: 'FieldsV1' }],
+    },
+    spec: { containers: [{ name: 'worker', image: 'trainer:1' }], schedulingGates: [] },
+    status: { phase: 'Pending' },
+  };
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify(pod));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const { port } = server.address() as AddressInfo;
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromOptions({
+    clusters: [{ name: 'c', server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
+    users: [{ name: 'u', token: 'token' }],
+    contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
+    currentContext: 'ctx',
+  });
+  const execute = createWriteExecutor(kubeConfig);
+  const request = (op: WriteRequest['op']): WriteRequest => ({
+    key: 'ns/p',
+    target: { namespace: 'ns', name: 'p', uid: 'uid-p', resourceVersion: '41' },
+    op,
+    priority: 0,
+    tenant: 't',
+    deadline: Number.MAX_SAFE_INTEGER,
+    decisionId: 'd-p',
+  });
+  const signal = new AbortController().signal;
+  const ops: WriteRequest['op'][] = [
+    { type: 'removeGate', gate: 'example.com/ready', gateIndex: 0 },
+    { type: 'annotate', annotations: { 'tollgate.io/review': 'x' } },
+    { type: 'delete', reason: 'expired' },
+  ];
+  for (const op of ops)
+    assert.deepEqual(await execute(request(op), signal), { resourceVersion: '42' }, op.type);
+  const podsBuilt = built.mock.calls.filter((call) => call.arguments[1] === 'V1Pod');
+  assert.equal(podsBuilt.length, 3);
+  for (const call of podsBuilt)
+    assert.deepEqual(call.arguments[0], { metadata: { resourceVersion: '42' } });
+});
+
+test('an answer without a resourceVersion (a delete answered with a Status) is cut to nothing', () => {
+  assert.equal(leanAnswer('{"kind":"Status","metadata":{},"status":"Success"}'), '{}');
+  assert.equal(leanAnswer('null'), '{}');
+  assert.equal(
+    leanAnswer('{"metadata":{"resourceVersion":"7","name":"p"}}'),
+    '{"metadata":{"resourceVersion":"7"}}',
+  );
 });
