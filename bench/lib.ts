@@ -4,15 +4,10 @@
  * the same real control plane the e2e tests use (test/support/control-plane.ts).
  */
 import { readFileSync } from 'node:fs';
-import {
-  CoreV1Api,
-  PatchStrategy,
-  setHeaderOptions,
-  type KubeConfig,
-  type V1Pod,
-} from '@kubernetes/client-node';
+import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
 import { checkedPassShare } from '../src/loops/pass-pacing.ts';
+import { createWriteExecutor } from '../src/cluster/writer.ts';
 
 export async function inPool<T>(
   items: readonly T[],
@@ -157,8 +152,9 @@ export async function listAllPods(kc: KubeConfig, namespace: string): Promise<V1
 
 /**
  * The ceiling: removes the same gates with the same JSON patch and concurrency as
- * tollgate, with no policy, audit, guard or queue. What this achieves is the API
- * server's own limit on this machine.
+ * tollgate, through tollgate's own write path (`createWriteExecutor`: the same client and
+ * the same handling of answers), with no policy, audit, guard or queue. What this achieves
+ * is the API server's own limit on this machine.
  */
 export async function rawRelease(
   kc: KubeConfig,
@@ -166,24 +162,31 @@ export async function rawRelease(
   gate: string,
   concurrency: number,
 ): Promise<{ pods: number; millis: number; writes: number }> {
-  const core = kc.makeApiClient(CoreV1Api);
+  const execute = createWriteExecutor(kc);
+  const signal = new AbortController().signal;
   const pods = await listAllPods(kc, namespace);
   const started = performance.now();
   let writes = 0;
   await inPool(pods, concurrency, async (pod) => {
-    const index = pod.spec?.schedulingGates?.findIndex((g) => g.name === gate) ?? -1;
-    if (index < 0) return;
-    await core.patchNamespacedPod(
+    const gateIndex = pod.spec?.schedulingGates?.findIndex((g) => g.name === gate) ?? -1;
+    if (gateIndex < 0) return;
+    const name = pod.metadata!.name!;
+    await execute(
       {
-        namespace,
-        name: pod.metadata!.name!,
-        body: [
-          { op: 'test', path: '/metadata/resourceVersion', value: pod.metadata!.resourceVersion },
-          { op: 'test', path: `/spec/schedulingGates/${index}/name`, value: gate },
-          { op: 'remove', path: `/spec/schedulingGates/${index}` },
-        ],
+        key: `${namespace}/${name}`,
+        target: {
+          namespace,
+          name,
+          uid: pod.metadata!.uid!,
+          resourceVersion: pod.metadata!.resourceVersion!,
+        },
+        op: { type: 'removeGate', gate, gateIndex },
+        priority: 0,
+        tenant: 'ceiling',
+        deadline: Number.MAX_SAFE_INTEGER,
+        decisionId: `ceiling-${name}`,
       },
-      setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
+      signal,
     );
     writes += 1;
   });

@@ -6,8 +6,8 @@
  *
  * Per repeat:
  * - raw ceiling: N gated pods in a fresh namespace; `rawRelease` (bench/lib.ts) removes the
- *   gates with the same JSON patch, concurrency 16, no policy, audit, guard or queue, and
- *   nobody watching.
+ *   gates with the same JSON patch through tollgate's own write path (createWriteExecutor),
+ *   concurrency 16, no policy, audit, guard or queue, and nobody watching.
  * - fair ceiling: the same, with the same watches attached as in tollgate's run: a
  *   ClusterView as the `tollgate` identity (tollgate's informers) and the bench's watcher,
  *   timed like tollgate's run (to the last gate removal the watcher sees). What separates
