@@ -98,6 +98,7 @@ export async function writeLooseObject(
   const oid = createHash('sha1').update(wrapped).digest('hex');
   const folder = join(gitdir, 'objects', oid.slice(0, 2));
   const file = join(folder, oid.slice(2));
+  rememberWritten(gitdir, oid, type, content);
   if (existsSync(file)) return oid;
   const deflated = await deflateAsync(wrapped);
   await mkdir(folder, { recursive: true });
@@ -114,6 +115,39 @@ export async function writeLooseObject(
 
 let temporaries = 0;
 const deflateAsync = promisify(deflate);
+
+/**
+ * The objects written lately, any clone's, so a push packs them without reading back
+ * from disk what was just written there (a strict wave pushes each commit's blob and
+ * trees within a second of writing them). At most `writtenLatelyBytes` of content, the
+ * oldest dropped first; a lookup that misses reads from disk as before.
+ */
+const writtenLately = new Map<string, LooseObject>();
+let writtenLatelySize = 0;
+export const writtenLatelyBytes = 8 * 1024 * 1024;
+
+function rememberWritten(
+  gitdir: string,
+  oid: string,
+  type: PackObjectType,
+  content: Uint8Array,
+): void {
+  const key = `${gitdir}\0${oid}`;
+  if (writtenLately.has(key) || content.length > writtenLatelyBytes) return;
+  const object = Buffer.from(content.buffer, content.byteOffset, content.length);
+  writtenLately.set(key, { type, object });
+  writtenLatelySize += object.length;
+  for (const [oldest, kept] of writtenLately) {
+    if (writtenLatelySize <= writtenLatelyBytes) break;
+    writtenLately.delete(oldest);
+    writtenLatelySize -= kept.object.length;
+  }
+}
+
+/** The object `oid` of `gitdir` when it was written lately (`writeLooseObject`), else undefined. */
+export function objectWrittenLately(gitdir: string, oid: string): LooseObject | undefined {
+  return writtenLately.get(`${gitdir}\0${oid}`);
+}
 
 /** A tree entry as written: mode (`040000` for a folder), name and object id. */
 export interface TreeEntryToWrite {

@@ -32,6 +32,7 @@ import { withUnbornHeadRepair } from './http.ts';
 import { fetchOverHttp, parseCommit, parseTree } from './cat-file.ts';
 import {
   looseObjects,
+  objectWrittenLately,
   pacedLooseReader,
   writeLooseObject,
   type LooseObject,
@@ -861,8 +862,13 @@ export class AuditRepo implements Repo {
     for (const oid of oids) yield { oid, ...(await this.#content(oid)) };
   }
 
-  /** An object's content, deltas resolved, through isomorphic-git's reader. */
+  /**
+   * An object's content, deltas resolved: from the objects written lately when it is one
+   * of them (loose-objects.ts), else through isomorphic-git's reader.
+   */
   async #content(oid: string): Promise<{ type: PackObjectType; object: Uint8Array }> {
+    const written = objectWrittenLately(this.gitdir, oid);
+    if (written !== undefined) return written;
     const { type, object } = await git.readObject({
       fs: this.fs,
       gitdir: this.gitdir,

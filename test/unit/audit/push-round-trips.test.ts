@@ -9,9 +9,11 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import * as nodeFs from 'node:fs';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { looseObjects } from '../../../src/audit/loose-objects.ts';
 import { AuditRepo } from '../../../src/audit/repo.ts';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
 import { ManualClock } from '../../../src/lib/clock.ts';
@@ -89,5 +91,53 @@ test('when another writer moved the branch, the pack sent at once is refused and
       'T070002Z-b-000001.jsonl',
       'T070003Z-a-000003.jsonl',
     ],
+  );
+});
+
+test('a push packs the blob and trees its commit just wrote without reading them back from disk', async () => {
+  const url = server.createRepo('trips-written');
+  const clock = new ManualClock(Date.UTC(2026, 0, 1, 7));
+  const read: string[] = [];
+  const fs = {
+    promises: {
+      ...nodeFs.promises,
+      readFile: ((path: nodeFs.PathLike, options?: unknown) => {
+        const loose = /\/objects\/([0-9a-f]{2})\/([0-9a-f]{38})$/.exec(String(path));
+        if (loose) read.push(`${loose[1]}${loose[2]}`);
+        return nodeFs.promises.readFile(path, options as undefined);
+      }) as typeof nodeFs.promises.readFile,
+    },
+  };
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-push-trips-written-'));
+  const repo = new AuditRepo({
+    dir,
+    url,
+    branch,
+    token: server.token,
+    author: { name: 'a', email: 'a@t' },
+    clock,
+    fs,
+  });
+  await repo.open();
+  await repo.fetch();
+  const first = 'audit/prod/2026/01/01/07/T070000Z-a-000001.jsonl';
+  await repo.commitFile(first, '{"n":1}\n', 'one\n');
+  await repo.push(); // the branch's first push (isomorphic-git's own)
+  const before = new Set(looseObjects(repo.gitdir).keys());
+  const path = 'audit/prod/2026/01/01/07/T070001Z-a-000002.jsonl';
+  const { oid } = await repo.commitFile(path, '{"n":2}\n', 'two\n');
+  const written = [...looseObjects(repo.gitdir).keys()].filter(
+    (object) => !before.has(object) && object !== oid,
+  );
+  assert.equal(written.length, 8, 'a blob, the root tree and a tree per folder (6)');
+  read.length = 0;
+  await repo.push();
+  const source = await openAuditSource(url, branch, { token: server.token });
+  const files = (await readAuditHistory(source)).flatMap((c) => c.changes.map((x) => x.path));
+  assert.deepEqual(files.sort(), [first, path], 'both commits landed whole');
+  assert.deepEqual(
+    read.filter((object) => written.includes(object)),
+    [],
+    'objects read back from disk',
   );
 });
