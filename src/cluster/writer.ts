@@ -200,7 +200,13 @@ export function leanAnswer(text: string): string {
   );
 }
 
-function requestOptions(
+/** A read's options: the caller's signal; the answer whole (a read-back judges all of it). */
+function readOptions(signal: AbortSignal): ConfigurationOptions {
+  return { middleware: [signalMiddleware(signal)], middlewareMergeStrategy: 'append' };
+}
+
+/** A write's options: the caller's signal, the fence at the wire, the answer cut (`leanAnswers`). */
+function writeOptions(
   signal: AbortSignal,
   contentType?: string,
   fence?: ObservableMiddleware,
@@ -304,19 +310,19 @@ export function createWriteExecutor(
               body: removeGatePatch(resourceVersion, op.gate, op.gateIndex, op.markReleased),
               fieldManager,
             },
-            requestOptions(signal, PatchStrategy.JsonPatch, fenced),
+            writeOptions(signal, PatchStrategy.JsonPatch, fenced),
           );
           break;
         case 'resize':
           pod = await core.patchNamespacedPodResize(
             { name, namespace, body: resizePatch(resourceVersion, op), fieldManager },
-            requestOptions(signal, PatchStrategy.StrategicMergePatch, fenced),
+            writeOptions(signal, PatchStrategy.StrategicMergePatch, fenced),
           );
           break;
         case 'delete':
           pod = await core.deleteNamespacedPod(
             { name, namespace, body: { preconditions: { uid, resourceVersion } } },
-            requestOptions(signal, undefined, fenced),
+            writeOptions(signal, undefined, fenced),
           );
           break;
         case 'annotate':
@@ -327,13 +333,13 @@ export function createWriteExecutor(
               body: { metadata: { resourceVersion, annotations: { ...op.annotations } } },
               fieldManager,
             },
-            requestOptions(signal, PatchStrategy.MergePatch, fenced),
+            writeOptions(signal, PatchStrategy.MergePatch, fenced),
           );
           break;
         case 'podCondition':
           pod = await core.patchNamespacedPodStatus(
             { name, namespace, body: { status: { conditions: [op.condition] } }, fieldManager },
-            requestOptions(signal, PatchStrategy.StrategicMergePatch, fenced),
+            writeOptions(signal, PatchStrategy.StrategicMergePatch, fenced),
           );
           break;
         case 'event':
@@ -341,7 +347,7 @@ export function createWriteExecutor(
             op.event.action === 'create'
               ? await events.createNamespacedEvent(
                   { namespace, body: op.event.body, fieldManager },
-                  requestOptions(signal, undefined, fenced),
+                  writeOptions(signal, undefined, fenced),
                 )
               : await events.patchNamespacedEvent(
                   {
@@ -355,7 +361,7 @@ export function createWriteExecutor(
                     },
                     fieldManager,
                   },
-                  requestOptions(signal, PatchStrategy.MergePatch, fenced),
+                  writeOptions(signal, PatchStrategy.MergePatch, fenced),
                 );
           break;
         default: {
@@ -538,13 +544,13 @@ export function createReadBack(kubeConfig: KubeConfig): ReadBack {
     const op = request.op;
     if (op.type === 'event') {
       const event = await readOrMissing(
-        () => events.readNamespacedEvent({ namespace, name }, requestOptions(signal)),
+        () => events.readNamespacedEvent({ namespace, name }, readOptions(signal)),
         `read-back of event ${namespace}/${name}`,
       );
       return eventWriteVisible(op, event);
     }
     const pod = await readOrMissing(
-      () => core.readNamespacedPod({ namespace, name }, requestOptions(signal)),
+      () => core.readNamespacedPod({ namespace, name }, readOptions(signal)),
       `read-back of pod ${namespace}/${name}`,
     );
     return podWriteVisible(request, pod as ObservedPod | undefined);

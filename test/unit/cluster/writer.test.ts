@@ -6,6 +6,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { KubeApiError, toKubeError } from '../../../src/cluster/errors.ts';
 import type { WriteRequest } from '../../../src/dispatch/types.ts';
 import {
+  createReadBack,
   createWriteExecutor,
   failedPatchTestMessage,
   leanAnswer,
@@ -203,4 +204,43 @@ test('an answer without a resourceVersion (a delete answered with a Status) is c
     leanAnswer('{"metadata":{"resourceVersion":"7","name":"p"}}'),
     '{"metadata":{"resourceVersion":"7"}}',
   );
+});
+
+test("the read-back judges the whole pod it reads, not a write's cut answer", async (t) => {
+  const released = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'p', namespace: 'ns', uid: 'uid-p', resourceVersion: '43' },
+    spec: { containers: [{ name: 'worker', image: 'trainer:1' }], schedulingGates: [] },
+  };
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify(released));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const { port } = server.address() as AddressInfo;
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromOptions({
+    clusters: [{ name: 'c', server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
+    users: [{ name: 'u', token: 'token' }],
+    contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
+    currentContext: 'ctx',
+  });
+  const verdict = await createReadBack(kubeConfig)(
+    {
+      key: 'ns/p',
+      target: { namespace: 'ns', name: 'p', uid: 'uid-p', resourceVersion: '41' },
+      op: { type: 'removeGate', gate: 'example.com/ready', gateIndex: 0 },
+      priority: 0,
+      tenant: 't',
+      deadline: Number.MAX_SAFE_INTEGER,
+      decisionId: 'd-p',
+    },
+    new AbortController().signal,
+  );
+  assert.deepEqual(verdict, { state: 'applied', resourceVersion: '43' });
 });
