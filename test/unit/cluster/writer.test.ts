@@ -1,4 +1,4 @@
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -133,6 +133,39 @@ test('client errors are normalised: HTTP code and API message kept, network code
   assert.equal(toKubeError(abort, 'x'), abort);
 });
 
+/** A stand-in API server over plain HTTP answering every request with `object`; its KubeConfig. */
+async function apiServerAnswering(t: TestContext, object: unknown): Promise<KubeConfig> {
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify(object));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const { port } = server.address() as AddressInfo;
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromOptions({
+    clusters: [{ name: 'c', server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
+    users: [{ name: 'u', token: 'token' }],
+    contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
+    currentContext: 'ctx',
+  });
+  return kubeConfig;
+}
+
+/** A write of `op` on pod ns/p, decided at resourceVersion 41. */
+const writeOf = (op: WriteRequest['op']): WriteRequest => ({
+  key: 'ns/p',
+  target: { namespace: 'ns', name: 'p', uid: 'uid-p', resourceVersion: '41' },
+  op,
+  priority: 0,
+  tenant: 't',
+  deadline: Number.MAX_SAFE_INTEGER,
+  decisionId: 'd-p',
+});
+
 test("a write's answer reaches the client library's model builder as its resourceVersion alone, not the whole pod", async (t) => {
   const serializerUrl = new URL(
     '../../../node_modules/@kubernetes/client-node/dist/gen/models/ObjectSerializer.js',
@@ -156,33 +189,8 @@ test("a write's answer reaches the client library's model builder as its resourc
     spec: { containers: [{ name: 'worker', image: 'trainer:1' }], schedulingGates: [] },
     status: { phase: 'Pending' },
   };
-  const server = createServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      res.setHeader('content-type', 'application/json');
-      res.end(JSON.stringify(pod));
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  const { port } = server.address() as AddressInfo;
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromOptions({
-    clusters: [{ name: 'c', server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
-    users: [{ name: 'u', token: 'token' }],
-    contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
-    currentContext: 'ctx',
-  });
+  const kubeConfig = await apiServerAnswering(t, pod);
   const execute = createWriteExecutor(kubeConfig);
-  const request = (op: WriteRequest['op']): WriteRequest => ({
-    key: 'ns/p',
-    target: { namespace: 'ns', name: 'p', uid: 'uid-p', resourceVersion: '41' },
-    op,
-    priority: 0,
-    tenant: 't',
-    deadline: Number.MAX_SAFE_INTEGER,
-    decisionId: 'd-p',
-  });
   const signal = new AbortController().signal;
   const ops: WriteRequest['op'][] = [
     { type: 'removeGate', gate: 'example.com/ready', gateIndex: 0 },
@@ -190,7 +198,7 @@ test("a write's answer reaches the client library's model builder as its resourc
     { type: 'delete', reason: 'expired' },
   ];
   for (const op of ops)
-    assert.deepEqual(await execute(request(op), signal), { resourceVersion: '42' }, op.type);
+    assert.deepEqual(await execute(writeOf(op), signal), { resourceVersion: '42' }, op.type);
   const podsBuilt = built.mock.calls.filter((call) => call.arguments[1] === 'V1Pod');
   assert.equal(podsBuilt.length, 3);
   for (const call of podsBuilt)
@@ -213,33 +221,9 @@ test("the read-back judges the whole pod it reads, not a write's cut answer", as
     metadata: { name: 'p', namespace: 'ns', uid: 'uid-p', resourceVersion: '43' },
     spec: { containers: [{ name: 'worker', image: 'trainer:1' }], schedulingGates: [] },
   };
-  const server = createServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      res.setHeader('content-type', 'application/json');
-      res.end(JSON.stringify(released));
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  const { port } = server.address() as AddressInfo;
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromOptions({
-    clusters: [{ name: 'c', server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
-    users: [{ name: 'u', token: 'token' }],
-    contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
-    currentContext: 'ctx',
-  });
+  const kubeConfig = await apiServerAnswering(t, released);
   const verdict = await createReadBack(kubeConfig)(
-    {
-      key: 'ns/p',
-      target: { namespace: 'ns', name: 'p', uid: 'uid-p', resourceVersion: '41' },
-      op: { type: 'removeGate', gate: 'example.com/ready', gateIndex: 0 },
-      priority: 0,
-      tenant: 't',
-      deadline: Number.MAX_SAFE_INTEGER,
-      decisionId: 'd-p',
-    },
+    writeOf({ type: 'removeGate', gate: 'example.com/ready', gateIndex: 0 }),
     new AbortController().signal,
   );
   assert.deepEqual(verdict, { state: 'applied', resourceVersion: '43' });
