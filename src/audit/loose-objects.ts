@@ -120,7 +120,8 @@ const deflateAsync = promisify(deflate);
  * The objects written lately, any clone's, so a push packs them without reading back
  * from disk what was just written there (a strict wave pushes each commit's blob and
  * trees within a second of writing them). At most `writtenLatelyBytes` of content, the
- * oldest dropped first; a lookup that misses reads from disk as before.
+ * oldest dropped first, and a clone's forgotten when the writer releases its cache after
+ * a cycle (`forgetWrittenLately`); a lookup that misses reads from disk as before.
  */
 const writtenLately = new Map<string, LooseObject>();
 let writtenLatelySize = 0;
@@ -142,6 +143,16 @@ function rememberWritten(
     writtenLately.delete(oldest);
     writtenLatelySize -= kept.object.length;
   }
+}
+
+/** Forgets the objects of `gitdir` written lately (the writer's cache released after a cycle). */
+export function forgetWrittenLately(gitdir: string): void {
+  const prefix = `${gitdir}\0`;
+  for (const [key, kept] of writtenLately)
+    if (key.startsWith(prefix)) {
+      writtenLately.delete(key);
+      writtenLatelySize -= kept.object.length;
+    }
 }
 
 /** The object `oid` of `gitdir` when it was written lately (`writeLooseObject`), else undefined. */

@@ -31,6 +31,7 @@ import http from 'isomorphic-git/http/node';
 import { withUnbornHeadRepair } from './http.ts';
 import { fetchOverHttp, parseCommit, parseTree } from './cat-file.ts';
 import {
+  forgetWrittenLately,
   looseObjects,
   objectWrittenLately,
   pacedLooseReader,
@@ -264,9 +265,14 @@ export class AuditRepo implements Repo {
     return this.#cache;
   }
 
-  /** Forgets every pack and index isomorphic-git loaded (the next read loads what it needs). */
+  /**
+   * Forgets every pack and index isomorphic-git loaded (the next read loads what it needs),
+   * and the objects this clone wrote lately (loose-objects.ts): a cycle's push has packed
+   * them, so a quiet writer holds none of them.
+   */
   releaseCache(): void {
     this.#cache = {};
+    forgetWrittenLately(this.gitdir);
   }
   readonly branch: string;
   readonly url: string;

@@ -11,10 +11,13 @@ import { join } from 'node:path';
 import { deflateSync } from 'node:zlib';
 import { parseCommit, parseTree } from '../../../src/audit/cat-file.ts';
 import {
+  forgetWrittenLately,
   looseObjects,
+  objectWrittenLately,
   readLooseObject,
   treeContent,
   writeLooseObject,
+  writtenLatelyBytes,
 } from '../../../src/audit/loose-objects.ts';
 
 /** A commit's tree and parents, read from its loose file. */
@@ -150,4 +153,28 @@ test('an object already on disk is left as it is; a tree entry that is not one n
     () => treeContent([{ mode: '100644', path: 'a', oid: 'x' }]),
     /tree entry a: oid x/,
   );
+});
+
+test('the objects written lately are kept up to a bound, oldest dropped first, and forgotten per clone', async () => {
+  const one = join(gitRepoWithTwoCommits().dir, '.git');
+  const other = join(gitRepoWithTwoCommits().dir, '.git');
+  const small = await writeLooseObject(one, 'blob', Buffer.from('small\n'));
+  const elsewhere = await writeLooseObject(other, 'blob', Buffer.from('small\n'));
+  assert.equal(small, elsewhere, 'the same content, the same id');
+  assert.deepEqual(objectWrittenLately(one, small), {
+    type: 'blob',
+    object: Buffer.from('small\n'),
+  });
+  forgetWrittenLately(one);
+  assert.equal(objectWrittenLately(one, small), undefined, 'forgotten for that clone');
+  assert.ok(objectWrittenLately(other, small), 'kept for the other');
+  // Past the bound, the oldest go first.
+  const half = Buffer.alloc(writtenLatelyBytes / 2 + 1, 'a');
+  const first = await writeLooseObject(one, 'blob', half);
+  const second = await writeLooseObject(one, 'blob', Buffer.concat([half, Buffer.from('b')]));
+  assert.equal(objectWrittenLately(other, small), undefined, 'the oldest dropped');
+  assert.equal(objectWrittenLately(one, first), undefined);
+  assert.ok(objectWrittenLately(one, second), 'the newest kept');
+  forgetWrittenLately(one);
+  forgetWrittenLately(other);
 });

@@ -13,7 +13,7 @@ import * as nodeFs from 'node:fs';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { looseObjects } from '../../../src/audit/loose-objects.ts';
+import { looseObjects, objectWrittenLately } from '../../../src/audit/loose-objects.ts';
 import { AuditRepo } from '../../../src/audit/repo.ts';
 import { openAuditSource, readAuditHistory } from '../../../src/audit/reader.ts';
 import { ManualClock } from '../../../src/lib/clock.ts';
@@ -140,4 +140,6 @@ test('a push packs the blob and trees its commit just wrote without reading them
     [],
     'objects read back from disk',
   );
+  repo.releaseCache(); // after a cycle: a quiet writer holds none of them
+  for (const object of written) assert.equal(objectWrittenLately(repo.gitdir, object), undefined);
 });
