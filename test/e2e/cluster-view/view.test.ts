@@ -89,6 +89,13 @@ test('the view syncs pods of managed namespaces, nodes and a referenced ConfigMa
   live.watchObjects([{ apiVersion: 'v1', kind: 'ConfigMap', namespace: 'view-a', name: 'switch' }]);
   live.start();
   await live.whenSynced(AbortSignal.timeout(20_000));
+  // whenSynced covers pods, nodes and quotas; a referenced object is ready on its own
+  // (objectProblem), its kind found by discovery first, so it may list after them.
+  const switchRef = { apiVersion: 'v1', kind: 'ConfigMap', namespace: 'view-a', name: 'switch' };
+  await eventually(
+    'the referenced ConfigMap listed',
+    () => live.objectProblem(switchRef) === undefined,
+  );
 
   assert.deepEqual([...live.pods()].map((p) => p.metadata?.name).sort(), [
     'a-0',
