@@ -175,9 +175,9 @@ export interface TreeEntryToWrite {
 export function treeContent(entries: readonly TreeEntryToWrite[]): Buffer {
   const keyed = entries.map((entry) => {
     const mode = entry.mode.replace(/^0+/, '');
-    return { entry, mode, key: Buffer.from(mode === '40000' ? `${entry.path}/` : entry.path) };
+    return { entry, mode, key: mode === '40000' ? `${entry.path}/` : entry.path };
   });
-  keyed.sort((a, b) => Buffer.compare(a.key, b.key));
+  keyed.sort((a, b) => utf8Order(a.key, b.key));
   const parts: Buffer[] = [];
   for (const { entry, mode } of keyed) {
     if (!/^[0-9a-f]{40}$/.test(entry.oid))
@@ -189,3 +189,15 @@ export function treeContent(entries: readonly TreeEntryToWrite[]): Buffer {
   }
   return Buffer.concat(parts);
 }
+
+/**
+ * Two names in the order of their UTF-8 bytes: git's order, and isomorphic-git's when it
+ * reads a tree. Where both are printable ASCII, `<` gives the same order without encoding.
+ */
+export function utf8Order(a: string, b: string): number {
+  if (outsidePrintableAscii.test(a) || outsidePrintableAscii.test(b))
+    return Buffer.compare(Buffer.from(a), Buffer.from(b));
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+const outsidePrintableAscii = /[^ -~]/;

@@ -7,7 +7,7 @@
  */
 import type { TreeEntry } from 'isomorphic-git';
 import { objectsOf, type IsoRepo } from './iso-objects.ts';
-import { treeContent, writeLooseObject } from './loose-objects.ts';
+import { treeContent, utf8Order, writeLooseObject } from './loose-objects.ts';
 
 /** A repository: isomorphic-git's, or the system git's objects for long walks (iso-objects.ts). */
 export type Repo = IsoRepo;
@@ -53,15 +53,10 @@ async function writeTree(repo: Repo, list: TreeEntry[]): Promise<string> {
   return oid;
 }
 
-/** isomorphic-git's order of a tree's entries as it reads them: by name's UTF-8 bytes. */
+/** isomorphic-git's order of a tree's entries as it reads them (`utf8Order` of their names). */
 function byName(a: TreeEntry, b: TreeEntry): number {
-  if (nonAscii.test(a.path) || nonAscii.test(b.path))
-    return Buffer.compare(Buffer.from(a.path), Buffer.from(b.path));
-  return a.path < b.path ? -1 : a.path > b.path ? 1 : 0;
+  return utf8Order(a.path, b.path);
 }
-
-/** Outside printable ASCII (where `<` and byte order could differ): compared as bytes. */
-const nonAscii = /[^ -~]/;
 
 export type AddResult = { readonly tree: string } | { readonly existing: string };
 
