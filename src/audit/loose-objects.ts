@@ -160,6 +160,49 @@ export function objectWrittenLately(gitdir: string, oid: string): LooseObject | 
   return writtenLately.get(`${gitdir}\0${oid}`);
 }
 
+/** A commit as the writer writes it: no signature (a signed commit is isomorphic-git's). */
+export interface CommitToWrite {
+  readonly tree: string;
+  readonly parent: readonly string[];
+  readonly author: GitPerson;
+  readonly committer: GitPerson;
+  readonly message: string;
+}
+
+export interface GitPerson {
+  readonly name: string;
+  readonly email: string;
+  /** Seconds since the epoch. */
+  readonly timestamp: number;
+  /** Minutes west of UTC, as isomorphic-git gives it (0 is written +0000). */
+  readonly timezoneOffset: number;
+}
+
+/**
+ * A commit object's content, byte for byte as isomorphic-git's writeCommit renders it
+ * (`tree`, `parent` lines, `author`, `committer`, a blank line, the message without
+ * carriage returns, leading newlines or more than one trailing newline), and the message
+ * as a read of the commit gives it back. Written by `writeLooseObject`, a commit is known
+ * to the push that packs it (objects written lately) instead of read back from disk.
+ */
+export function commitContent(commit: CommitToWrite): { content: Buffer; message: string } {
+  const message = `${commit.message.replace(/\r/g, '').replace(/^\n+/, '').replace(/\n+$/, '')}\n`;
+  let headers = `tree ${commit.tree}\n`;
+  for (const parent of commit.parent) headers += `parent ${parent}\n`;
+  headers += `author ${formatPerson(commit.author)}\n`;
+  headers += `committer ${formatPerson(commit.committer)}\n`;
+  return { content: Buffer.from(`${headers}\n${message}`, 'utf8'), message };
+}
+
+/** `name <email> seconds ±hhmm`: git's offset is east of UTC, isomorphic-git's minutes west. */
+function formatPerson(person: GitPerson): string {
+  const east = person.timezoneOffset === 0 ? person.timezoneOffset : -person.timezoneOffset;
+  const sign = east < 0 || Object.is(east, -0) ? '-' : '+';
+  const minutes = Math.abs(east);
+  const hhmm = `${String(Math.floor(minutes / 60)).padStart(2, '0')}${String(minutes % 60).padStart(2, '0')}`;
+  return `${person.name} <${person.email}> ${person.timestamp} ${sign}${hhmm}`;
+}
+
 /** A tree entry as written: mode (`040000` for a folder), name and object id. */
 export interface TreeEntryToWrite {
   readonly mode: string;

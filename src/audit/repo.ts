@@ -25,6 +25,7 @@
  */
 import * as fs from 'node:fs';
 import { mkdirSync } from 'node:fs';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import git, { Errors, type AuthCallback, type CommitObject, type FsClient } from 'isomorphic-git';
 import http from 'isomorphic-git/http/node';
@@ -35,7 +36,9 @@ import {
   looseObjects,
   objectWrittenLately,
   pacedLooseReader,
+  commitContent,
   writeLooseObject,
+  type CommitToWrite,
   type LooseObject,
 } from './loose-objects.ts';
 import type { Clock } from '../lib/clock.ts';
@@ -70,6 +73,7 @@ import {
 export { maxMergeBytes, packsToMerge } from './pack-writer.ts';
 import {
   addFile,
+  carryNewestTrees,
   diffTrees,
   lookup,
   objectsAdded,
@@ -152,6 +156,9 @@ export interface AuditRepoOptions {
   /** The file system git objects are read and written through (default node:fs; a test counts reads). */
   readonly fs?: FsClient;
 }
+
+/** Commits whose tree an AuditRepo keeps (about 100 bytes each); all dropped when full. */
+const treesOfCommitsKept = 4_096;
 
 export interface LocalCommit {
   readonly oid: string;
@@ -251,6 +258,26 @@ const sshFailureReason: Record<SshGitError['kind'], PushFailureReason> = {
   other: 'other',
 };
 
+/**
+ * The oid a loose ref file holds; undefined when there is none (the ref may be in
+ * packed-refs, or symbolic: isomorphic-git's resolveRef answers those). One read, where
+ * resolveRef looks for the repository and the file in several steps on every call.
+ */
+let refWrites = 0;
+
+async function readLooseRef(gitdir: string, ref: string): Promise<string | undefined> {
+  let text: string;
+  try {
+    text = await readFile(join(gitdir, ref), 'utf8');
+  } catch (error) {
+    const code = errorCode(error);
+    if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EISDIR') return undefined;
+    throw error;
+  }
+  const oid = text.trim();
+  return /^[0-9a-f]{40}$/.test(oid) ? oid : undefined;
+}
+
 export class AuditRepo implements Repo {
   readonly gitdir: string;
   readonly fs: FsClient;
@@ -268,10 +295,14 @@ export class AuditRepo implements Repo {
   /**
    * Forgets every pack and index isomorphic-git loaded (the next read loads what it needs),
    * and the objects this clone wrote lately (loose-objects.ts): a cycle's push has packed
-   * them, so a quiet writer holds none of them.
+   * them, so a quiet writer holds none of them. The trees last used (the tip's path, when
+   * small: tree.ts `carryNewestTrees`) stay, so the next cycle's first commit reads none
+   * of them back.
    */
   releaseCache(): void {
+    const released = this.#cache;
     this.#cache = {};
+    carryNewestTrees(released, this.#cache);
     forgetWrittenLately(this.gitdir);
   }
   readonly branch: string;
@@ -395,6 +426,8 @@ export class AuditRepo implements Repo {
   }
 
   async #resolve(ref: string): Promise<string | undefined> {
+    const loose = await readLooseRef(this.gitdir, ref);
+    if (loose !== undefined) return loose;
     try {
       return await git.resolveRef({ fs: this.fs, gitdir: this.gitdir, ref });
     } catch (error) {
@@ -403,9 +436,17 @@ export class AuditRepo implements Repo {
     }
   }
 
-  /** Points `ref` at `oid` (created or moved, whatever it held). */
-  #setRef(ref: string, oid: string): Promise<void> {
-    return git.writeRef({ fs: this.fs, gitdir: this.gitdir, ref, value: oid, force: true });
+  /**
+   * Points `ref` at `oid` (created or moved, whatever it held): its loose ref file written
+   * whole and renamed into place, so a crash leaves the old value or the new one. A loose
+   * ref is what git reads before packed-refs.
+   */
+  async #setRef(ref: string, oid: string): Promise<void> {
+    const file = join(this.gitdir, ref);
+    const temporary = join(this.gitdir, `tollgate-ref-${process.pid}-${(refWrites += 1)}.tmp`);
+    await mkdir(dirname(file), { recursive: true });
+    await writeFile(temporary, `${oid}\n`);
+    await rename(temporary, file);
   }
 
   localTip(): Promise<string | undefined> {
@@ -418,9 +459,13 @@ export class AuditRepo implements Repo {
 
   async treeOf(commit: string | undefined): Promise<string | undefined> {
     if (commit === undefined) return undefined;
-    return (
+    const known = this.#treesOfCommits.get(commit);
+    if (known !== undefined) return known;
+    const { tree } = (
       await git.readCommit({ fs: this.fs, gitdir: this.gitdir, oid: commit, cache: this.cache })
-    ).commit.tree;
+    ).commit;
+    this.#treeKnown(commit, tree);
+    return tree;
   }
 
   /**
@@ -440,58 +485,61 @@ export class AuditRepo implements Repo {
       throw new Error(`audit file ${path} already exists with the same content`);
     const seconds = Math.floor(this.#clock.now() / 1000);
     const person = { ...this.#author, timestamp: seconds, timezoneOffset: 0 };
-    const oid = await this.#writeCommit({
+    const commit = {
       message,
       tree,
       parent: parent ? [parent] : [],
       author: person,
       committer: person,
-    });
+    };
+    const oid = await this.#writeCommit(commit);
+    this.#treeKnown(oid, tree);
     await this.#setRef(this.#localRef, oid);
-    await this.#extendUnpushed(parent, oid, finalPath, blob);
+    this.#extendUnpushed(parent, {
+      oid,
+      parent,
+      path: finalPath,
+      blob,
+      message: commitContent(commit).message,
+      author: { name: person.name, email: person.email, timestamp: seconds, timezoneOffset: 0 },
+      decisions: decisionsOf(message),
+    });
     return { oid, path: finalPath };
   }
 
   /**
    * A commit made on the local tip the last `unpushed` answer ended at extends that
    * answer, so a backlog pushed in chunks while new commits land is walked once, not
-   * again after every commit.
+   * again after every commit. What the commit holds is known from its writing: nothing is
+   * read back.
    */
-  async #extendUnpushed(
-    parent: string | undefined,
-    oid: string,
-    path: string,
-    blob: string,
-  ): Promise<void> {
+  #extendUnpushed(parent: string | undefined, added: LocalCommit): void {
     const last = this.#lastUnpushed;
     if (last === undefined || last.local !== parent) return;
-    const { commit } = await git.readCommit({
-      fs: this.fs,
-      gitdir: this.gitdir,
-      oid,
-      cache: this.cache,
-    });
-    const added: LocalCommit = {
-      oid,
-      parent,
-      path,
-      blob,
-      message: commit.message,
-      author: commit.author,
-      decisions: decisionsOf(commit.message),
-    };
-    this.#lastUnpushed = { ...last, local: oid, commits: [...last.commits, added] };
+    this.#lastUnpushed = { ...last, local: added.oid, commits: [...last.commits, added] };
   }
 
-  async #writeCommit(commit: Omit<CommitObject, 'gpgsig'>): Promise<string> {
+  /**
+   * Each commit's tree, as written or read here: a commit never changes, so the tip's
+   * tree, a pushed commit's and its parent's are known without reading the commit again
+   * (a strict wave commits and pushes a few hundred times). At most `treesOfCommitsKept`.
+   */
+  readonly #treesOfCommits = new Map<string, string>();
+
+  #treeKnown(commit: string, tree: string): void {
+    if (this.#treesOfCommits.size >= treesOfCommitsKept) this.#treesOfCommits.clear();
+    this.#treesOfCommits.set(commit, tree);
+  }
+
+  async #writeCommit(commit: CommitToWrite): Promise<string> {
     const signer = this.#signer;
-    if (!signer) return git.writeCommit({ fs: this.fs, gitdir: this.gitdir, commit });
+    if (!signer) return writeLooseObject(this.gitdir, 'commit', commitContent(commit).content);
     // git.commit renders the exact payload and calls onSign; the tree is given, so no index is read.
     return git.commit({
       fs: this.fs,
       gitdir: this.gitdir,
       tree: commit.tree,
-      parent: commit.parent,
+      parent: [...commit.parent],
       message: commit.message,
       author: commit.author,
       committer: commit.committer,

@@ -14,7 +14,8 @@ export type Repo = IsoRepo;
 
 /**
  * Trees parsed or written lately, by oid, per isomorphic-git cache object (so dropped with
- * it: the writer's releaseCache after each cycle). A walk down the branch diffs each
+ * it: the writer's releaseCache after each cycle, which carries the newest few over:
+ * `carryNewestTrees`). A walk down the branch diffs each
  * commit's tree with its parent's, and the next step diffs that parent with its own:
  * without this every tree on the changed path (an hour folder of hundreds of files among
  * them) is read and parsed twice. A tree written here is kept as written (write-through),
@@ -35,6 +36,32 @@ function keep(kept: Map<string, readonly TreeEntry[]>, oid: string, tree: readon
   if (!kept.delete(oid) && kept.size >= parsedTreesKept)
     kept.delete(kept.keys().next().value as string);
   kept.set(oid, tree);
+}
+
+/** At most this many tree entries in all are carried from a released cache to the next. */
+export const carriedTreeEntries = 4_096;
+
+/**
+ * Carries the trees used last under cache `from` (newest first, while their entries total
+ * at most `carriedTreeEntries`) to cache `to`: the writer releases its cache after each
+ * cycle, and the next cycle's first commit adds its file under the same folders as the
+ * last one, so it finds the trees on the tip's path here instead of reading them back
+ * from disk. A tree too large to carry (an hour folder of thousands of files) is read
+ * once again by the next cycle.
+ */
+export function carryNewestTrees(from: object, to: object): void {
+  const kept = parsedTrees.get(from);
+  if (kept === undefined) return;
+  const carried: [string, readonly TreeEntry[]][] = [];
+  let entriesCarried = 0;
+  for (const [oid, tree] of [...kept].reverse()) {
+    if (entriesCarried + tree.length > carriedTreeEntries) continue;
+    entriesCarried += tree.length;
+    carried.push([oid, tree]);
+  }
+  let into = parsedTrees.get(to);
+  if (into === undefined) parsedTrees.set(to, (into = new Map()));
+  for (const [oid, tree] of carried.reverse()) keep(into, oid, tree);
 }
 
 async function entries(repo: Repo, treeOid: string | undefined): Promise<TreeEntry[]> {
