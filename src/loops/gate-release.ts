@@ -1130,7 +1130,9 @@ export function intentParts<T>(toSend: readonly T[], intentBatch: number): T[][]
  */
 class WriteSlots {
   #free: number;
-  readonly #waiters: (() => void)[] = [];
+  /** Waiters in turn; the ones before `#head` have been woken (a shift of thousands is a copy each). */
+  #waiters: ((() => void) | undefined)[] = [];
+  #head = 0;
   constructor(slots: number) {
     this.#free = slots;
   }
@@ -1143,8 +1145,17 @@ class WriteSlots {
     return new Promise<void>((resolve) => this.#waiters.push(resolve));
   }
   release(): void {
-    const next = this.#waiters.shift();
-    if (next) next();
-    else this.#free += 1;
+    const next = this.#waiters[this.#head];
+    if (next === undefined) {
+      this.#free += 1;
+      return;
+    }
+    this.#waiters[this.#head] = undefined;
+    this.#head += 1;
+    if (this.#head === this.#waiters.length) {
+      this.#waiters = [];
+      this.#head = 0;
+    }
+    next();
   }
 }

@@ -295,6 +295,61 @@ test('at most maxQueuedWrites of the loop wait in the dispatcher; the rest wait 
   );
 });
 
+test('writes beyond maxQueuedWrites go out in plan order as places free, in one pass and in the next', async () => {
+  const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
+  const answers: ((r: WriteResult) => void)[] = [];
+  const dispatcher: Dispatcher = {
+    ...h.dispatcher,
+    enqueue(request) {
+      h.requests.push(request);
+      return {
+        accepted: true,
+        coalesced: false,
+        done: new Promise<WriteResult>((resolve) => answers.push(resolve)),
+      };
+    },
+  };
+  const names = (from: number) => h.requests.slice(from).map((r) => r.target.name);
+  const answerNext = async () => {
+    answers.shift()!({ result: 'succeeded', resourceVersion: '9' });
+    for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+  };
+  const pods = (prefix: string) =>
+    ['1', '2', '3', '4', '5'].map((n) => aPod(`${prefix}${n}`, 'team-a').gated(gate).obj());
+  const view = viewOf(pods('a'));
+  const loop = loopOver(h, {
+    dispatcher,
+    view,
+    policy: () =>
+      aPolicy()
+        .tenant(aTenant('team-a').budget({ pods: 100 }))
+        .gatePolicy(aGatePolicy('ready', 'team-a').conditions({ type: 'Budget' }))
+        .obj(),
+    maxQueuedWrites: 2,
+  });
+  await (
+    await loop.pass()
+  ).decisions;
+  for (let i = 0; i < 3; i++) await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(names(0), ['a1', 'a2'], 'two places');
+  for (let i = 0; i < 3; i++) await answerNext();
+  assert.deepEqual(
+    names(0),
+    ['a1', 'a2', 'a3', 'a4', 'a5'],
+    'each freed place to the next in plan order',
+  );
+  await answerNext();
+  await answerNext();
+  view.pods_ = pods('b');
+  await loop.pass();
+  for (let i = 0; i < 3; i++) await new Promise((resolve) => setImmediate(resolve));
+  for (let i = 0; i < 3; i++) await answerNext();
+  assert.deepEqual(names(5), ['b1', 'b2', 'b3', 'b4', 'b5'], 'and again once all had gone');
+  await answerNext();
+  await answerNext();
+  await loop.stop();
+});
+
 test('a loop stopped while the first part of a large pass is being recorded sends nothing and records no intent for the rest', async () => {
   const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
   let release: () => void = () => undefined;
