@@ -48,6 +48,9 @@ import type { ParsedDocument } from './parse.ts';
 import { namespaceScopeProblems } from './promql.ts';
 import { apiVersion, policyKinds, validateDocument, type PolicyKind } from './schema.ts';
 
+/** The audit commit limits when Settings name none (schemas/Settings.schema.json's defaults). */
+export const defaultAuditBatch = { maxDecisions: 500, maxDelayMs: 2_000 } as const;
+
 export type PolicyResult =
   | { readonly ok: true; readonly policy: Policy }
   | { readonly ok: false; readonly errors: readonly PolicyError[] };
@@ -347,8 +350,13 @@ function compileSettings(s: Located<SettingsDocument>, report: Report): Settings
       ...(audit.repo ? { repo: audit.repo } : {}),
       mode: audit.mode ?? 'strict',
       batch: {
-        maxDecisions: audit.batch?.maxDecisions ?? 500,
-        maxDelayMs: duration(report, 'spec.audit.batch.maxDelay', audit.batch?.maxDelay, 2_000),
+        maxDecisions: audit.batch?.maxDecisions ?? defaultAuditBatch.maxDecisions,
+        maxDelayMs: duration(
+          report,
+          'spec.audit.batch.maxDelay',
+          audit.batch?.maxDelay,
+          defaultAuditBatch.maxDelayMs,
+        ),
       },
       // The schema allows whole hours only ("24h"); the default is a day.
       windowHours: Number(/^(\d+)h$/.exec(audit.window ?? '24h')?.[1] ?? 24),

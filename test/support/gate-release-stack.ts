@@ -60,6 +60,11 @@ export interface GateReleaseStackOptions {
   readonly controller: string;
   readonly cluster: string;
   readonly auditMode: AuditMode;
+  /**
+   * The audit commit limits; default 1,000 decisions or 200 ms, so a test's records land
+   * quickly (the shipped default, `defaultAuditBatch`, is 500 or 2 s).
+   */
+  readonly auditBatch?: { readonly maxDecisions: number; readonly maxDelayMs: number };
   readonly log: Logger;
   /** How often the policy source polls Git. */
   readonly policyIntervalMs: number;
@@ -246,7 +251,7 @@ export async function prepareGateReleaseStack(
     cluster: options.cluster,
     controller: options.controller,
     mode: options.auditMode,
-    batch: { maxDecisions: 1000, maxDelayMs: 200 },
+    batch: options.auditBatch ?? { maxDecisions: 1000, maxDelayMs: 200 },
     logger: log,
   });
   const recorder = createEventRecorder(eventDispatcher(kc), {
