@@ -3,16 +3,31 @@
  * Memory, not privacy, is the reason: `metadata.managedFields` is often larger than
  * the rest of a pod, and the last-applied annotation repeats the whole manifest.
  *
- * Pods are kept in a compact form: their containers lose what only the kubelet reads
- * (command, args, env, probes, mounts, ports, security context, termination message
- * settings) and the pod loses its volumes, about 60% of a batch worker's JSON.
- * Nothing tollgate decides on is removed: metadata (labels, annotations,
- * ownerReferences, resourceVersion, uid), the scheduling gates, node name, selectors
- * and tolerations, container names, images and pull policies, resources and resize
- * policies, and the whole status stay. Cached pods are never written back whole (every
- * write is a patch), so the dropped fields are never lost from the cluster.
+ * The pods the cluster view lists (`trimPod`, the view's pod informer) are kept in the
+ * form tollgate's readers need, and nothing else: `podFieldsRead` lists it field by field.
+ * Metadata: name, namespace, uid, resourceVersion, generation, creation and deletion
+ * times, labels and annotations. Spec: node name, scheduling gates, pod-level resources
+ * and overhead, and of each container and init container its name, image, resources,
+ * resize policy and restart policy. Status: phase, observedGeneration, pod-level
+ * resources, the conditions (type, status, reason, message, lastTransitionTime,
+ * observedGeneration) and of each container's and init container's status its name,
+ * restart count, state, last state, resources and allocated resources. Gate release,
+ * resize, explain and queue, break-glass, the stale-guard and the read-back of writes
+ * read nothing else of a pod. Of a Job pod's JSON as served about 40% is kept (about
+ * half of the compact form below; `test/builders/served-pod.ts`). The rest
+ * (ownerReferences, tolerations, affinity, node selector, volumes, the containers'
+ * command, env, probes and mounts, IPs, QoS class, container IDs and image digests) is
+ * only the scheduler's and the kubelet's. A reader of a new pod field adds it to
+ * `podFieldsRead`. Cached pods are never written back whole (every write is a patch),
+ * so what is not kept is never lost from the cluster.
  *
- * The trimmed parts are copied into new objects rather than `delete`d in place: V8 turns
+ * Every other object keeps its fields but those two (`trimObject`): an ObjectCondition
+ * may compare any field of the object it names, and those objects are few. A pod named
+ * that way is the one exception, kept from before: the compact form, its containers
+ * without command, args, env, probes, mounts, ports, security context and termination
+ * message settings, the pod without its volumes.
+ *
+ * The kept parts are copied into new objects rather than `delete`d in place: V8 turns
  * an object that loses a property into a slower, larger dictionary object, and 10,000
  * such pods held 60 MB of heap where the copies hold 36 MB.
  *
@@ -26,7 +41,7 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 
 const lastApplied = 'kubectl.kubernetes.io/last-applied-configuration';
 
-/** Container fields no decision reads. */
+/** Container fields dropped from a pod an ObjectCondition names (`trimObject`). */
 const containerFieldsDropped: ReadonlySet<string> = new Set([
   'command',
   'args',
@@ -175,4 +190,102 @@ export function trimObject<T extends KubernetesObject>(
   if (isPod(fields)) trimmed.spec = compactPodSpec(fields.spec as Fields);
   values.shareIn(trimmed);
   return trimmed as unknown as T;
+}
+
+/** Which fields of an object to keep: `true` keeps the value whole, a shape keeps those fields of an object, or of each object of a list. */
+interface Shape {
+  readonly [field: string]: true | Shape;
+}
+
+const containerRead: Shape = {
+  name: true,
+  image: true,
+  resources: true,
+  resizePolicy: true,
+  /** `Always` marks a restartable init container (a sidecar). */
+  restartPolicy: true,
+};
+
+const conditionRead: Shape = {
+  type: true,
+  status: true,
+  reason: true,
+  message: true,
+  lastTransitionTime: true,
+  observedGeneration: true,
+};
+
+const containerStatusRead: Shape = {
+  name: true,
+  restartCount: true,
+  /** Waiting reasons (explain: image pulls, crash loops); terminated reasons (resize: OOMKilled). */
+  state: true,
+  lastState: true,
+  resources: true,
+  allocatedResources: true,
+};
+
+/** Every field of a pod some part of tollgate reads; the view's pods keep these and no other. */
+export const podFieldsRead: Shape = {
+  apiVersion: true,
+  kind: true,
+  metadata: {
+    name: true,
+    namespace: true,
+    uid: true,
+    resourceVersion: true,
+    generation: true,
+    creationTimestamp: true,
+    deletionTimestamp: true,
+    labels: true,
+    annotations: true,
+  },
+  spec: {
+    nodeName: true,
+    schedulingGates: true,
+    initContainers: containerRead,
+    containers: containerRead,
+    overhead: true,
+    resources: true,
+  },
+  status: {
+    phase: true,
+    observedGeneration: true,
+    conditions: conditionRead,
+    initContainerStatuses: containerStatusRead,
+    containerStatuses: containerStatusRead,
+    resources: true,
+  },
+};
+
+/** The fields of `value` that `shape` lists, in `shape`'s order (one hidden class for every pod), in new objects. */
+function keepOnly(value: unknown, shape: Shape): unknown {
+  if (Array.isArray(value)) return value.map((item) => keepOnly(item, shape));
+  if (!isObject(value)) return value;
+  const kept: Fields = {};
+  for (const key in shape) {
+    const field = value[key];
+    if (field === undefined) continue;
+    const keep = shape[key] as true | Shape;
+    kept[key] = keep === true ? field : keepOnly(field, keep);
+  }
+  return kept;
+}
+
+/**
+ * A pod as the cluster view keeps it: the fields of `podFieldsRead` only, without the
+ * last-applied annotation, its repeated values shared through `values`. A new object;
+ * its argument is freshly parsed JSON that nothing else holds (its values are shared in
+ * place).
+ */
+export function trimPod<T extends KubernetesObject>(
+  object: T,
+  values: SharedValues = processValues,
+): T {
+  const kept = keepOnly(object, podFieldsRead) as Fields;
+  const metadata = kept.metadata;
+  if (isObject(metadata) && isObject(metadata.annotations) && lastApplied in metadata.annotations)
+    metadata.annotations = copyWithout(metadata.annotations, (key) => key !== lastApplied);
+  values.shareIn(kept);
+  return kept as unknown as T;
 }

@@ -44,6 +44,7 @@ import type { BackoffPolicy } from './backoff.ts';
 import { CacheLagMeter } from './cache-lag.ts';
 import { cacheLagSeconds } from './stale-guard-metrics.ts';
 import { Informer } from './informer.ts';
+import { trimPod } from './trim.ts';
 import {
   countRestart,
   reportInformerStats,
@@ -345,6 +346,8 @@ export class LiveClusterView implements ClusterView {
     const informer = new Informer({
       source,
       filter,
+      // The view's pods keep only what tollgate reads of a pod; referenced objects keep their fields.
+      ...(resource === 'pods' ? { transform: trimPod } : {}),
       pageSize: options.pageSize,
       watchTimeoutSeconds: options.watchTimeoutSeconds,
       backoff: options.backoff,

@@ -128,28 +128,44 @@ describe('a trimmed pod stays a fast V8 object', () => {
    * and slower: 10,000 pods trimmed that way held 60 MB of heap, copies 36 MB. Asked of
    * V8 itself (`%HasFastProperties`, a child with --allow-natives-syntax): no timing.
    */
-  it('its metadata, spec and containers have fast properties after the trim', () => {
-    const trim = fileURLToPath(new URL('../../../src/cluster/trim.ts', import.meta.url));
-    const script = `
-      import { trimObject } from ${JSON.stringify(trim)};
-      const pod = JSON.parse(${JSON.stringify(JSON.stringify({ ...servedPod(true), metadata: { name: 'p', managedFields: [{ manager: 'm' }], annotations: { 'kubectl.kubernetes.io/last-applied-configuration': '{}', keep: 'x' } } }))});
-      const t = trimObject(pod);
-      const parts = { metadata: t.metadata, annotations: t.metadata.annotations, spec: t.spec, container: t.spec.containers[0] };
-      process.stdout.write(JSON.stringify(Object.fromEntries(Object.entries(parts).map(([k, v]) => [k, %HasFastProperties(v)]))));
-    `;
-    const child = spawnSync(
-      process.execPath,
-      ['--allow-natives-syntax', '--input-type=module', '-e', script],
-      { encoding: 'utf8' },
-    );
-    assert.equal(child.status, 0, child.stderr);
-    assert.deepEqual(JSON.parse(child.stdout), {
-      metadata: true,
-      annotations: true,
-      spec: true,
-      container: true,
+  const forms = [
+    { form: 'the compact form (a pod an ObjectCondition names)', trim: 'trimObject' },
+    { form: 'the form the view holds', trim: 'trimPod' },
+  ];
+  for (const { form, trim } of forms) {
+    it(`in ${form}, its metadata, spec, containers and status have fast properties`, () => {
+      const source = fileURLToPath(new URL('../../../src/cluster/trim.ts', import.meta.url));
+      const served = servedJobPod(7, { running: true }) as { metadata: Record<string, unknown> };
+      const withExtras = {
+        ...served,
+        metadata: {
+          ...served.metadata,
+          managedFields: [{ manager: 'm' }],
+          annotations: { 'kubectl.kubernetes.io/last-applied-configuration': '{}', keep: 'x' },
+        },
+      };
+      const script = `
+        import { ${trim} as trim } from ${JSON.stringify(source)};
+        const t = trim(JSON.parse(${JSON.stringify(JSON.stringify(withExtras))}));
+        const parts = { metadata: t.metadata, annotations: t.metadata.annotations, spec: t.spec, container: t.spec.containers[0], status: t.status, containerStatus: t.status.containerStatuses[0] };
+        process.stdout.write(JSON.stringify(Object.fromEntries(Object.entries(parts).map(([k, v]) => [k, %HasFastProperties(v)]))));
+      `;
+      const child = spawnSync(
+        process.execPath,
+        ['--allow-natives-syntax', '--input-type=module', '-e', script],
+        { encoding: 'utf8' },
+      );
+      assert.equal(child.status, 0, child.stderr);
+      assert.deepEqual(JSON.parse(child.stdout), {
+        metadata: true,
+        annotations: true,
+        spec: true,
+        container: true,
+        status: true,
+        containerStatus: true,
+      });
     });
-  });
+  }
 });
 
 /** The value at a dotted path ("spec.containers.0.image"); undefined where any step is missing. */
