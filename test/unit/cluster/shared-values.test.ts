@@ -9,10 +9,10 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { aPod } from '../../builders/pod.ts';
 import { SharedValues } from '../../../src/cluster/trim.ts';
+import { heapPerPodInChild } from '../../support/heap-in-child.ts';
 
 /** A running Job worker as the API server serves it: labels, owner, tolerations, status. */
 function servedWorker(index: number): unknown {
@@ -87,14 +87,7 @@ function heapPerPod(mode: 'shared' | 'own copies', pods: number): number {
     const after = settle();
     process.stdout.write(JSON.stringify({ count: held.size, perPod: (after - before) / held.size }));
     await held.stop();`;
-  const child = spawnSync(process.execPath, ['--expose-gc', '--input-type=module', '-e', script], {
-    encoding: 'utf8',
-    timeout: 120_000,
-  });
-  assert.equal(child.status, 0, child.stderr);
-  const { count, perPod } = JSON.parse(child.stdout) as { count: number; perPod: number };
-  assert.equal(count, pods);
-  return perPod;
+  return heapPerPodInChild(script, pods);
 }
 
 describe('the pods an informer holds share their repeated values', () => {

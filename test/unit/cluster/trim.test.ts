@@ -7,6 +7,7 @@ import { trimObject } from '../../../src/cluster/trim.ts';
 import { createClusterView } from '../../../src/cluster/view.ts';
 import type { ResourceSource, ResourceTarget } from '../../../src/cluster/source.ts';
 import { servedJobPod } from '../../builders/served-pod.ts';
+import { heapPerPodInChild } from '../../support/heap-in-child.ts';
 
 type Loose = KubernetesObject & Record<string, unknown>;
 
@@ -430,14 +431,7 @@ function viewHeapPerPod(pods: number): number {
     const count = [...view.pods()].length;
     process.stdout.write(JSON.stringify({ count, perPod: (after - before) / count }));
     await view.stop();`;
-  const child = spawnSync(process.execPath, ['--expose-gc', '--input-type=module', '-e', script], {
-    encoding: 'utf8',
-    timeout: 120_000,
-  });
-  assert.equal(child.status, 0, child.stderr);
-  const { count, perPod } = JSON.parse(child.stdout) as { count: number; perPod: number };
-  assert.equal(count, pods);
-  return perPod;
+  return heapPerPodInChild(script, pods);
 }
 
 describe('the heap the cluster view takes for its pods', () => {

@@ -87,6 +87,23 @@ function harness(answer: (r: WriteRequest) => WriteResult) {
   return { log, requests, recorded, dispatcher, audit };
 }
 
+/** The harness's dispatcher, each write answered when the test calls its entry of `answers`. */
+function answeredByHand(h: ReturnType<typeof harness>) {
+  const answers: ((r: WriteResult) => void)[] = [];
+  const dispatcher: Dispatcher = {
+    ...h.dispatcher,
+    enqueue(request) {
+      h.requests.push(request);
+      return {
+        accepted: true,
+        coalesced: false,
+        done: new Promise<WriteResult>((resolve) => answers.push(resolve)),
+      };
+    },
+  };
+  return { dispatcher, answers };
+}
+
 const gatedPods = () => ['a', 'b', 'c'].map((n) => aPod(n, 'team-a').gated(gate).obj());
 
 test('intents are recorded before the writes, and every outcome after', async () => {
@@ -257,18 +274,7 @@ test('when the second intent commit of a pass fails, only the first part is writ
 
 test('at most maxQueuedWrites of the loop wait in the dispatcher; the rest wait in plan order and are cancelled unsent when the loop stops', async () => {
   const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
-  const answers: ((r: WriteResult) => void)[] = [];
-  const dispatcher: Dispatcher = {
-    ...h.dispatcher,
-    enqueue(request) {
-      h.requests.push(request);
-      return {
-        accepted: true,
-        coalesced: false,
-        done: new Promise<WriteResult>((resolve) => answers.push(resolve)),
-      };
-    },
-  };
+  const { dispatcher, answers } = answeredByHand(h);
   const loop = loopOver(h, {
     dispatcher,
     maxQueuedWrites: 1,
@@ -297,18 +303,7 @@ test('at most maxQueuedWrites of the loop wait in the dispatcher; the rest wait 
 
 test('writes beyond maxQueuedWrites go out in plan order as places free, in one pass and in the next', async () => {
   const h = harness(() => ({ result: 'succeeded', resourceVersion: '9' }));
-  const answers: ((r: WriteResult) => void)[] = [];
-  const dispatcher: Dispatcher = {
-    ...h.dispatcher,
-    enqueue(request) {
-      h.requests.push(request);
-      return {
-        accepted: true,
-        coalesced: false,
-        done: new Promise<WriteResult>((resolve) => answers.push(resolve)),
-      };
-    },
-  };
+  const { dispatcher, answers } = answeredByHand(h);
   const names = (from: number) => h.requests.slice(from).map((r) => r.target.name);
   const answerNext = async () => {
     answers.shift()!({ result: 'succeeded', resourceVersion: '9' });
