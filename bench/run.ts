@@ -18,8 +18,8 @@
  *   concurrency 16, stale-guard, event recorder, GitAuditWriter pushing to a real Git
  *   server). Timed from loop start to the last gate removal seen by an independent
  *   watcher (admin identity, its own informer). The audit commits as shipped: at most 500
- *   decisions, at most 2 s (`--audit-max-delay-ms` to change the wait; before 2026-12-05
- *   the bench committed every 200 ms, up to 1,000 decisions, the e2e stack's setting).
+ *   decisions, at most 2 s (`--audit-max-delay-ms` to change the wait; the e2e stack's
+ *   200 ms and 1,000 decisions commit outcome files five times a second through a wave).
  *
  * Each phase's pods are deleted when it ends (clearPods), so every phase, and every
  * repeat, starts on the same store with nothing left for the scheduler to bind.

@@ -492,7 +492,8 @@ export class AuditRepo implements Repo {
       author: person,
       committer: person,
     };
-    const oid = await this.#writeCommit(commit);
+    const rendered = commitContent(commit);
+    const oid = await this.#writeCommit(commit, rendered.content);
     this.#treeKnown(oid, tree);
     await this.#setRef(this.#localRef, oid);
     this.#extendUnpushed(parent, {
@@ -500,7 +501,7 @@ export class AuditRepo implements Repo {
       parent,
       path: finalPath,
       blob,
-      message: commitContent(commit).message,
+      message: rendered.message,
       author: { name: person.name, email: person.email, timestamp: seconds, timezoneOffset: 0 },
       decisions: decisionsOf(message),
     });
@@ -531,9 +532,13 @@ export class AuditRepo implements Repo {
     this.#treesOfCommits.set(commit, tree);
   }
 
-  async #writeCommit(commit: CommitToWrite): Promise<string> {
+  /** `content`: `commitContent(commit)`'s, when the caller rendered it already. */
+  async #writeCommit(
+    commit: CommitToWrite,
+    content: Buffer = commitContent(commit).content,
+  ): Promise<string> {
     const signer = this.#signer;
-    if (!signer) return writeLooseObject(this.gitdir, 'commit', commitContent(commit).content);
+    if (!signer) return writeLooseObject(this.gitdir, 'commit', content);
     // git.commit renders the exact payload and calls onSign; the tree is given, so no index is read.
     return git.commit({
       fs: this.fs,

@@ -240,7 +240,10 @@ function servedDeletingPod(): Record<string, unknown> {
  * and queue, the read-back of writes), by the pod it is found on. Each must reach the
  * view as the API server served it.
  */
-const readFields: { pod: string; served: () => Record<string, unknown>; paths: string[] }[] = [
+/** Field paths of a served pod, by the pod they are found on. */
+type FieldTable = { pod: string; served: () => Record<string, unknown>; paths: string[] }[];
+
+const readFields: FieldTable = [
   {
     pod: 'a gated Job pod',
     served: () => servedJobPod(7),
@@ -303,7 +306,7 @@ const readFields: { pod: string; served: () => Record<string, unknown>; paths: s
 ];
 
 /** What the API server serves of those pods that nothing in tollgate reads. */
-const unreadFields: { pod: string; served: () => Record<string, unknown>; paths: string[] }[] = [
+const unreadFields: FieldTable = [
   {
     pod: 'a gated Job pod',
     served: () => servedJobPod(7),
