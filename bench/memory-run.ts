@@ -82,6 +82,13 @@ export interface RunMeasurement {
   readonly resident: ResidentBreakdown;
   /** The heap snapshot taken after sampling, and its largest groups by constructor (self size). */
   readonly heap?: HeapSummary;
+  /**
+   * With `atRest`: the RSS (median of five samples a second apart) once the process went
+   * quiet (under 5% of a core for 5 s: its Released conditions written, only Events left
+   * trickling out) and `atRest.settleMs` more passed; how long after the first samples it
+   * went quiet. Undefined fields when it did not go quiet within `atRest.timeoutMs`.
+   */
+  readonly atRest?: { readonly rss?: number; readonly quietAfterMs?: number };
 }
 
 /** Resident bytes of a process by kind of mapping. */
@@ -158,6 +165,42 @@ async function scrape(url: string): Promise<string> {
   }
 }
 
+/** CPU seconds (user and system) the process spent so far, from /proc/PID/stat. */
+function cpuSecondsOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // utime and stime are fields 14 and 15 of stat(5), 12 and 13 after the command's ")".
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/**
+ * Waits until the process used under 5% of a core over 5 s, then `settleMs` more, and
+ * takes the median of five RSS samples a second apart.
+ */
+async function rssAtRest(
+  pid: number,
+  options: { readonly settleMs: number; readonly timeoutMs: number },
+): Promise<{ rss?: number; quietAfterMs?: number }> {
+  const began = Date.now();
+  let cpu = cpuSecondsOf(pid);
+  for (;;) {
+    if (Date.now() - began > options.timeoutMs) return {};
+    await sleep(5_000);
+    const now = cpuSecondsOf(pid);
+    const busy = (now - cpu) / 5;
+    cpu = now;
+    if (busy < 0.05) break;
+  }
+  const quietAfterMs = Date.now() - began;
+  await sleep(options.settleMs);
+  const samples: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    samples.push(rssOf(pid));
+    await sleep(1000);
+  }
+  return { rss: median(samples), quietAfterMs };
+}
+
 function peakRssOf(pid: number): number {
   try {
     const match = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -206,6 +249,8 @@ export async function measureTollgateRun(options: {
   readonly heapSnapshotDir?: string;
   /** More environment of the process, over the image's. */
   readonly env?: Record<string, string>;
+  /** Also measure the RSS at rest (see `RunMeasurement.atRest`). */
+  readonly atRest?: { readonly settleMs: number; readonly timeoutMs: number };
 }): Promise<RunMeasurement> {
   const { cp, git, policyUrl, pods, settleMs, tag, heapSnapshotDir } = options;
   const checkout = options.checkout ?? thisCheckout;
@@ -264,6 +309,7 @@ export async function measureTollgateRun(options: {
       resident = residentOf(pid);
       text = now;
     }
+    const atRest = options.atRest ? await rssAtRest(pid, options.atRest) : undefined;
     const maxRss = peakRssOf(pid);
     const heap = heapSnapshotDir ? await heapSnapshotOf(replica, heapSnapshotDir) : undefined;
     return {
@@ -276,6 +322,7 @@ export async function measureTollgateRun(options: {
       nodeOptions,
       resident,
       ...(heap ? { heap } : {}),
+      ...(atRest ? { atRest } : {}),
     };
   } finally {
     await stopReplica(replica, 'SIGTERM');

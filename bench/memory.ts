@@ -6,7 +6,7 @@
  *   node bench/memory.ts [--pods 0,10000,50000] [--repeat 3,1] [--concurrency 96]
  *                        [--contenders baseline,plain,tollgate,run] [--settle 15000]
  *                        [--run-node-options=--max-semi-space-size=16]
- *                        [--node-flags=--optimize-for-size]
+ *                        [--node-flags=--optimize-for-size] [--at-rest 20000]
  *
  * The parent starts the control plane (test/support/control-plane.ts) and creates gated
  * batch-like pods (`batchPod` below) in one namespace, topping it up to each N in turn
@@ -33,6 +33,10 @@
  * - `run-baseline`: `run` started from another checkout (`--baseline DIR`, e.g. a copy of
  *   main with its node_modules; its own bin/tollgate.js and image environment), alternating with `run` in one bench: a change's
  *   effect as a ratio of the same run (`run / run-baseline`).
+ *
+ * `--at-rest MS`: every `run`-like contender is also measured at rest: once it used under 5%
+ * of a core for 5 s (its Released conditions written, only rate-limited Events left), MS
+ * more, five RSS samples a second apart (bench/memory-run.ts `rssAtRest`).
  *
  * `--run-env NAME=VALUE` (repeatable) adds to the environment of `run` only (not of
  * `run-baseline` or `run-v8-young`): a setting's effect against a same-run baseline.
@@ -87,6 +91,8 @@ const { values } = parseArgs({
     baseline: { type: 'string' },
     'run-env': { type: 'string', multiple: true },
     'heap-snapshots': { type: 'string' },
+    /** Also the RSS of every `run`-like contender at rest, this many ms after it went quiet. */
+    'at-rest': { type: 'string' },
     child: { type: 'string' },
   },
 });
@@ -104,6 +110,7 @@ interface ChildReport {
   samples: NodeJS.MemoryUsage[];
   resident?: RunMeasurement['resident'];
   heap?: RunMeasurement['heap'];
+  atRest?: RunMeasurement['atRest'];
 }
 
 const gate = 'bench.tollgate.io/ready';
@@ -407,6 +414,9 @@ async function runParent(): Promise<void> {
                   ...(contender === 'run-baseline' ? { checkout: baselineCheckout } : {}),
                   ...(contender === 'run' ? { env: runEnv } : {}),
                   ...(heapSnapshotDir ? { heapSnapshotDir } : {}),
+                  ...(values['at-rest'] !== undefined
+                    ? { atRest: { settleMs: Number(values['at-rest']), timeoutMs: 600_000 } }
+                    : {}),
                 }),
               )
             : await spawnChild(contender, cp.tollgateKubeconfig, size);
@@ -537,6 +547,12 @@ function writeReport(state: ParentState): void {
         `  ${mb(group.bytes).padStart(7)} MB ${String(group.count).padStart(8)}  ${group.key}`,
       );
   }
+  for (const run of runs.filter((r) => r.atRest))
+    lines.push(
+      run.atRest!.rss === undefined
+        ? `${run.contender} at ${run.pods} pods: not quiet within the wait, no RSS at rest`
+        : `${run.contender} at ${run.pods} pods at rest: RSS ${mb(run.atRest!.rss)} MB (quiet ${((run.atRest!.quietAfterMs ?? 0) / 1000).toFixed(0)} s after the first samples, then ${values['at-rest']} ms)`,
+    );
   for (const s of summary.filter((s) => s.run))
     lines.push(
       `tollgate run holding ${s.pods} pods: RSS ${mb(s.run.rss)} MB, peak ${mb(s.run.maxRss)} MB (target: under 150 MB at 10,000)${s['run-v8-young'] ? `; with V8's own young generation ${mb(s['run-v8-young'].rss)} MB` : ''}`,

@@ -2,7 +2,7 @@
  * Release throughput, writes per release and release latency of the real gate-release
  * loop against the API server's own ceiling, side by side on one real control plane.
  *
- *   node bench/run.ts [--pods 10000] [--repeat 3] [--mode strict|async|both] [--smoke]
+ *   node bench/run.ts [--pods 10000] [--repeat 3] [--mode strict|async|both|async,strict] [--smoke]
  *
  * Per repeat:
  * - raw ceiling: N gated pods in a fresh namespace; `rawRelease` (bench/lib.ts) removes the
@@ -55,7 +55,7 @@ import type { WriteResult } from '../src/dispatch/types.ts';
 import { prepareGateReleaseStack } from '../test/support/gate-release-stack.ts';
 import { startPhase, type PhaseCost } from './phase-profile.ts';
 import { createClusterView } from '../src/cluster/view.ts';
-import { passSeconds } from '../src/loops/gate-release-metrics.ts';
+import { holdChangesTotal, passSeconds } from '../src/loops/gate-release-metrics.ts';
 import {
   benchPolicyFiles,
   createGatedPods,
@@ -87,9 +87,14 @@ const repeats = values.smoke ? 1 : Number(values.repeat);
 const modeArg = values.smoke ? 'both' : values.mode;
 if (!Number.isInteger(pods) || pods < 1) throw new Error(`--pods: not a positive integer`);
 if (!Number.isInteger(repeats) || repeats < 1) throw new Error(`--repeat: not a positive integer`);
-if (!['strict', 'async', 'both'].includes(modeArg ?? ''))
-  throw new Error(`--mode: must be strict, async or both, got ${modeArg}`);
-const modes: AuditMode[] = modeArg === 'both' ? ['strict', 'async'] : [modeArg as AuditMode];
+/** `both` is strict then async; a comma list (`async,strict`) runs the modes in its order. */
+const modes: AuditMode[] = (modeArg === 'both' ? 'strict,async' : (modeArg ?? ''))
+  .split(',')
+  .map((mode) => {
+    if (mode !== 'strict' && mode !== 'async')
+      throw new Error(`--mode: "${mode}" is not strict, async, both or a comma list of them`);
+    return mode;
+  });
 const timeoutMs = Number(values.timeout) * 1000;
 const passShare = passShareOption(values['pass-share']);
 const auditBatch = {
@@ -169,6 +174,8 @@ interface TollgateRun {
   cost: PerPodCost;
   /** Gate-release passes during the run, and their decide steps' total (tollgate_gate_release_pass_seconds). */
   passes: { count: number; totalMs: number };
+  /** Held pods whose hold reason changed during the run, by reason (tollgate_hold_changes_total). */
+  holdChanges: Record<string, number>;
 }
 
 /** Own informer on one namespace: when each pod was first seen without the gate. */
@@ -245,6 +252,7 @@ async function runTollgate(
     processes: machineProcesses,
   });
   const passesBefore = await passesSoFar();
+  const holdsBefore = await holdChangesSoFar();
   const started = performance.now();
   stack.startLoop();
   const deadline = started + timeoutMs;
@@ -255,6 +263,7 @@ async function runTollgate(
   if (times.length < pods) say(`${mode}: only ${times.length}/${pods} released in ${timeoutMs} ms`);
   const cost = perPod(await phase.end(), times.length);
   const passesAfter = await passesSoFar();
+  const holdChanges = holdChangesSince(holdsBefore, await holdChangesSoFar());
 
   await stack.stop();
   await watcher.stop();
@@ -289,7 +298,27 @@ async function runTollgate(
       count: passesAfter.count - passesBefore.count,
       totalMs: passesAfter.totalMs - passesBefore.totalMs,
     },
+    holdChanges,
   };
+}
+
+/** Hold changes so far in this process, by reason (tollgate_hold_changes_total). */
+async function holdChangesSoFar(): Promise<Map<string, number>> {
+  const { values } = await holdChangesTotal.get();
+  return new Map(values.map((v) => [String(v.labels.reason), v.value]));
+}
+
+/** The hold changes between two readings, by reason; reasons with none left out. */
+function holdChangesSince(
+  before: Map<string, number>,
+  after: Map<string, number>,
+): Record<string, number> {
+  const since: Record<string, number> = {};
+  for (const [reason, value] of after) {
+    const changes = value - (before.get(reason) ?? 0);
+    if (changes > 0) since[reason] = changes;
+  }
+  return since;
 }
 
 /**
@@ -423,7 +452,7 @@ try {
       tollgates.push(run);
       say(
         `repeat ${r} ${mode}: ${run.podsPerSecond.toFixed(0)} pods/s (${run.ratioToCeiling.toFixed(2)} of ceiling, ${run.ratioToFairCeiling.toFixed(2)} of fair ceiling), ` +
-          `writes/release ${run.writesPerRelease.toFixed(2)}, ${run.passes.count} passes (${run.passes.totalMs.toFixed(0)} ms deciding), p50 ${run.latencyMs.p50.toFixed(0)} ms, p99 ${run.latencyMs.p99.toFixed(0)} ms; requests per pod: ${topRequests(run.cost)}; CPU s: ${cpuLine(run.cost)}`,
+          `writes/release ${run.writesPerRelease.toFixed(2)}, ${run.passes.count} passes (${run.passes.totalMs.toFixed(0)} ms deciding), hold changes ${JSON.stringify(run.holdChanges)}, p50 ${run.latencyMs.p50.toFixed(0)} ms, p99 ${run.latencyMs.p99.toFixed(0)} ms; requests per pod: ${topRequests(run.cost)}; CPU s: ${cpuLine(run.cost)}`,
       );
     }
   }

@@ -44,7 +44,11 @@ import { superviseLoops } from './run/loops.ts';
 import { startObservability, type StartedParts } from './run/observe.ts';
 import { PassWatchdog } from './observe/watchdog.ts';
 import { systemClock } from './lib/clock.ts';
-import { MemoryReducer, memoryReducingCollection } from './lib/memory-reducer.ts';
+import {
+  MemoryReducer,
+  eventLoopBusyShare,
+  memoryReducingCollection,
+} from './lib/memory-reducer.ts';
 import { systemTimers } from './lib/timers.ts';
 import {
   announcePolicyState,
@@ -339,6 +343,7 @@ function giveMemoryBackAfterBursts(log: Logger): MemoryReducer {
     timers: systemTimers,
     rss: () => process.memoryUsage.rss(),
     collect: memoryReducingCollection(),
+    busyShare: eventLoopBusyShare(),
     onCollected: ({ before, after, ms }) =>
       log.info(
         { rssMiB: [mib(before), mib(after)], ms: Math.round(ms) },

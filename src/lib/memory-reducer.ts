@@ -9,10 +9,15 @@
  * audit commits each: 78 MiB of such pages, 179 -> 103 MiB RSS after one collection of
  * 20-50 ms.
  *
- * So `tollgate run` reads its RSS every `everyMs`; when it grew by `growthBytes` since the
- * last look that collected (or since the start), it runs one memory-reducing collection
- * and takes the RSS after it as the new base. A steady process never collects; a burst
- * costs one collection, not one per check.
+ * So `tollgate run` reads its RSS every `everyMs` (10 s); when it grew by `growthBytes`
+ * since the last look that collected (or since the start), it runs one memory-reducing
+ * collection and takes the RSS after it as the new base: at the first look that finds the
+ * process quiet (its event loop busy less than `quietBelow` of the time since the last
+ * look), or, while it stays busy, once `busyEveryMs` (a minute) passed since the last
+ * collection, so a collection of 100 ms or so at 10,000 pods never lands in a wave more
+ * than once a minute. A steady process never collects; a burst costs one collection, not
+ * one per look. A relist or a wave of releases followed by a quiet cluster is given back
+ * within ten seconds (docs/BENCHMARKS.md, Memory).
  */
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -23,14 +28,33 @@ export function shouldReduce(rss: number, base: number, growthBytes: number): bo
   return rss - base >= growthBytes;
 }
 
+/** Whether a look that found RSS grown collects: the process is quiet, or it waited long enough. */
+export function collectsNow(look: {
+  readonly quiet: boolean;
+  readonly sinceCollectedMs: number;
+  readonly busyEveryMs: number;
+}): boolean {
+  return look.quiet || look.sinceCollectedMs >= look.busyEveryMs;
+}
+
 export interface MemoryReducerOptions {
   readonly timers: Timers;
   /** The process's resident set, in bytes. */
   readonly rss: () => number;
   /** One memory-reducing collection (synchronous). */
   readonly collect: () => void;
+  /** How often it looks (10 s). */
   readonly everyMs?: number;
+  /** While the process stays busy, the least time between two collections (60 s). */
+  readonly busyEveryMs?: number;
   readonly growthBytes?: number;
+  /**
+   * The share of the time since the last look the event loop ran (0 to 1; Node's event
+   * loop utilization). Without it every look may collect.
+   */
+  readonly busyShare?: () => number;
+  /** Quiet: busy less than this share since the last look (0.05). */
+  readonly quietBelow?: number;
   /** Told after each collection: RSS before and after, and how long it took. */
   readonly onCollected?: (report: { before: number; after: number; ms: number }) => void;
   /**
@@ -44,17 +68,23 @@ export interface MemoryReducerOptions {
 export class MemoryReducer {
   readonly #options: MemoryReducerOptions;
   readonly #everyMs: number;
+  readonly #busyEveryMs: number;
   readonly #growthBytes: number;
+  readonly #now: () => number;
   #base: number;
+  #collectedAt: number;
   #timer: unknown;
   #stopped = false;
   #unavailable = false;
 
   constructor(options: MemoryReducerOptions) {
     this.#options = options;
-    this.#everyMs = options.everyMs ?? 60_000;
+    this.#everyMs = options.everyMs ?? 10_000;
+    this.#busyEveryMs = options.busyEveryMs ?? 60_000;
     this.#growthBytes = options.growthBytes ?? 16 * 1024 * 1024;
+    this.#now = options.now ?? (() => performance.now());
     this.#base = this.#rss() ?? 0;
+    this.#collectedAt = this.#now();
   }
 
   /** The RSS, or undefined once it could not be read (then the reducer is off for good). */
@@ -82,19 +112,30 @@ export class MemoryReducer {
     this.#timer = undefined;
   }
 
-  /** One look: collects when RSS grew by `growthBytes` since the base; true if it did. */
+  /**
+   * One look: collects when RSS grew by `growthBytes` since the base and the process is
+   * quiet or has waited `busyEveryMs`; true if it did.
+   */
   check(): boolean {
     const before = this.#rss();
     if (before === undefined) return false;
+    // Read at every look, so each answer covers the time since the one before.
+    const busy = this.#options.busyShare?.();
     // A process that shrank by itself lowers the base: growth is counted from there.
     if (before < this.#base) this.#base = before;
     if (!shouldReduce(before, this.#base, this.#growthBytes)) return false;
-    const now = this.#options.now ?? (() => performance.now());
-    const began = now();
+    const began = this.#now();
+    const look = {
+      quiet: busy === undefined || busy < (this.#options.quietBelow ?? 0.05),
+      sinceCollectedMs: began - this.#collectedAt,
+      busyEveryMs: this.#busyEveryMs,
+    };
+    if (!collectsNow(look)) return false;
     this.#options.collect();
     const after = this.#rss() ?? before;
     this.#base = after;
-    this.#options.onCollected?.({ before, after, ms: now() - began });
+    this.#collectedAt = this.#now();
+    this.#options.onCollected?.({ before, after, ms: this.#collectedAt - began });
     return true;
   }
 
@@ -118,4 +159,18 @@ export function memoryReducingCollection(): () => void {
   setFlagsFromString('--expose-gc');
   const gc = runInNewContext('gc') as (options: object) => void;
   return () => gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
+}
+
+/**
+ * The share of the time since its last call this process's event loop ran (Node's event
+ * loop utilization), for `busyShare`.
+ */
+export function eventLoopBusyShare(): () => number {
+  let last = performance.eventLoopUtilization();
+  return () => {
+    const now = performance.eventLoopUtilization();
+    const share = performance.eventLoopUtilization(now, last).utilization;
+    last = now;
+    return share;
+  };
 }

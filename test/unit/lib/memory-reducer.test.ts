@@ -92,6 +92,73 @@ describe('MemoryReducer: one collection per burst, none while steady', () => {
   });
 });
 
+/**
+ * A process at its defaults whose event loop is `busy` (the share of the time since the
+ * last look it ran), and whose RSS a collection brings down by 60 MiB.
+ */
+function aProcessAtDefaults(busy: { share: number }) {
+  const state = { rss: 150 * MiB, collections: [] as number[] };
+  const timers = new ManualTimers();
+  const started = timers.clock.now();
+  const reducer = new MemoryReducer({
+    timers,
+    rss: () => state.rss,
+    collect: () => {
+      state.collections.push(timers.clock.now() - started);
+      state.rss -= 60 * MiB;
+    },
+    busyShare: () => busy.share,
+    now: () => timers.clock.now(),
+  });
+  return { state, timers, reducer };
+}
+
+describe('MemoryReducer: a burst given back once the process is quiet', () => {
+  it('a burst is given back at the first quiet look, within ten seconds, not a minute later', async () => {
+    const { state, timers, reducer } = aProcessAtDefaults({ share: 0.01 });
+    reducer.start();
+    await timers.advance(1_000);
+    state.rss = 230 * MiB; // a relist of 10,000 pods, then nothing to do
+    await timers.advance(9_000);
+    assert.deepEqual(state.collections, [10_000]);
+    assert.equal(state.rss, 170 * MiB);
+    reducer.stop();
+  });
+
+  it('a busy process is collected at most once a minute, however often its RSS grows', async () => {
+    const busy = { share: 0.6 };
+    const { state, timers, reducer } = aProcessAtDefaults(busy);
+    reducer.start();
+    for (let second = 1; second <= 150; second += 1) {
+      state.rss = Math.max(state.rss, 150 * MiB) + MiB; // passes over many pods, heap growing
+      await timers.advance(1_000);
+    }
+    reducer.stop();
+    assert.deepEqual(state.collections, [60_000, 120_000]);
+  });
+
+  it('a process that goes quiet after a busy spell is collected at its first quiet look', async () => {
+    const busy = { share: 0.6 };
+    const { state, timers, reducer } = aProcessAtDefaults(busy);
+    reducer.start();
+    state.rss = 230 * MiB;
+    await timers.advance(25_000);
+    assert.deepEqual(state.collections, [], 'busy and not yet a minute');
+    busy.share = 0.02;
+    await timers.advance(5_000);
+    assert.deepEqual(state.collections, [30_000]);
+    reducer.stop();
+  });
+
+  it('a quiet, steady process is never collected', async () => {
+    const { state, timers, reducer } = aProcessAtDefaults({ share: 0 });
+    reducer.start();
+    await timers.advance(10 * 60_000);
+    reducer.stop();
+    assert.deepEqual(state.collections, []);
+  });
+});
+
 describe('MemoryReducer where RSS cannot be read', () => {
   it('a process without /proc (RSS unreadable) is never collected, and neither construction nor a look throws', async () => {
     const timers = new ManualTimers();
