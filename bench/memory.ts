@@ -7,6 +7,7 @@
  *                        [--contenders baseline,plain,tollgate,run] [--settle 15000]
  *                        [--run-node-options=--max-semi-space-size=16]
  *                        [--node-flags=--optimize-for-size] [--at-rest 20000]
+ *                        [--at-rest-timeout 600]
  *
  * The parent starts the control plane (test/support/control-plane.ts) and creates gated
  * batch-like pods (`batchPod` below) in one namespace, topping it up to each N in turn
@@ -93,6 +94,8 @@ const { values } = parseArgs({
     'heap-snapshots': { type: 'string' },
     /** Also the RSS of every `run`-like contender at rest, this many ms after it went quiet. */
     'at-rest': { type: 'string' },
+    /** How long to wait for it to go quiet, in seconds (600). */
+    'at-rest-timeout': { type: 'string', default: '600' },
     child: { type: 'string' },
   },
 });
@@ -415,7 +418,12 @@ async function runParent(): Promise<void> {
                   ...(contender === 'run' ? { env: runEnv } : {}),
                   ...(heapSnapshotDir ? { heapSnapshotDir } : {}),
                   ...(values['at-rest'] !== undefined
-                    ? { atRest: { settleMs: Number(values['at-rest']), timeoutMs: 600_000 } }
+                    ? {
+                        atRest: {
+                          settleMs: Number(values['at-rest']),
+                          timeoutMs: Number(values['at-rest-timeout']) * 1000,
+                        },
+                      }
                     : {}),
                 }),
               )

@@ -39,7 +39,7 @@
  * 1.00 and no pod is left gated.
  */
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -110,7 +110,11 @@ const CONCURRENCY = 16;
 const gate = 'bench.tollgate.io/ready';
 const runId = Date.now().toString(36);
 const log = createLogger({ name: 'bench', level: process.env.TOLLGATE_LOG_LEVEL ?? 'warn' });
-const say = (line: string): void => void process.stderr.write(`# bench: ${line}\n`);
+/** A progress line on stderr with the time and the 1-minute load average (figures depend on it). */
+const say = (line: string): void =>
+  void process.stderr.write(
+    `# bench ${new Date().toISOString().slice(11, 19)} load ${loadavg()[0]!.toFixed(1)}: ${line}\n`,
+  );
 const nsOf = (repeat: number, what: string): string => `bench-${runId}-r${repeat}-${what}`;
 
 interface CeilingRun {
