@@ -15,6 +15,8 @@ export interface StoreChange {
   readonly type: WatchEventType;
   readonly key: ObjectKey;
   readonly object: KubernetesObject;
+  /** MODIFIED: the object the store held before this change. */
+  readonly previous?: KubernetesObject;
 }
 
 export function keyOf(object: KubernetesObject): ObjectKey {
@@ -41,7 +43,7 @@ export function diffRelist(
       before.metadata?.resourceVersion !== object.metadata?.resourceVersion ||
       before.metadata?.uid !== object.metadata?.uid
     ) {
-      changes.push({ type: 'MODIFIED', key, object });
+      changes.push({ type: 'MODIFIED', key, object, previous: before });
     }
   }
   for (const [key, object] of previous) {
@@ -73,7 +75,9 @@ export class ObjectStore {
     const before = this.#objects.get(key);
     this.#objects.set(key, object);
     // An ADDED for a key already present (a resumed watch replaying) is a modification.
-    return { type: before ? 'MODIFIED' : 'ADDED', key, object };
+    return before
+      ? { type: 'MODIFIED', key, object, previous: before }
+      : { type: 'ADDED', key, object };
   }
 
   /** Swaps in the complete new content and returns the differences. */

@@ -28,6 +28,8 @@ export interface ViewChange {
   readonly resource: 'pods' | 'nodes' | 'objects';
   readonly key: ObjectKey;
   readonly object: KubernetesObject;
+  /** MODIFIED: the object the view held before this change (trimmed like `object`). */
+  readonly previous?: KubernetesObject;
 }
 
 /**

@@ -373,6 +373,7 @@ export class LiveClusterView implements ClusterView {
       resource,
       key: change.key,
       object: change.object,
+      ...(change.previous ? { previous: change.previous } : {}),
     };
     for (const listener of this.#listeners) {
       try {

@@ -12,8 +12,16 @@
  * Everything else is served after the debounce, as before: any change while a pod is held,
  * a pod with any scheduling gate (tollgate's or another controller's), a pod being deleted
  * or deleted, nodes and referenced objects.
+ *
+ * A pod change that leaves everything a pass decides on as it was (`sameForDecisions`:
+ * only its resourceVersion and tollgate's own `tollgate.io/Released` condition differ)
+ * needs no pass at all. Holding 10,000 fresh pods writes 10,000 such conditions; each
+ * landed as a watch event that started a pass over every pod, back to back at the pass
+ * share of the event loop for the three to four minutes the writes took.
  */
+import { isDeepStrictEqual } from 'node:util';
 import type { PodLike } from './objects.ts';
+import { releasedConditionType } from './released-condition.ts';
 
 /**
  * A quiet change is served by a pass within this. Five seconds: such a pass refreshes the
@@ -36,4 +44,34 @@ export function changeNeedsPassSoon(change: ChangeSeen, heldByLastPass: number):
   const pod = change.object as PodLike;
   if (pod.metadata?.deletionTimestamp) return true;
   return (pod.spec?.schedulingGates?.length ?? 0) > 0;
+}
+
+/**
+ * The pod as a gate-release pass decides on it: all the view keeps of it (the view's
+ * trimmed form holds only fields tollgate reads) but its resourceVersion and tollgate's
+ * own Released condition, which a pass writes and never decides on.
+ */
+function decisionForm(pod: PodLike): unknown {
+  const others = pod.status?.conditions?.filter((c) => c.type !== releasedConditionType);
+  return {
+    ...pod,
+    metadata: { ...pod.metadata, resourceVersion: undefined },
+    // No status, no conditions and only tollgate's own are one form.
+    status: { ...pod.status, conditions: others?.length ? others : undefined },
+  };
+}
+
+/** True when `next` differs from `previous` in nothing a gate-release pass decides on. */
+export function sameForDecisions(previous: PodLike, next: PodLike): boolean {
+  return isDeepStrictEqual(decisionForm(previous), decisionForm(next));
+}
+
+/** True when a view change needs no gate-release pass (`sameForDecisions` on a modified pod). */
+export function changeNeedsNoPass(change: ChangeSeen & { readonly previous?: unknown }): boolean {
+  return (
+    change.type === 'MODIFIED' &&
+    change.resource === 'pods' &&
+    change.previous !== undefined &&
+    sameForDecisions(change.previous as PodLike, change.object as PodLike)
+  );
 }

@@ -44,7 +44,7 @@ import { silentLogger, type Logger } from '../observe/log.ts';
 import type { DecisionKindName, Policy } from '../policy/model.ts';
 import { afterFinalFailure, type BlockedWrite } from '../decide/release-blocked.ts';
 import type { GangReleases } from '../decide/release-gang-memory.ts';
-import { changeNeedsPassSoon, quietChangeMs } from '../decide/release-wake.ts';
+import { changeNeedsNoPass, changeNeedsPassSoon, quietChangeMs } from '../decide/release-wake.ts';
 import { retargetOnLive } from '../decide/stale-live.ts';
 import type { ReleasedConditionSink } from './released-condition.ts';
 import { checkedPassShare, defaultPassShare, earliestPassAt } from './pass-pacing.ts';
@@ -287,6 +287,7 @@ class GateReleaseRunner {
     this.#deadlineMs = deps.writeDeadlineMs ?? 60_000;
     this.#autoStart = deps.autoStart ?? true;
     this.#unsubscribe = deps.view.onChange((change: ViewChange) => {
+      if (changeNeedsNoPass(change)) return;
       if (change.resource === 'pods') this.#dirty.add(change.key);
       this.#changedSince ??= this.#clock.now();
       this.#schedule(

@@ -281,6 +281,41 @@ test('while no pod is held, a gated pod, a pod being deleted, a deleted pod and 
   }
 });
 
+test("while a pod is held, tollgate's own Released condition landing on it starts no pass: nothing a pass decides on changed", async () => {
+  // Holding 10,000 fresh pods writes 10,000 conditions; each landed as a watch event that
+  // started a pass over every pod, back to back at the pass share for minutes.
+  const before = aPod('a', 'team-a').gated(gate).resourceVersion('10').obj();
+  const world = pacedLoop({ passMs: 10, pods: [before] });
+  await world.at(0);
+  await world.at(500);
+  const written = aPod('a', 'team-a')
+    .gated(gate)
+    .resourceVersion('11')
+    .condition('tollgate.io/Released', 'False', 'Budget')
+    .obj();
+  world.change({ object: written, previous: before });
+  await world.at(900); // before the held pod's own wake-up, a second after the first pass
+  assert.deepEqual(world.starts, [0]);
+  await world.loop.stop();
+});
+
+test('while a pod is held, a change beside its Released condition is served after the debounce', async () => {
+  const before = aPod('a', 'team-a').gated(gate).resourceVersion('10').obj();
+  const world = pacedLoop({ passMs: 10, pods: [before] });
+  await world.at(0);
+  await world.at(500);
+  const relabelled = aPod('a', 'team-a')
+    .gated(gate)
+    .resourceVersion('11')
+    .label('priority', 'high')
+    .condition('tollgate.io/Released', 'False', 'Budget')
+    .obj();
+  world.change({ object: relabelled, previous: before });
+  await world.at(900);
+  assert.deepEqual(world.starts, [0, 520]);
+  await world.loop.stop();
+});
+
 test('a change served after the debounce brings forward a pass a quiet change had set a second away', async () => {
   const world = pacedLoop({ passMs: 10, pods: [released()] });
   await world.at(0);
