@@ -88,7 +88,13 @@ export interface RunMeasurement {
    * trickling out) and `atRest.settleMs` more passed; how long after the first samples it
    * went quiet. Undefined fields when it did not go quiet within `atRest.timeoutMs`.
    */
-  readonly atRest?: { readonly rss?: number; readonly quietAfterMs?: number };
+  readonly atRest?: {
+    readonly rss?: number;
+    readonly quietAfterMs?: number;
+    readonly passes?: number;
+  };
+  /** Gate-release passes the process ran up to its last sample (tollgate_gate_release_pass_seconds). */
+  readonly passes: number;
 }
 
 /** Resident bytes of a process by kind of mapping. */
@@ -143,6 +149,11 @@ function residentOf(pid: number): ResidentBreakdown {
 }
 
 /** One value of a Prometheus text exposition, or NaN. */
+/** Gate-release passes so far, from a scrape. */
+function passesOf(text: string): number {
+  return metric(text, 'tollgate_gate_release_pass_seconds_count');
+}
+
 function metric(text: string, name: string, labels = ''): number {
   const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
   return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) : Number.NaN;
@@ -309,7 +320,9 @@ export async function measureTollgateRun(options: {
       resident = residentOf(pid);
       text = now;
     }
-    const atRest = options.atRest ? await rssAtRest(pid, options.atRest) : undefined;
+    const atRest = options.atRest
+      ? { ...(await rssAtRest(pid, options.atRest)), passes: passesOf(await scrape(replica.url)) }
+      : undefined;
     const maxRss = peakRssOf(pid);
     const heap = heapSnapshotDir ? await heapSnapshotOf(replica, heapSnapshotDir) : undefined;
     return {
@@ -321,6 +334,7 @@ export async function measureTollgateRun(options: {
       maxRss,
       nodeOptions,
       resident,
+      passes: passesOf(text),
       ...(heap ? { heap } : {}),
       ...(atRest ? { atRest } : {}),
     };

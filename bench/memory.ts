@@ -114,6 +114,7 @@ interface ChildReport {
   resident?: RunMeasurement['resident'];
   heap?: RunMeasurement['heap'];
   atRest?: RunMeasurement['atRest'];
+  passes?: number;
 }
 
 const gate = 'bench.tollgate.io/ready';
@@ -559,7 +560,7 @@ function writeReport(state: ParentState): void {
     lines.push(
       run.atRest!.rss === undefined
         ? `${run.contender} at ${run.pods} pods: not quiet within the wait, no RSS at rest`
-        : `${run.contender} at ${run.pods} pods at rest: RSS ${mb(run.atRest!.rss)} MB (quiet ${((run.atRest!.quietAfterMs ?? 0) / 1000).toFixed(0)} s after the first samples, then ${values['at-rest']} ms)`,
+        : `${run.contender} at ${run.pods} pods at rest: RSS ${mb(run.atRest!.rss)} MB (quiet ${((run.atRest!.quietAfterMs ?? 0) / 1000).toFixed(0)} s after the first samples, then ${values['at-rest']} ms; ${run.passes} gate-release passes by the first samples, ${run.atRest!.passes} at rest)`,
     );
   for (const s of summary.filter((s) => s.run))
     lines.push(

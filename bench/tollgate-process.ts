@@ -134,7 +134,8 @@ export async function spawnTollgate(s: Spawn): Promise<Replica> {
     '--policy-resync',
     s.policyResync ?? SHIPPED_RESYNC,
     '--log-level',
-    'info',
+    // BENCH_TOLLGATE_LOG_LEVEL=debug: every pass's pacing in the process's log file.
+    process.env.BENCH_TOLLGATE_LOG_LEVEL ?? 'info',
   ];
   const spawnedAt = Date.now();
   const child = spawn(process.execPath, args, {

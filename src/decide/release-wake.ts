@@ -48,13 +48,17 @@ export function changeNeedsPassSoon(change: ChangeSeen, heldByLastPass: number):
 
 /**
  * The pod as a gate-release pass decides on it: all the view keeps of it (the view's
- * trimmed form holds only fields tollgate reads) but its resourceVersion and tollgate's
- * own Released condition, which a pass writes and never decides on.
+ * trimmed form holds only fields tollgate reads) but its apiVersion and kind, its
+ * resourceVersion and tollgate's own Released condition, which a pass writes and never
+ * decides on.
  */
 function decisionForm(pod: PodLike): unknown {
   const others = pod.status?.conditions?.filter((c) => c.type !== releasedConditionType);
   return {
     ...pod,
+    // A list's items carry no apiVersion and kind; a watch event's object does.
+    apiVersion: undefined,
+    kind: undefined,
     metadata: { ...pod.metadata, resourceVersion: undefined },
     // No status, no conditions and only tollgate's own are one form.
     status: { ...pod.status, conditions: others?.length ? others : undefined },

@@ -20,6 +20,17 @@ describe('sameForDecisions: what a pod change gives a gate-release pass to decid
       same: true,
     },
     {
+      why: 'its Released condition written, seen first in a list (no apiVersion, kind) and then in a watch event',
+      before: (() => {
+        const listed = held().obj();
+        delete listed.apiVersion;
+        delete listed.kind;
+        return listed;
+      })(),
+      after: held().resourceVersion('11').condition(releasedConditionType, 'False', 'Budget').obj(),
+      same: true,
+    },
+    {
       why: "tollgate's own Released condition's reason changed",
       before: held().condition(releasedConditionType, 'False', 'Budget').obj(),
       after: held()
