@@ -281,39 +281,38 @@ test('while no pod is held, a gated pod, a pod being deleted, a deleted pod and 
   }
 });
 
+/**
+ * Starts of passes when a held pod (resourceVersion 10) is modified at 500 ms into
+ * `after` (resourceVersion 11), until 900 ms: before the held pod's own wake-up.
+ */
+async function passesAfterHeldPodBecomes(
+  after: (pod: ReturnType<typeof aPod>) => ReturnType<typeof aPod>,
+): Promise<number[]> {
+  const heldAt = (rv: string) => aPod('a', 'team-a').gated(gate).resourceVersion(rv);
+  const before = heldAt('10').obj();
+  const world = pacedLoop({ passMs: 10, pods: [before] });
+  await world.at(0);
+  await world.at(500);
+  world.change({ object: after(heldAt('11')).obj(), previous: before });
+  await world.at(900);
+  await world.loop.stop();
+  return world.starts;
+}
+
 test("while a pod is held, tollgate's own Released condition landing on it starts no pass: nothing a pass decides on changed", async () => {
   // Holding 10,000 fresh pods writes 10,000 conditions; each landed as a watch event that
   // started a pass over every pod, back to back at the pass share for minutes.
-  const before = aPod('a', 'team-a').gated(gate).resourceVersion('10').obj();
-  const world = pacedLoop({ passMs: 10, pods: [before] });
-  await world.at(0);
-  await world.at(500);
-  const written = aPod('a', 'team-a')
-    .gated(gate)
-    .resourceVersion('11')
-    .condition('tollgate.io/Released', 'False', 'Budget')
-    .obj();
-  world.change({ object: written, previous: before });
-  await world.at(900); // before the held pod's own wake-up, a second after the first pass
-  assert.deepEqual(world.starts, [0]);
-  await world.loop.stop();
+  const starts = await passesAfterHeldPodBecomes((pod) =>
+    pod.condition('tollgate.io/Released', 'False', 'Budget'),
+  );
+  assert.deepEqual(starts, [0]);
 });
 
 test('while a pod is held, a change beside its Released condition is served after the debounce', async () => {
-  const before = aPod('a', 'team-a').gated(gate).resourceVersion('10').obj();
-  const world = pacedLoop({ passMs: 10, pods: [before] });
-  await world.at(0);
-  await world.at(500);
-  const relabelled = aPod('a', 'team-a')
-    .gated(gate)
-    .resourceVersion('11')
-    .label('priority', 'high')
-    .condition('tollgate.io/Released', 'False', 'Budget')
-    .obj();
-  world.change({ object: relabelled, previous: before });
-  await world.at(900);
-  assert.deepEqual(world.starts, [0, 520]);
-  await world.loop.stop();
+  const starts = await passesAfterHeldPodBecomes((pod) =>
+    pod.label('priority', 'high').condition('tollgate.io/Released', 'False', 'Budget'),
+  );
+  assert.deepEqual(starts, [0, 520]);
 });
 
 test('a change served after the debounce brings forward a pass a quiet change had set a second away', async () => {
