@@ -20,6 +20,10 @@
  *   watcher (admin identity, its own informer). The audit commits as shipped: at most 500
  *   decisions, at most 2 s (`--audit-max-delay-ms` to change the wait; the e2e stack's
  *   200 ms and 1,000 decisions commit outcome files five times a second through a wave).
+ *   Events at the rate it ships (`defaultEventRate`: 5 a second, bursts of 20; the e2e
+ *   stack's 50 a second posted about 0.06 Events per released pod beside the API
+ *   server's own). They are written through a dispatcher of their own (concurrency 1),
+ *   not through the loop's as in `tollgate run`.
  *
  * Each phase's pods are deleted when it ends (clearPods), so every phase, and every
  * repeat, starts on the same store with nothing left for the scheduler to bind.
@@ -55,6 +59,7 @@ import type { WriteResult } from '../src/dispatch/types.ts';
 import { prepareGateReleaseStack } from '../test/support/gate-release-stack.ts';
 import { startPhase, type PhaseCost } from './phase-profile.ts';
 import { createClusterView } from '../src/cluster/view.ts';
+import { defaultEventRate } from '../src/cluster/events.ts';
 import { holdChangesTotal, passSeconds } from '../src/loops/gate-release-metrics.ts';
 import {
   benchPolicyFiles,
@@ -245,6 +250,8 @@ async function runTollgate(
     policyIntervalMs: 5000,
     dispatcher: { capacity: pods * 2, concurrency: CONCURRENCY, qps: 100_000, burst: 100_000 },
     auditBatch,
+    // Events at the rate `tollgate run` ships (the e2e stack's is ten times that).
+    eventRate: defaultEventRate,
     ...(passShare === undefined ? {} : { passShare }),
   });
   const { counters } = stack;

@@ -156,6 +156,9 @@ const eventsDropped = new Counter({
 });
 for (const result of ['created', 'updated', 'failed']) eventsWritten.inc({ result }, 0);
 
+/** The rate at which `tollgate run` hands Events to the dispatcher: 5 a second, bursts of 20. */
+export const defaultEventRate = { ratePerSecond: 5, burst: 20 } as const;
+
 export interface EventRecorderOptions {
   readonly ratePerSecond?: number;
   readonly burst?: number;
@@ -219,7 +222,11 @@ class DispatchedEventRecorder implements EventRecorder {
     this.#instance = (options.reportingInstance ?? `tollgate-${hostname()}`).slice(0, 128);
     this.#deadlineMs = options.deadlineMs ?? 60_000;
     this.#waitForRoom = options.waitForRoom ?? false;
-    this.#bucket = new TokenBucket(options.ratePerSecond ?? 5, options.burst ?? 20, this.#clock);
+    this.#bucket = new TokenBucket(
+      options.ratePerSecond ?? defaultEventRate.ratePerSecond,
+      options.burst ?? defaultEventRate.burst,
+      this.#clock,
+    );
     this.#aggregator = new EventAggregator(
       options.aggregationWindowMs ?? 10 * 60_000,
       options.maxBacklog ?? 1000,

@@ -65,6 +65,8 @@ export interface GateReleaseStackOptions {
    * quickly (the shipped default, `defaultAuditBatch`, is 500 or 2 s).
    */
   readonly auditBatch?: { readonly maxDecisions: number; readonly maxDelayMs: number };
+  /** Events handed to their dispatcher; default 50 a second, bursts of 100 (tests read them soon). */
+  readonly eventRate?: { readonly ratePerSecond: number; readonly burst: number };
   readonly log: Logger;
   /** How often the policy source polls Git. */
   readonly policyIntervalMs: number;
@@ -255,8 +257,7 @@ export async function prepareGateReleaseStack(
     logger: log,
   });
   const recorder = createEventRecorder(eventDispatcher(kc), {
-    ratePerSecond: 50,
-    burst: 100,
+    ...(options.eventRate ?? { ratePerSecond: 50, burst: 100 }),
     logger: log,
     reportingInstance: options.controller,
   });
