@@ -60,47 +60,66 @@ export interface AuditRecord extends Decision {
   readonly phase: Phase;
 }
 
-/** Canonical JSON: object keys sorted at every depth, no whitespace. */
+/**
+ * Canonical JSON: object keys sorted at every depth (by UTF-16 code unit, as
+ * `Array.prototype.sort` compares), members whose value is undefined left out, no
+ * whitespace; in arrays undefined, holes and non-finite numbers are null, as
+ * JSON.stringify writes them. Built as one string without intermediate arrays: every
+ * audit record and every record fingerprint goes through here.
+ */
 export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== 'object') {
-    if (typeof value === 'number' && !Number.isFinite(value)) return 'null';
-    if (value === undefined) return 'null';
-    return JSON.stringify(value);
+  if (value === null || typeof value !== 'object') return scalarJson(value);
+  if (Array.isArray(value)) {
+    let out = '[';
+    for (let i = 0; i < value.length; i++) out += (i === 0 ? '' : ',') + canonicalJson(value[i]);
+    return `${out}]`;
   }
-  if (Array.isArray(value)) return `[${value.map((item) => canonicalJson(item)).join(',')}]`;
-  const entries = Object.entries(value as Record<string, unknown>)
-    .filter(([, item]) => item !== undefined)
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return `{${entries.map(([key, item]) => `${JSON.stringify(key)}:${canonicalJson(item)}`).join(',')}}`;
+  const object = value as Record<string, unknown>;
+  let out = '{';
+  for (const key of Object.keys(object).sort()) {
+    const item = object[key];
+    if (item === undefined) continue;
+    out += (out.length === 1 ? '' : ',') + JSON.stringify(key) + ':' + canonicalJson(item);
+  }
+  return `${out}}`;
 }
 
-function field(key: string, value: unknown): string | undefined {
-  return value === undefined ? undefined : `${JSON.stringify(key)}:${canonicalJson(value)}`;
+function scalarJson(value: unknown): string {
+  if (value === undefined) return 'null';
+  if (typeof value === 'number' && !Number.isFinite(value)) return 'null';
+  return JSON.stringify(value);
+}
+
+/** `,"key":<canonical value>`, or nothing when the value is undefined. */
+function field(key: string, value: unknown): string {
+  return value === undefined ? '' : `,"${key}":${canonicalJson(value)}`;
 }
 
 /** The JSONL line of a decision, without the trailing newline. */
 export function serializeRecord(decision: Decision): string {
-  const parts = [
-    field('v', recordSchemaVersion),
-    field('phase', phaseOf(decision)),
-    field('id', decision.id),
-    field('at', decision.at),
-    field('time', new Date(decision.at).toISOString()),
-    field('loop', decision.loop),
-    field('kind', decision.kind),
-    field('tenant', decision.tenant),
-    field('target', decision.target),
-    field('policy', decision.policy),
-    field('inputs', decision.inputs),
-    field('reason', decision.reason),
-    field('outcome', decision.outcome),
-  ].filter((part): part is string => part !== undefined);
-  return `{${parts.join(',')}}`;
+  return (
+    `{"v":${recordSchemaVersion}` +
+    field('phase', phaseOf(decision)) +
+    field('id', decision.id) +
+    field('at', decision.at) +
+    field('time', new Date(decision.at).toISOString()) +
+    field('loop', decision.loop) +
+    field('kind', decision.kind) +
+    field('tenant', decision.tenant) +
+    field('target', decision.target) +
+    field('policy', decision.policy) +
+    field('inputs', decision.inputs) +
+    field('reason', decision.reason) +
+    field('outcome', decision.outcome) +
+    '}'
+  );
 }
 
 /** A whole batch file: one line per decision, each ending in a newline. */
 export function serializeBatch(decisions: readonly Decision[]): string {
-  return decisions.map((decision) => `${serializeRecord(decision)}\n`).join('');
+  let out = '';
+  for (const decision of decisions) out += `${serializeRecord(decision)}\n`;
+  return out;
 }
 
 export class RecordParseError extends Error {

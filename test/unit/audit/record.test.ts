@@ -81,3 +81,76 @@ const bad: { name: string; line: string; error: RegExp }[] = [
 for (const { name, line, error } of bad) {
   test(`parse: ${name}`, () => assert.throws(() => parseRecord(line, 'f.jsonl:1'), error));
 }
+
+const canonicalCases: { name: string; value: unknown; json: string }[] = [
+  {
+    name: 'keys sorted at every depth',
+    value: { b: { d: 1, c: [{ z: 1, y: 2 }] }, a: 0 },
+    json: '{"a":0,"b":{"c":[{"y":2,"z":1}],"d":1}}',
+  },
+  {
+    name: 'undefined members of an object are left out',
+    value: { a: undefined, b: 1 },
+    json: '{"b":1}',
+  },
+  {
+    name: 'undefined, NaN and Infinity are null',
+    value: [undefined, Number.NaN, Infinity, -Infinity],
+    json: '[null,null,null,null]',
+  },
+  {
+    name: 'a hole in an array is null, as JSON.stringify writes it',
+    value: new Array<number>(3).fill(1, 0, 1).fill(3, 2), // [1, <hole>, 3]
+    json: '[1,null,3]',
+  },
+  {
+    name: 'keys are compared by code unit',
+    value: { b: 1, B: 2, é: 3, '10': 4, '9': 5 },
+    json: '{"10":4,"9":5,"B":2,"b":1,"é":3}',
+  },
+  {
+    name: 'keys and strings are escaped',
+    value: { 'a"b\n': 'c\\d\u0001' },
+    json: '{"a\\"b\\n":"c\\\\d\\u0001"}',
+  },
+  {
+    name: 'scalars as JSON writes them',
+    value: [null, true, false, 0, -1.5, 'x'],
+    json: '[null,true,false,0,-1.5,"x"]',
+  },
+  { name: 'empty containers', value: { a: {}, b: [] }, json: '{"a":{},"b":[]}' },
+];
+for (const { name, value, json } of canonicalCases) {
+  test(`canonical JSON: ${name}`, () => {
+    assert.equal(canonicalJson(value), json);
+    assert.deepEqual(JSON.parse(canonicalJson(value)), JSON.parse(json));
+  });
+}
+
+test('a record line is the canonical JSON of the record, keys in the fixed order', () => {
+  const decision = aDecision('Hold', 'p1')
+    .input('ObjectCondition', false, { b: 'x"y', a: [1, { d: undefined, c: 2 }] })
+    .obj();
+  const line = serializeRecord(decision);
+  const { v, phase, ...rest } = JSON.parse(line) as Record<string, unknown>;
+  assert.deepEqual([v, phase], [1, 'record']);
+  assert.equal(
+    line,
+    `{"v":1,"phase":"record",${Object.keys(rest)
+      .map((key) => `${JSON.stringify(key)}:${canonicalJson(rest[key])}`)
+      .join(',')}}`,
+  );
+  assert.deepEqual(Object.keys(rest), [
+    'id',
+    'at',
+    'time',
+    'loop',
+    'kind',
+    'tenant',
+    'target',
+    'policy',
+    'inputs',
+    'reason',
+    'outcome',
+  ]);
+});
