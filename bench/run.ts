@@ -26,7 +26,13 @@
  *   not through the loop's as in `tollgate run`.
  *
  * Each phase's pods are deleted when it ends (clearPods), so every phase, and every
- * repeat, starts on the same store with nothing left for the scheduler to bind.
+ * repeat, starts on the same store, and the scheduler is restarted before each phase's
+ * pods are created (freshScheduler). The scheduler binds at most 50 pods a second (its
+ * client's default rate limit) and keeps a pod it has placed until the binding is sent:
+ * without the restart, the bindings and failure status writes of a phase's deleted pods
+ * waited in its rate limiter for minutes (2 min 25 s by the second phase, 9 min by the
+ * fourth), so each phase met a different leftover (0.136 bindings per pod in the first
+ * fair ceiling, none in the second, whose writes went to the first's deleted pods instead).
  *
  * Release latency: every pod's conditions hold from creation, so "last condition became
  * true" is taken as the loop's start; latency = watcher's observation of the gate gone
@@ -391,6 +397,13 @@ const adminKc = cp.kubeConfig('admin');
 const tollgateKc = cp.kubeConfig('tollgate');
 // In its own process: its spawns of git-http-backend must not block tollgate's loop.
 const git = await startGitServerProcess();
+/** A scheduler with nothing carried over from an earlier phase (see the header). */
+async function freshScheduler(): Promise<void> {
+  const begun = performance.now();
+  await cp.restartScheduler();
+  log.debug({ ms: Math.round(performance.now() - begun) }, 'kube-scheduler restarted');
+}
+
 /** The processes on the shared cores besides this one, whose CPU seconds each phase reports. */
 function machineProcesses(): Record<string, number | undefined> {
   return { ...cp.pids(), 'git server': git.pid };
@@ -427,6 +440,7 @@ let ceilingLeftGated = 0;
 try {
   for (let r = 1; r <= repeats; r++) {
     const ceilingNs = nsOf(r, 'ceiling');
+    await freshScheduler();
     await ensureNamespace(adminKc, ceilingNs);
     const createMs = await createGatedPods(adminKc, ceilingNs, pods, gate, { concurrency: 32 });
     const raw = await rawRelease(adminKc, ceilingNs, gate, CONCURRENCY);
@@ -442,6 +456,7 @@ try {
       `repeat ${r} ceiling: ${ceiling.podsPerSecond.toFixed(0)} pods/s (created in ${createMs.toFixed(0)} ms)`,
     );
     const fairNs = nsOf(r, 'fair');
+    await freshScheduler();
     await ensureNamespace(adminKc, fairNs);
     await createGatedPods(adminKc, fairNs, pods, gate, { concurrency: 32 });
     const fair = await fairCeiling(fairNs, tollgateKc, adminKc, ceiling.podsPerSecond);
@@ -453,6 +468,7 @@ try {
     );
     for (const mode of modes) {
       const namespace = nsOf(r, mode);
+      await freshScheduler();
       await ensureNamespace(adminKc, namespace);
       await createGatedPods(adminKc, namespace, pods, gate, { concurrency: 32 });
       const run = await runTollgate(mode, namespace, tollgateKc, adminKc, git, policyUrl, {

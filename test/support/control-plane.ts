@@ -76,6 +76,12 @@ export interface ControlPlane {
   /** Stops and starts kube-apiserver on the same port (watches break, clients relist). */
   restartApiServer(): Promise<void>;
   /**
+   * Stops and starts kube-scheduler, ready again (its /readyz) before this resolves: a
+   * scheduler with nothing carried over (no queued pods, no bindings or status writes
+   * waiting in its client's rate limiter).
+   */
+  restartScheduler(): Promise<void>;
+  /**
    * Compacts etcd at its current revision (the etcd v3 API's JSON gateway, as etcdctl
    * compact does): every older revision is gone, so a watch or list from one answers
    * 410 Gone. Returns the revision compacted at.
@@ -613,6 +619,8 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
 
   const apiReady = async (): Promise<boolean> =>
     (await get(`${server}/readyz`, tokens.admin)).status === 200;
+  const schedulerReady = async (): Promise<boolean> =>
+    (await get(`https://127.0.0.1:${schedulerPort}/readyz`)).status === 200;
   try {
     etcd.start();
     await waitFor(
@@ -633,12 +641,7 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       applyRbac(admin).then(() =>
         writeServiceAccountKubeconfig(admin, 'tollgate', kubeconfigs.tollgate),
       ),
-      waitFor(
-        'kube-scheduler /readyz',
-        all,
-        async () => (await get(`https://127.0.0.1:${schedulerPort}/readyz`)).status === 200,
-        60_000,
-      ),
+      waitFor('kube-scheduler /readyz', all, schedulerReady, 60_000),
       waitFor(
         'kube-controller-manager /healthz',
         all,
@@ -681,6 +684,12 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
         log(
           `${name}: kube-apiserver restarted (stopped in ${stoppedAfter}ms, ready again after ${Date.now() - begun}ms)`,
         );
+      },
+      async restartScheduler(): Promise<void> {
+        if (stopped) throw new Error('control plane: restartScheduler after stop()');
+        await scheduler.stop();
+        scheduler.start();
+        await waitFor('kube-scheduler /readyz after restart', all, schedulerReady, 60_000);
       },
       async compactEtcd(): Promise<number> {
         const etcdApi = async (path: string, body: object): Promise<Record<string, unknown>> => {
@@ -753,6 +762,7 @@ async function attachExternal(file: string): Promise<ControlPlane> {
     kubeConfig: (who: Identity = 'admin') => loadKubeConfig(files[who]),
     schedulerMetrics: () => Promise.reject(unsupported('schedulerMetrics()')),
     restartApiServer: () => Promise.reject(unsupported('restartApiServer()')),
+    restartScheduler: () => Promise.reject(unsupported('restartScheduler()')),
     compactEtcd: () => Promise.reject(unsupported('compactEtcd()')),
     pids: () => ({}),
     stop: () => Promise.resolve(),
