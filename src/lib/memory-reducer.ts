@@ -15,9 +15,12 @@
  * process quiet (its event loop busy less than `quietBelow` of the time since the last
  * look), or, while it stays busy, once `busyEveryMs` (a minute) passed since the last
  * collection, so a collection of 100 ms or so at 10,000 pods never lands in a wave more
- * than once a minute. A steady process never collects; a burst costs one collection, not
- * one per look. A relist or a wave of releases followed by a quiet cluster is given back
- * within ten seconds (docs/BENCHMARKS.md, Memory).
+ * than once a minute. A process that has not collected yet has no minute to wait: its
+ * start (every pod listed, a term's audit trail fetched, the first passes) is the
+ * largest burst of its life, and a leader busy writing the conditions of thousands of
+ * fresh pods would otherwise hold it for a minute. A steady process never collects; a
+ * burst costs one collection, not one per look. A relist or a wave of releases followed
+ * by a quiet cluster is given back within ten seconds (docs/BENCHMARKS.md, Memory).
  */
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -72,7 +75,8 @@ export class MemoryReducer {
   readonly #growthBytes: number;
   readonly #now: () => number;
   #base: number;
-  #collectedAt: number;
+  /** When it last collected; undefined before its first collection (no minute to wait). */
+  #collectedAt: number | undefined;
   #timer: unknown;
   #stopped = false;
   #unavailable = false;
@@ -84,7 +88,6 @@ export class MemoryReducer {
     this.#growthBytes = options.growthBytes ?? 16 * 1024 * 1024;
     this.#now = options.now ?? (() => performance.now());
     this.#base = this.#rss() ?? 0;
-    this.#collectedAt = this.#now();
   }
 
   /** The RSS, or undefined once it could not be read (then the reducer is off for good). */
@@ -127,7 +130,8 @@ export class MemoryReducer {
     const began = this.#now();
     const look = {
       quiet: busy === undefined || busy < (this.#options.quietBelow ?? 0.05),
-      sinceCollectedMs: began - this.#collectedAt,
+      sinceCollectedMs:
+        this.#collectedAt === undefined ? Number.POSITIVE_INFINITY : began - this.#collectedAt,
       busyEveryMs: this.#busyEveryMs,
     };
     if (!collectsNow(look)) return false;
