@@ -309,6 +309,7 @@ function spawnChild(
 /** Extra V8/Node flags for every child (baseline too), e.g. a smaller young generation. */
 const nodeFlags = (values['node-flags'] ?? '').split(/\s+/).filter((flag) => flag !== '');
 
+/** Mebibytes (2^20 bytes), the unit of every memory figure this bench prints and docs/BENCHMARKS.md gives. */
 const mb = (bytes: number): string => (bytes / 1024 / 1024).toFixed(1);
 
 async function runParent(): Promise<void> {
@@ -431,7 +432,7 @@ async function runParent(): Promise<void> {
             : await spawnChild(contender, cp.tollgateKubeconfig, size);
           runs.push({ ...report, pods: contender === 'baseline' ? size : report.pods });
           say(
-            `${size} pods, repeat ${r + 1}, ${contender}: rss ${mb(report.rss)} MB, heap ${mb(report.heapUsed)} MB, peak ${mb(report.maxRss)} MB, sync ${(report.syncMs / 1000).toFixed(1)} s, load ${loadavg()[0]!.toFixed(1)}`,
+            `${size} pods, repeat ${r + 1}, ${contender}: rss ${mb(report.rss)} MiB, heap ${mb(report.heapUsed)} MiB, peak ${mb(report.maxRss)} MiB, sync ${(report.syncMs / 1000).toFixed(1)} s, load ${loadavg()[0]!.toFixed(1)}`,
           );
         }
       }
@@ -525,7 +526,7 @@ function writeReport(state: ParentState): void {
   writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`);
 
   const lines = [
-    `| pods | contender | RSS MB | heapUsed MB | heapTotal MB | peak RSS MB | sync s | RSS above baseline, B/pod | heap above baseline, B/pod |`,
+    `| pods | contender | RSS MiB | heapUsed MiB | heapTotal MiB | peak RSS MiB | sync s | RSS above baseline, B/pod | heap above baseline, B/pod |`,
     `|---:|---|---:|---:|---:|---:|---:|---:|---:|`,
   ];
   for (const s of summary) {
@@ -545,26 +546,26 @@ function writeReport(state: ParentState): void {
     );
   for (const run of runs.filter((r) => r.resident))
     lines.push(
-      `${run.contender} at ${run.pods} pods, resident MB: node binary ${mb(run.resident!.nodeBinary)}, malloc [heap] ${mb(run.resident!.mallocHeap)}, anonymous ${mb(run.resident!.anonymous)}, files ${mb(run.resident!.files)}, other ${mb(run.resident!.other)}`,
+      `${run.contender} at ${run.pods} pods, resident MiB: node binary ${mb(run.resident!.nodeBinary)}, malloc [heap] ${mb(run.resident!.mallocHeap)}, anonymous ${mb(run.resident!.anonymous)}, files ${mb(run.resident!.files)}, other ${mb(run.resident!.other)}`,
     );
   for (const run of runs.filter((r) => r.heap)) {
     lines.push(
-      `${run.contender} at ${run.pods} pods, heap snapshot ${run.heap!.file}: ${mb(run.heap!.totalBytes)} MB`,
+      `${run.contender} at ${run.pods} pods, heap snapshot ${run.heap!.file}: ${mb(run.heap!.totalBytes)} MiB`,
     );
     for (const group of run.heap!.groups.slice(0, 15))
       lines.push(
-        `  ${mb(group.bytes).padStart(7)} MB ${String(group.count).padStart(8)}  ${group.key}`,
+        `  ${mb(group.bytes).padStart(7)} MiB ${String(group.count).padStart(8)}  ${group.key}`,
       );
   }
   for (const run of runs.filter((r) => r.atRest))
     lines.push(
       run.atRest!.rss === undefined
         ? `${run.contender} at ${run.pods} pods: not quiet within the wait, no RSS at rest`
-        : `${run.contender} at ${run.pods} pods at rest: RSS ${mb(run.atRest!.rss)} MB (quiet ${((run.atRest!.quietAfterMs ?? 0) / 1000).toFixed(0)} s after the first samples, then ${values['at-rest']} ms; ${run.passes} gate-release passes by the first samples, ${run.atRest!.passes} at rest)`,
+        : `${run.contender} at ${run.pods} pods at rest: RSS ${mb(run.atRest!.rss)} MiB (quiet ${((run.atRest!.quietAfterMs ?? 0) / 1000).toFixed(0)} s after the first samples, then ${values['at-rest']} ms; ${run.passes} gate-release passes by the first samples, ${run.atRest!.passes} at rest)`,
     );
   for (const s of summary.filter((s) => s.run))
     lines.push(
-      `tollgate run holding ${s.pods} pods: RSS ${mb(s.run.rss)} MB, peak ${mb(s.run.maxRss)} MB (target: under 150 MB at 10,000)${s['run-v8-young'] ? `; with V8's own young generation ${mb(s['run-v8-young'].rss)} MB` : ''}`,
+      `tollgate run holding ${s.pods} pods: RSS ${mb(s.run.rss)} MiB, peak ${mb(s.run.maxRss)} MiB (target: under 150 at 10,000, in the MiB docs/BENCHMARKS.md calls MB)${s['run-v8-young'] ? `; with V8's own young generation ${mb(s['run-v8-young'].rss)} MiB` : ''}`,
     );
   for (const s of summary.filter((s) => !Number.isNaN(s.ratio.rss)))
     lines.push(
