@@ -310,7 +310,7 @@ function spawnChild(
 const nodeFlags = (values['node-flags'] ?? '').split(/\s+/).filter((flag) => flag !== '');
 
 /** Mebibytes (2^20 bytes), the unit of every memory figure this bench prints and docs/BENCHMARKS.md gives. */
-const mb = (bytes: number): string => (bytes / 1024 / 1024).toFixed(1);
+const mib = (bytes: number): string => (bytes / 1024 / 1024).toFixed(1);
 
 async function runParent(): Promise<void> {
   const sizes = (values.pods ?? '')
@@ -432,7 +432,7 @@ async function runParent(): Promise<void> {
             : await spawnChild(contender, cp.tollgateKubeconfig, size);
           runs.push({ ...report, pods: contender === 'baseline' ? size : report.pods });
           say(
-            `${size} pods, repeat ${r + 1}, ${contender}: rss ${mb(report.rss)} MiB, heap ${mb(report.heapUsed)} MiB, peak ${mb(report.maxRss)} MiB, sync ${(report.syncMs / 1000).toFixed(1)} s, load ${loadavg()[0]!.toFixed(1)}`,
+            `${size} pods, repeat ${r + 1}, ${contender}: rss ${mib(report.rss)} MiB, heap ${mib(report.heapUsed)} MiB, peak ${mib(report.maxRss)} MiB, sync ${(report.syncMs / 1000).toFixed(1)} s, load ${loadavg()[0]!.toFixed(1)}`,
           );
         }
       }
@@ -536,7 +536,7 @@ function writeReport(state: ParentState): void {
         n === undefined || Number.isNaN(n) ? '' : n.toFixed(0);
       const figures = s[c];
       lines.push(
-        `| ${s.pods} | ${c} | ${mb(figures.rss)} | ${mb(figures.heapUsed)} | ${mb(figures.heapTotal)} | ${mb(figures.maxRss)} | ${(figures.syncMs / 1000).toFixed(1)} | ${cell(perPod?.rss)} | ${cell(perPod?.heapUsed)} |`,
+        `| ${s.pods} | ${c} | ${mib(figures.rss)} | ${mib(figures.heapUsed)} | ${mib(figures.heapTotal)} | ${mib(figures.maxRss)} | ${(figures.syncMs / 1000).toFixed(1)} | ${cell(perPod?.rss)} | ${cell(perPod?.heapUsed)} |`,
       );
     }
   }
@@ -546,26 +546,26 @@ function writeReport(state: ParentState): void {
     );
   for (const run of runs.filter((r) => r.resident))
     lines.push(
-      `${run.contender} at ${run.pods} pods, resident MiB: node binary ${mb(run.resident!.nodeBinary)}, malloc [heap] ${mb(run.resident!.mallocHeap)}, anonymous ${mb(run.resident!.anonymous)}, files ${mb(run.resident!.files)}, other ${mb(run.resident!.other)}`,
+      `${run.contender} at ${run.pods} pods, resident MiB: node binary ${mib(run.resident!.nodeBinary)}, malloc [heap] ${mib(run.resident!.mallocHeap)}, anonymous ${mib(run.resident!.anonymous)}, files ${mib(run.resident!.files)}, other ${mib(run.resident!.other)}`,
     );
   for (const run of runs.filter((r) => r.heap)) {
     lines.push(
-      `${run.contender} at ${run.pods} pods, heap snapshot ${run.heap!.file}: ${mb(run.heap!.totalBytes)} MiB`,
+      `${run.contender} at ${run.pods} pods, heap snapshot ${run.heap!.file}: ${mib(run.heap!.totalBytes)} MiB`,
     );
     for (const group of run.heap!.groups.slice(0, 15))
       lines.push(
-        `  ${mb(group.bytes).padStart(7)} MiB ${String(group.count).padStart(8)}  ${group.key}`,
+        `  ${mib(group.bytes).padStart(7)} MiB ${String(group.count).padStart(8)}  ${group.key}`,
       );
   }
   for (const run of runs.filter((r) => r.atRest))
     lines.push(
       run.atRest!.rss === undefined
         ? `${run.contender} at ${run.pods} pods: not quiet within the wait, no RSS at rest`
-        : `${run.contender} at ${run.pods} pods at rest: RSS ${mb(run.atRest!.rss)} MiB (quiet ${((run.atRest!.quietAfterMs ?? 0) / 1000).toFixed(0)} s after the first samples, then ${values['at-rest']} ms; ${run.passes} gate-release passes by the first samples, ${run.atRest!.passes} at rest)`,
+        : `${run.contender} at ${run.pods} pods at rest: RSS ${mib(run.atRest!.rss)} MiB (quiet ${((run.atRest!.quietAfterMs ?? 0) / 1000).toFixed(0)} s after the first samples, then ${values['at-rest']} ms; ${run.passes} gate-release passes by the first samples, ${run.atRest!.passes} at rest)`,
     );
   for (const s of summary.filter((s) => s.run))
     lines.push(
-      `tollgate run holding ${s.pods} pods: RSS ${mb(s.run.rss)} MiB, peak ${mb(s.run.maxRss)} MiB (target: under 150 at 10,000, in the MiB docs/BENCHMARKS.md calls MB)${s['run-v8-young'] ? `; with V8's own young generation ${mb(s['run-v8-young'].rss)} MiB` : ''}`,
+      `tollgate run holding ${s.pods} pods: RSS ${mib(s.run.rss)} MiB, peak ${mib(s.run.maxRss)} MiB (target: under 150 at 10,000, in the MiB docs/BENCHMARKS.md calls MB)${s['run-v8-young'] ? `; with V8's own young generation ${mib(s['run-v8-young'].rss)} MiB` : ''}`,
     );
   for (const s of summary.filter((s) => !Number.isNaN(s.ratio.rss)))
     lines.push(
