@@ -20,6 +20,7 @@ import {
   readdirSync,
   readFileSync,
   symlinkSync,
+  writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -76,6 +77,8 @@ export interface RunMeasurement {
   readonly rss: number;
   readonly heapUsed: number;
   readonly heapTotal: number;
+  /** Memory V8 holds outside its heap for JavaScript objects: Buffers and other ArrayBuffers (nodejs_external_memory_bytes). */
+  readonly external: number;
   readonly maxRss: number;
   readonly nodeOptions: string;
   /** Resident memory by kind of mapping (/proc/PID/smaps) at the last sample. */
@@ -307,7 +310,7 @@ export async function measureTollgateRun(options: {
       text = await scrape(replica.url);
     }
     await sleep(settleMs);
-    const samples: { rss: number; heapUsed: number; heapTotal: number }[] = [];
+    const samples: { rss: number; heapUsed: number; heapTotal: number; external: number }[] = [];
     let resident = residentOf(pid);
     for (let i = 0; i < 5; i++) {
       await sleep(1000);
@@ -316,13 +319,26 @@ export async function measureTollgateRun(options: {
         rss: rssOf(pid),
         heapUsed: metric(now, 'nodejs_heap_size_used_bytes'),
         heapTotal: metric(now, 'nodejs_heap_size_total_bytes'),
+        external: metric(now, 'nodejs_external_memory_bytes'),
       });
       resident = residentOf(pid);
       text = now;
     }
+    // With heap snapshots asked for, the last sample's mappings and metrics are kept beside them.
+    if (heapSnapshotDir) {
+      writeFileSync(join(heapSnapshotDir, `smaps-${tag}.txt`), readFileSync(`/proc/${pid}/smaps`));
+      writeFileSync(join(heapSnapshotDir, `metrics-${tag}.txt`), text);
+    }
     const atRest = options.atRest
       ? { ...(await rssAtRest(pid, options.atRest)), passes: passesOf(await scrape(replica.url)) }
       : undefined;
+    if (heapSnapshotDir && atRest) {
+      writeFileSync(
+        join(heapSnapshotDir, `smaps-${tag}-at-rest.txt`),
+        readFileSync(`/proc/${pid}/smaps`),
+      );
+      writeFileSync(join(heapSnapshotDir, `metrics-${tag}-at-rest.txt`), await scrape(replica.url));
+    }
     const maxRss = peakRssOf(pid);
     const heap = heapSnapshotDir ? await heapSnapshotOf(replica, heapSnapshotDir) : undefined;
     return {
@@ -331,6 +347,7 @@ export async function measureTollgateRun(options: {
       rss: median(samples.map((s) => s.rss)),
       heapUsed: median(samples.map((s) => s.heapUsed)),
       heapTotal: median(samples.map((s) => s.heapTotal)),
+      external: median(samples.map((s) => s.external)),
       maxRss,
       nodeOptions,
       resident,

@@ -451,7 +451,6 @@ function runReport(contender: RunContender, run: RunMeasurement): ChildReport {
   return {
     contender,
     ...figures,
-    external: Number.NaN,
     arrayBuffers: Number.NaN,
     samples: [],
   };

@@ -14,6 +14,9 @@
  * generated module is never imported. Every name the index exports still exists. A source
  * whose layout is not the one recognised here is left whole (the process then simply
  * uses more memory; test/unit/cluster/slim-client.test.ts fails on such an upgrade).
+ * The generated modules that do load (the used groups, the models they reach) reach V8
+ * with their documentation comments blanked (`withoutDocComments`): 2.1 MB of the
+ * library's source instead of 4.2 MB.
  */
 import { Buffer } from 'node:buffer';
 import { readFileSync } from 'node:fs';
@@ -246,6 +249,37 @@ function sourceText(source: string | ArrayBuffer | ArrayBufferView): string {
 
 const modelsUrl = /\/@kubernetes\/client-node\/dist\/gen\/models\/(all|ObjectSerializer)\.js$/;
 
+/** Every generated module of the library: the API groups, aggregates and models. */
+const generatedUrl = /\/@kubernetes\/client-node\/dist\/gen\/.+\.js$/;
+
+/**
+ * `source` with every documentation comment that stands on lines of its own (a line
+ * opening with `/**`, to the line that closes it with `*\/`) blanked, each of its lines kept
+ * as an empty line so the line numbers of stack traces stay those of the file. The
+ * generated modules are two-thirds documentation (16 of 25 MB), and V8 keeps every
+ * module's source for the life of the process. Undefined when a comment closes before
+ * the end of its line or never closes, or when the file has a template literal (a `/**`
+ * line could be inside one): then it must be loaded whole.
+ */
+export function withoutDocComments(source: string): string | undefined {
+  if (source.includes('`')) return undefined;
+  const lines = source.split('\n');
+  let inComment = false;
+  let blanked = 0;
+  for (let i = 0; i < lines.length; i++) {
+    const text = (lines[i] as string).trim();
+    const opens = !inComment && text.startsWith('/**');
+    if (!inComment && !opens) continue;
+    const closeAt = text.indexOf('*/', opens ? 2 : 0);
+    if (closeAt !== -1 && closeAt !== text.length - 2) return undefined;
+    inComment = closeAt === -1;
+    lines[i] = '';
+    blanked += 1;
+  }
+  if (inComment) return undefined;
+  return blanked === 0 ? source : lines.join('\n');
+}
+
 /**
  * Cuts the client library's generated aggregates and its model index and serializer at
  * load (see above), in this thread, for every module loaded after the call.
@@ -260,22 +294,33 @@ export function registerSlimClient(used: ReadonlySet<string> = apiGroupsUsed): v
   };
   registerHooks({
     load(url, context, nextLoad) {
-      const loaded = nextLoad(url, context);
-      if (loaded.source === undefined || loaded.source === null) return loaded;
-      const file = aggregateUrl.exec(url)?.[1];
-      const prefix = file === undefined ? undefined : aggregates.get(file);
-      if (prefix !== undefined) {
-        const slim = slimGeneratedApis(sourceText(loaded.source), prefix, used);
-        return slim === undefined ? loaded : { ...loaded, source: slim };
-      }
-      const models = modelsUrl.exec(url)?.[1];
-      if (models === undefined) return loaded;
-      const reached = reachedFrom(url);
-      if (reached === undefined) return loaded;
-      const source = sourceText(loaded.source);
-      const slim =
-        models === 'all' ? slimModelIndex(source, reached) : slimObjectSerializer(source, reached);
-      return slim === undefined ? loaded : { ...loaded, source: slim };
+      const loaded = slimmed(url, nextLoad(url, context));
+      if (!generatedUrl.test(url) || loaded.source === undefined || loaded.source === null)
+        return loaded;
+      const bare = withoutDocComments(sourceText(loaded.source));
+      return bare === undefined ? loaded : { ...loaded, source: bare };
     },
   });
+
+  /** The aggregates, model index and serializer cut to the used groups; any other module as loaded. */
+  function slimmed<Loaded extends { source?: string | ArrayBuffer | ArrayBufferView | null }>(
+    url: string,
+    loaded: Loaded,
+  ): Loaded {
+    if (loaded.source === undefined || loaded.source === null) return loaded;
+    const file = aggregateUrl.exec(url)?.[1];
+    const prefix = file === undefined ? undefined : aggregates.get(file);
+    if (prefix !== undefined) {
+      const slim = slimGeneratedApis(sourceText(loaded.source), prefix, used);
+      return slim === undefined ? loaded : { ...loaded, source: slim };
+    }
+    const models = modelsUrl.exec(url)?.[1];
+    if (models === undefined) return loaded;
+    const reached = reachedFrom(url);
+    if (reached === undefined) return loaded;
+    const source = sourceText(loaded.source);
+    const slim =
+      models === 'all' ? slimModelIndex(source, reached) : slimObjectSerializer(source, reached);
+    return slim === undefined ? loaded : { ...loaded, source: slim };
+  }
 }
