@@ -28,7 +28,8 @@
  * in Git before its write, which Kueue does not do.
  *
  * Per size and side, one after the other, each controller started fresh and ready before
- * the first pod: the pods are created (concurrency 32) into a fresh namespace while the
+ * the first pod, and the kube-scheduler restarted before each side (`freshScheduler`), so
+ * neither side meets the queues and backoffs the other left it: the pods are created (concurrency 32) into a fresh namespace while the
  * controller runs. An independent watcher (admin, its own informer) stamps each pod's
  * first sighting (created, gated) and the sighting without its gate. Figures:
  * - wall: first create request to the last gate removal seen;
@@ -567,6 +568,12 @@ const cp = await startControlPlane({
 const adminKc = cp.kubeConfig('admin');
 // In its own process: its spawns of git-http-backend must not block tollgate's loop.
 const git = await startGitServerProcess();
+/** A kube-scheduler with nothing carried over from the side before (see the header). */
+async function freshScheduler(): Promise<void> {
+  const begun = performance.now();
+  await cp.restartScheduler();
+  say(`kube-scheduler restarted in ${Math.round(performance.now() - begun)} ms`);
+}
 const kubelet = new SimulatedKubelet(adminKc, { concurrency: 16 });
 const total = sizes.reduce((a, b) => a + b, 0) * 2;
 for (let i = 1; i <= Math.ceil(total / 1000) + 1; i++)
@@ -598,6 +605,7 @@ try {
       body: { metadata: { name: kueueNs, labels: { 'tollgate.io/bench-peer': 'kueue' } } },
     });
     await kueueQueues(adminKc, kueueNs, pods);
+    await freshScheduler();
     const kueue = await startKueue(binary, kueueKubeconfigFile, certDir, work);
     try {
       runs.push(await measure('kueue', pods, kueue, adminKc, kueueNs, auditLog));
@@ -607,6 +615,7 @@ try {
     say(`kueue ${pods}: ${JSON.stringify(runs.at(-1))}`);
     const tollgateNs = `peers-${runId}-tollgate-${pods}`;
     await ensureNamespace(adminKc, tollgateNs);
+    await freshScheduler();
     const tollgate = await startTollgate(cp, git, policyUrl, work);
     try {
       runs.push(await measure('tollgate', pods, tollgate, adminKc, tollgateNs, auditLog));
