@@ -43,7 +43,9 @@
  * `run-baseline` or `run-v8-young`): a setting's effect against a same-run baseline.
  *
  * `--heap-snapshots DIR` has every `run`-like contender write a V8 heap snapshot there after
- * its samples (SIGUSR2) and reports its largest groups by constructor; every `run`-like row
+ * its samples (SIGUSR2) and reports its largest groups by constructor, and keeps beside it
+ * the process's /proc/PID/smaps and metrics at its last sample (and at rest, with
+ * `--at-rest`: `smaps-<tag>.txt`, `metrics-<tag>-at-rest.txt`); every `run`-like row
  * also gives its resident memory by kind of mapping (/proc/PID/smaps: the Node binary,
  * malloc's main arena, anonymous mappings such as V8's heap and malloc's thread arenas,
  * other files).
