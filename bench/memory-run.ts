@@ -92,7 +92,11 @@ export interface RunMeasurement {
    * went quiet. Undefined fields when it did not go quiet within `atRest.timeoutMs`.
    */
   readonly atRest?: {
+    /** The median of one sample a second over the settle window; `min`, `mean`, `max` of the same samples. */
     readonly rss?: number;
+    readonly min?: number;
+    readonly mean?: number;
+    readonly max?: number;
     readonly quietAfterMs?: number;
     readonly passes?: number;
   };
@@ -188,13 +192,16 @@ function cpuSecondsOf(pid: number): number {
 }
 
 /**
- * Waits until the process used under 5% of a core over 5 s, then `settleMs` more, and
- * takes the median of five RSS samples a second apart.
+ * Waits until the process used under 5% of a core over 5 s, then samples its RSS once a
+ * second for `settleMs` (at least five samples): the median, and the least, mean and
+ * most of them. A process at rest that still holds pods goes on passing over them and
+ * the memory reducer collects it every so often, so its RSS at rest is a sawtooth: a
+ * few samples at the end read wherever the tooth was.
  */
 async function rssAtRest(
   pid: number,
   options: { readonly settleMs: number; readonly timeoutMs: number },
-): Promise<{ rss?: number; quietAfterMs?: number }> {
+): Promise<{ rss?: number; min?: number; mean?: number; max?: number; quietAfterMs?: number }> {
   const began = Date.now();
   let cpu = cpuSecondsOf(pid);
   for (;;) {
@@ -206,13 +213,18 @@ async function rssAtRest(
     if (busy < 0.05) break;
   }
   const quietAfterMs = Date.now() - began;
-  await sleep(options.settleMs);
   const samples: number[] = [];
-  for (let i = 0; i < 5; i++) {
-    samples.push(rssOf(pid));
+  for (let i = 0; i < Math.max(5, Math.round(options.settleMs / 1000)); i++) {
     await sleep(1000);
+    samples.push(rssOf(pid));
   }
-  return { rss: median(samples), quietAfterMs };
+  return {
+    rss: median(samples),
+    min: Math.min(...samples),
+    mean: samples.reduce((sum, x) => sum + x, 0) / samples.length,
+    max: Math.max(...samples),
+    quietAfterMs,
+  };
 }
 
 function peakRssOf(pid: number): number {

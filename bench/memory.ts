@@ -36,8 +36,10 @@
  *   effect as a ratio of the same run (`run / run-baseline`).
  *
  * `--at-rest MS`: every `run`-like contender is also measured at rest: once it used under 5%
- * of a core for 5 s (its Released conditions written, only rate-limited Events left), MS
- * more, five RSS samples a second apart (bench/memory-run.ts `rssAtRest`).
+ * of a core for 5 s (its Released conditions written, only rate-limited Events left), one
+ * RSS sample a second for MS: their median, least, mean and most (bench/memory-run.ts
+ * `rssAtRest`; at rest the RSS is a sawtooth, passes over the held pods and the memory
+ * reducer's collections).
  *
  * `--run-env NAME=VALUE` (repeatable) adds to the environment of `run` only (not of
  * `run-baseline` or `run-v8-young`): a setting's effect against a same-run baseline.
@@ -562,7 +564,7 @@ function writeReport(state: ParentState): void {
     lines.push(
       run.atRest!.rss === undefined
         ? `${run.contender} at ${run.pods} pods: not quiet within the wait, no RSS at rest`
-        : `${run.contender} at ${run.pods} pods at rest: RSS ${mib(run.atRest!.rss)} MiB (quiet ${((run.atRest!.quietAfterMs ?? 0) / 1000).toFixed(0)} s after the first samples, then ${values['at-rest']} ms; ${run.passes} gate-release passes by the first samples, ${run.atRest!.passes} at rest)`,
+        : `${run.contender} at ${run.pods} pods at rest: RSS ${mib(run.atRest!.rss)} MiB, median of one sample a second for ${values['at-rest']} ms (least ${mib(run.atRest!.min ?? Number.NaN)}, mean ${mib(run.atRest!.mean ?? Number.NaN)}, most ${mib(run.atRest!.max ?? Number.NaN)}; quiet ${((run.atRest!.quietAfterMs ?? 0) / 1000).toFixed(0)} s after the first samples; ${run.passes} gate-release passes by the first samples, ${run.atRest!.passes} at rest)`,
     );
   for (const s of summary.filter((s) => s.run))
     lines.push(
