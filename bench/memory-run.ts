@@ -336,21 +336,13 @@ export async function measureTollgateRun(options: {
       resident = residentOf(pid);
       text = now;
     }
-    // With heap snapshots asked for, the last sample's mappings and metrics are kept beside them.
-    if (heapSnapshotDir) {
-      writeFileSync(join(heapSnapshotDir, `smaps-${tag}.txt`), readFileSync(`/proc/${pid}/smaps`));
-      writeFileSync(join(heapSnapshotDir, `metrics-${tag}.txt`), text);
-    }
+    // With heap snapshots asked for, the mappings and metrics are kept beside them.
+    if (heapSnapshotDir) keepBeside(heapSnapshotDir, tag, pid, text);
     const atRest = options.atRest
       ? { ...(await rssAtRest(pid, options.atRest)), passes: passesOf(await scrape(replica.url)) }
       : undefined;
-    if (heapSnapshotDir && atRest) {
-      writeFileSync(
-        join(heapSnapshotDir, `smaps-${tag}-at-rest.txt`),
-        readFileSync(`/proc/${pid}/smaps`),
-      );
-      writeFileSync(join(heapSnapshotDir, `metrics-${tag}-at-rest.txt`), await scrape(replica.url));
-    }
+    if (heapSnapshotDir && atRest)
+      keepBeside(heapSnapshotDir, `${tag}-at-rest`, pid, await scrape(replica.url));
     const maxRss = peakRssOf(pid);
     const heap = heapSnapshotDir ? await heapSnapshotOf(replica, heapSnapshotDir) : undefined;
     return {
@@ -370,6 +362,12 @@ export async function measureTollgateRun(options: {
   } finally {
     await stopReplica(replica, 'SIGTERM');
   }
+}
+
+/** The process's /proc/PID/smaps and a scrape of its metrics, as `smaps-<name>.txt` and `metrics-<name>.txt` in `dir`. */
+function keepBeside(dir: string, name: string, pid: number, metrics: string): void {
+  writeFileSync(join(dir, `smaps-${name}.txt`), readFileSync(`/proc/${pid}/smaps`));
+  writeFileSync(join(dir, `metrics-${name}.txt`), metrics);
 }
 
 /**

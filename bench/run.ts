@@ -399,9 +399,7 @@ const tollgateKc = cp.kubeConfig('tollgate');
 const git = await startGitServerProcess();
 /** A scheduler with nothing carried over from an earlier phase (see the header). */
 async function freshScheduler(): Promise<void> {
-  const begun = performance.now();
-  await cp.restartScheduler();
-  log.debug({ ms: Math.round(performance.now() - begun) }, 'kube-scheduler restarted');
+  log.debug({ ms: await cp.restartScheduler() }, 'kube-scheduler restarted');
 }
 
 /** The processes on the shared cores besides this one, whose CPU seconds each phase reports. */

@@ -78,9 +78,9 @@ export interface ControlPlane {
   /**
    * Stops and starts kube-scheduler, ready again (its /readyz) before this resolves: a
    * scheduler with nothing carried over (no queued pods, no bindings or status writes
-   * waiting in its client's rate limiter).
+   * waiting in its client's rate limiter). Resolves to the milliseconds it took.
    */
-  restartScheduler(): Promise<void>;
+  restartScheduler(): Promise<number>;
   /**
    * Compacts etcd at its current revision (the etcd v3 API's JSON gateway, as etcdctl
    * compact does): every older revision is gone, so a watch or list from one answers
@@ -685,11 +685,13 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
           `${name}: kube-apiserver restarted (stopped in ${stoppedAfter}ms, ready again after ${Date.now() - begun}ms)`,
         );
       },
-      async restartScheduler(): Promise<void> {
+      async restartScheduler(): Promise<number> {
         if (stopped) throw new Error('control plane: restartScheduler after stop()');
+        const begun = performance.now();
         await scheduler.stop();
         scheduler.start();
         await waitFor('kube-scheduler /readyz after restart', all, schedulerReady, 60_000);
+        return Math.round(performance.now() - begun);
       },
       async compactEtcd(): Promise<number> {
         const etcdApi = async (path: string, body: object): Promise<Record<string, unknown>> => {
