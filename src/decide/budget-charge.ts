@@ -31,7 +31,7 @@ export interface ChargeChanges {
 
 export function chargeChanges(
   policy: Policy,
-  classified: Pick<Classification, 'pods' | 'stateOf' | 'freedPods' | 'usage'>,
+  classified: Pick<Classification, 'pods' | 'states' | 'freedPods' | 'usage'>,
   previous: Readonly<Record<string, FreeReason>>,
   nodes: NodeReadiness,
 ): ChargeChanges {
@@ -53,7 +53,7 @@ export function chargeChanges(
 
 /** Pods freed last pass, not freed now, and charged again (not finished, not gone). */
 function rechargedPods(
-  classified: Pick<Classification, 'pods' | 'stateOf'>,
+  classified: Pick<Classification, 'pods' | 'states'>,
   previous: Readonly<Record<string, FreeReason>>,
   freed: Readonly<Record<string, FreeReason>>,
   policy: Policy,
@@ -62,10 +62,11 @@ function rechargedPods(
   if (waiting.length === 0) return [];
   const wanted = new Set(waiting);
   const found: { pod: PodLike; tenant: Tenant }[] = [];
-  for (const pod of classified.pods) {
+  for (let i = 0; i < classified.pods.length; i++) {
+    const pod = classified.pods[i] as PodLike;
     if (!wanted.has(pod.metadata?.uid ?? '')) continue;
     const tenant = tenantOfNamespace(policy, pod.metadata?.namespace ?? '');
-    const state = classified.stateOf.get(pod);
+    const state = classified.states[i];
     if (tenant && state && chargeReason(pod, state, tenant)) found.push({ pod, tenant });
   }
   return found;

@@ -75,6 +75,49 @@ export function evaluateBudget(used: Usage, adding: Usage, limits: BudgetLimits)
 }
 
 /**
+ * Whether `input` says what `evaluateBudget(used + ahead, adding, limits)` would say (with
+ * `queuedAhead: ahead.pods` added when `ahead` is given, as a unit held behind the units
+ * queued ahead of it records it), without making that input: the same dimensions, each
+ * with the same used, adding and limit (whether it fits, and so `exceeded`, follows from
+ * those). Their order is the limits' order, one order per policy snapshot, and an input is
+ * only ever asked about under the snapshot it was made under. A pass hands a unit held
+ * again as it was its last Hold (release-admit.ts): a steady pass over 10,000 pods held by
+ * their budget made an input for every one.
+ */
+export function budgetReadsAs(
+  input: ConditionInput,
+  used: Usage,
+  ahead: Usage | undefined,
+  adding: Usage,
+  limits: BudgetLimits,
+): boolean {
+  if (input.condition !== 'Budget') return false;
+  const value = input.value as Readonly<Record<string, unknown>>;
+  let dimensions = 0;
+  if (limits.pods !== undefined) {
+    const u = ahead === undefined ? used.pods : used.pods + ahead.pods;
+    if (!dimensionReads(value.pods, u, adding.pods, limits.pods)) return false;
+    dimensions += 1;
+  }
+  for (const resource in limits.resources) {
+    const u = (used.resources[resource] ?? 0) + (ahead?.resources[resource] ?? 0);
+    const a = adding.resources[resource] ?? 0;
+    if (!dimensionReads(value[resource], u, a, limits.resources[resource] as number)) return false;
+    dimensions += 1;
+  }
+  if (ahead !== undefined && value.queuedAhead !== ahead.pods) return false;
+  let keys = 0;
+  for (const key in value) if (Object.hasOwn(value, key)) keys += 1;
+  // Each dimension, `exceeded`, and `queuedAhead` when asked with `ahead`.
+  return keys === dimensions + 1 + (ahead === undefined ? 0 : 1);
+}
+
+function dimensionReads(dimension: unknown, used: number, adding: number, limit: number): boolean {
+  const d = dimension as { used: number; adding: number; limit: number } | undefined;
+  return d !== undefined && d.used === used && d.adding === adding && d.limit === limit;
+}
+
+/**
  * `evaluateBudget(used + ahead, adding, limits).met`, without building the sum or the
  * input: the admission phase asks it for every unit held behind a blocked pacing scope
  * (49,000 units in a 50,000-pod pass), and needs the full input only for a unit that does
@@ -191,9 +234,19 @@ export function evaluateImagePresent(
 
 /** How many ready nodes report the image. */
 function nodesWith(wanted: ImageRef, index: NodeImageIndex): number {
+  // Indexed loops, no closure and no empty list for a repository no node has: asked for
+  // every image of every held pod of every pass.
+  const onRepository = index.byRepository.get(wanted.repository);
+  if (onRepository === undefined) return 0;
   let onNodes = 0;
-  for (const refs of index.byRepository.get(wanted.repository) ?? [])
-    if (refs.some((ref) => imageMatches(wanted, ref))) onNodes++;
+  for (let n = 0; n < onRepository.length; n++) {
+    const refs = onRepository[n] as readonly ImageRef[];
+    for (let r = 0; r < refs.length; r++)
+      if (imageMatches(wanted, refs[r] as ImageRef)) {
+        onNodes++;
+        break;
+      }
+  }
   return onNodes;
 }
 
@@ -292,9 +345,12 @@ export function approvalFor(
   now: number,
   gatePolicy?: GatePolicy,
 ): Approval | undefined {
-  return approvals.find(
-    (a) => a.action === action && approvalInForce(a, now) && approvalTargets(a, pod, gatePolicy),
-  );
+  // A loop, not `find` with a closure: asked twice for every gated pod of every pass,
+  // mostly of a policy with no Approval at all.
+  for (const a of approvals)
+    if (a.action === action && approvalInForce(a, now) && approvalTargets(a, pod, gatePolicy))
+      return a;
+  return undefined;
 }
 
 export function evaluateApproved(

@@ -15,6 +15,7 @@
 import {
   addUsage,
   budgetFits,
+  budgetReadsAs,
   emptyUsage,
   evaluateBudget,
   type BudgetLimits,
@@ -71,8 +72,10 @@ interface Ledger {
   readonly policyBlock: Map<string, string>;
   /** Per tenant: requests of the units held behind a blocked scope, in serving order. */
   readonly queuedAhead: Map<string, Usage>;
-  /** Per pacing reason: the input and reason its holds share (`pacingHoldOf`). */
+  /** Per pacing reason: the input and reason its holds share (`pacingHoldOf`), kept per policy snapshot. */
   readonly pacingHolds: Map<string, PacingHold>;
+  /** The Budget input this pass made last (`budgetInput`). */
+  lastBudget?: ConditionInput;
 }
 
 export function admitUnits(options: {
@@ -89,7 +92,7 @@ export function admitUnits(options: {
   const budgets = rampedBudgets(policy, state.ramps, now, options.rampMs);
   wakeups.push(...budgets.wakeups);
   const queues = tenantQueues(options.units);
-  const backlogged = [...queues.keys()].map((name) => ({
+  const backlogged = queues.map(({ tenant: name }) => ({
     name,
     weight: (policy.tenants.get(name) as Tenant).weight,
   }));
@@ -108,13 +111,12 @@ export function admitUnits(options: {
     tenantBlock: new Map(),
     policyBlock: new Map(),
     queuedAhead: new Map(),
-    pacingHolds: new Map(),
+    pacingHolds: pacingHoldsOf(policy),
   };
   const context = { policy, classified, state, now, ledger, wakeups };
   for (let unit = nextUnit(queues, ledger.served); unit; unit = nextUnit(queues, ledger.served)) {
-    verdicts.push(
-      ...admitUnit(unit, budgets.limits.get(unit.tenant.name) as BudgetLimits, context),
-    );
+    const admitted = admitUnit(unit, budgets.limits.get(unit.tenant.name) as BudgetLimits, context);
+    for (let i = 0; i < admitted.length; i++) verdicts.push(admitted[i] as Verdict);
   }
   return {
     verdicts,
@@ -154,19 +156,25 @@ export function rampedBudgets(
  * (a pass of 50,000 pods in one tenant spent most of its admission time there).
  */
 export interface TenantQueue {
+  readonly tenant: string;
   readonly units: readonly ReleaseUnit[];
   next: number;
 }
 
-/** Per tenant, its units by priority (highest first), then oldest, then key. */
-export function tenantQueues(units: readonly ReleaseUnit[]): Map<string, TenantQueue> {
+/**
+ * Per tenant (in the order its first unit comes), its units by priority (highest first),
+ * then oldest, then key. A list, not a map: `nextUnit` looks at every queue for every
+ * unit, and a map's iterator was an object per unit.
+ */
+export function tenantQueues(units: readonly ReleaseUnit[]): TenantQueue[] {
   const lists = new Map<string, ReleaseUnit[]>();
-  for (const unit of units) {
+  for (let i = 0; i < units.length; i++) {
+    const unit = units[i] as ReleaseUnit;
     const list = lists.get(unit.tenant.name) ?? [];
     list.push(unit);
     lists.set(unit.tenant.name, list);
   }
-  const queues = new Map<string, TenantQueue>();
+  const queues: TenantQueue[] = [];
   for (const [name, list] of lists) {
     list.sort(
       (a, b) =>
@@ -174,7 +182,7 @@ export function tenantQueues(units: readonly ReleaseUnit[]): Map<string, TenantQ
         a.order - b.order ||
         a.key.localeCompare(b.key),
     );
-    queues.set(name, { units: list, next: 0 });
+    queues.push({ tenant: name, units: list, next: 0 });
   }
   return queues;
 }
@@ -184,29 +192,37 @@ export function tenantQueues(units: readonly ReleaseUnit[]): Map<string, TenantQ
  * the lowest virtual time (served / weight), then the tenant name.
  */
 export function nextUnit(
-  queues: ReadonlyMap<string, TenantQueue>,
+  queues: readonly TenantQueue[],
   served: Readonly<Record<string, number>>,
 ): ReleaseUnit | undefined {
-  let best: { tenant: string; unit: ReleaseUnit; queue: TenantQueue } | undefined;
-  for (const [name, queue] of queues) {
+  // The best head so far, in three variables: an object per comparison (and an entry per
+  // queue) was a tenth of a steady 10,000-pod pass's garbage.
+  let bestTenant = '';
+  let bestUnit: ReleaseUnit | undefined;
+  let bestQueue: TenantQueue | undefined;
+  for (let i = 0; i < queues.length; i++) {
+    const queue = queues[i] as TenantQueue;
+    const name = queue.tenant;
     const head = queue.units[queue.next];
     if (!head) continue;
     if (
-      !best ||
-      head.gatePolicy.priority > best.unit.gatePolicy.priority ||
-      (head.gatePolicy.priority === best.unit.gatePolicy.priority &&
+      !bestUnit ||
+      head.gatePolicy.priority > bestUnit.gatePolicy.priority ||
+      (head.gatePolicy.priority === bestUnit.gatePolicy.priority &&
         (virtualTime(served, name, head.tenant.weight) <
-          virtualTime(served, best.tenant, best.unit.tenant.weight) ||
+          virtualTime(served, bestTenant, bestUnit.tenant.weight) ||
           (virtualTime(served, name, head.tenant.weight) ===
-            virtualTime(served, best.tenant, best.unit.tenant.weight) &&
-            name < best.tenant)))
+            virtualTime(served, bestTenant, bestUnit.tenant.weight) &&
+            name < bestTenant)))
     ) {
-      best = { tenant: name, unit: head, queue };
+      bestTenant = name;
+      bestUnit = head;
+      bestQueue = queue;
     }
   }
-  if (!best) return undefined;
-  best.queue.next += 1;
-  return best.unit;
+  if (!bestQueue) return undefined;
+  bestQueue.next += 1;
+  return bestUnit;
 }
 
 interface AdmitContext {
@@ -219,26 +235,40 @@ interface AdmitContext {
 }
 
 /** One unit: held by a blocked scope, its budget or pacing; else released and counted. */
-function admitUnit(unit: ReleaseUnit, limits: BudgetLimits, context: AdmitContext): Verdict[] {
+function admitUnit(
+  unit: ReleaseUnit,
+  limits: BudgetLimits,
+  context: AdmitContext,
+): readonly Verdict[] {
   const { ledger } = context;
   const { tenant, gatePolicy } = unit;
   const cost = unit.members.length;
-  const policyKey = `${tenant.name}/${gatePolicy.name}`;
   const blocked =
-    ledger.globalBlock ?? ledger.tenantBlock.get(tenant.name) ?? ledger.policyBlock.get(policyKey);
-  const wantsBudget = gatePolicy.conditions.some((c) => c.type === 'Budget');
+    ledger.globalBlock ??
+    ledger.tenantBlock.get(tenant.name) ??
+    (ledger.policyBlock.size > 0
+      ? ledger.policyBlock.get(policyKeyOf(tenant, gatePolicy))
+      : undefined);
+  const wantsBudget = judgesBudget(gatePolicy);
   if (blocked !== undefined) return queuedHolds(unit, blocked, wantsBudget, limits, ledger);
 
   // Budget first: it is a condition of the pod, and a smaller unit behind may still fit.
-  const budget = evaluateBudget(ledger.usage.get(tenant.name) as Usage, unit.requests, limits);
-  if (wantsBudget && !budget.met) {
+  let budget: ConditionInput | undefined;
+  if (wantsBudget) {
+    const used = ledger.usage.get(tenant.name) as Usage;
     const why =
       cost > 1 ? `budget does not fit the whole gang (${cost} pods)` : 'waiting for Budget';
-    return unit.members.map((m) =>
-      holdVerdict(m.pod, tenant, gatePolicy, [...m.inputs, budget], 'Budget', why),
-    );
+    const before = heldBefore.get(unit);
+    if (
+      before?.reason === why &&
+      budgetReadsAs(before.added, used, undefined, unit.requests, limits)
+    )
+      return before.verdicts;
+    budget = budgetInput(used, unit.requests, limits, ledger);
+    if (!budget.met) return heldAs(unit, budget, why, 'Budget');
   }
 
+  const policyKey = policyKeyOf(tenant, gatePolicy);
   const pacing = {
     global: context.policy.settings.pacing,
     tenant: tenant.pacing,
@@ -273,12 +303,70 @@ function admitUnit(unit: ReleaseUnit, limits: BudgetLimits, context: AdmitContex
     pod: m.pod,
     tenant,
     gatePolicy,
-    inputs: wantsBudget ? [...m.inputs, budget] : m.inputs,
+    inputs: budget !== undefined ? [...m.inputs, budget] : m.inputs,
     reason: cost > 1 ? `${m.reasonPrefix}; gang of ${cost} released together` : m.reasonPrefix,
     gate: m.owned,
     expiryForced: m.expiryForced,
     ...(cost > 1 ? { unit: unit.key } : {}),
   }));
+}
+
+function policyKeyOf(tenant: Tenant, gatePolicy: GatePolicy): string {
+  return `${tenant.name}/${gatePolicy.name}`;
+}
+
+/** Whether the GatePolicy has a Budget condition. */
+function judgesBudget(gatePolicy: GatePolicy): boolean {
+  const { conditions } = gatePolicy;
+  for (let i = 0; i < conditions.length; i++)
+    if ((conditions[i] as GatePolicy['conditions'][number]).type === 'Budget') return true;
+  return false;
+}
+
+/**
+ * The Budget input of a unit: the one this pass made last when it reads the same (units
+ * held alike by a full budget share one, read only), else a new one.
+ */
+function budgetInput(
+  used: Usage,
+  adding: Usage,
+  limits: BudgetLimits,
+  ledger: Ledger,
+): ConditionInput {
+  const last = ledger.lastBudget;
+  if (last !== undefined && budgetReadsAs(last, used, undefined, adding, limits)) return last;
+  const made = evaluateBudget(used, adding, limits);
+  ledger.lastBudget = made;
+  return made;
+}
+
+/**
+ * The last Hold a pass made for a release unit in the admission phase, with the input it
+ * added to the members' inputs (Budget or Pacing) and its reason. A unit is one object per
+ * candidate object (release-units.ts), and a candidate one per pod object, policy
+ * snapshot and condition inputs (release-judge.ts); so a unit held again by an input that
+ * reads the same, for the same reason, is held by the same verdicts: a steady pass over
+ * 10,000 pods held by their budget or by pacing makes none. Held weakly, with its unit.
+ */
+interface HeldBefore {
+  readonly added: ConditionInput;
+  readonly reason: string;
+  readonly verdicts: readonly Verdict[];
+}
+const heldBefore = new WeakMap<ReleaseUnit, HeldBefore>();
+
+/** Every member held with `added` after its own inputs, for `reason`; remembered for the unit. */
+function heldAs(
+  unit: ReleaseUnit,
+  added: ConditionInput,
+  reason: string,
+  reasonKey: string,
+): readonly Verdict[] {
+  const verdicts = unit.members.map((m) =>
+    holdVerdict(m.pod, unit.tenant, unit.gatePolicy, [...m.inputs, added], reasonKey, reason),
+  );
+  heldBefore.set(unit, { added, reason, verdicts });
+  return verdicts;
 }
 
 /** Pods in flight that this policy selects in its tenant's namespaces. */
@@ -413,13 +501,20 @@ function queuedHolds(
   wantsBudget: boolean,
   limits: BudgetLimits,
   ledger: Ledger,
-): Verdict[] {
+): readonly Verdict[] {
   if (!wantsBudget) return pacingHolds(unit, why, ledger);
-  const { tenant, gatePolicy } = unit;
+  const { tenant } = unit;
   const ahead = ledger.queuedAhead.get(tenant.name) ?? emptyUsage();
   ledger.queuedAhead.set(tenant.name, ahead);
   const used = ledger.usage.get(tenant.name) as Usage;
   if (!budgetFits(used, ahead, unit.requests, limits)) {
+    const reason = 'waiting for Budget: the pods queued ahead of it fill it';
+    const before = heldBefore.get(unit);
+    if (
+      before?.reason === reason &&
+      budgetReadsAs(before.added, used, ahead, unit.requests, limits)
+    )
+      return before.verdicts;
     // The full input (every limited dimension, the one exceeded) only for a unit held by it.
     const budget = evaluateBudget(
       addUsage(addUsage(emptyUsage(), used), ahead),
@@ -430,10 +525,7 @@ function queuedHolds(
       ...budget,
       value: { ...(budget.value as object), queuedAhead: ahead.pods },
     };
-    const reason = 'waiting for Budget: the pods queued ahead of it fill it';
-    return unit.members.map((m) =>
-      holdVerdict(m.pod, tenant, gatePolicy, [...m.inputs, input], 'Budget', reason),
-    );
+    return heldAs(unit, input, reason, 'Budget');
   }
   addUsage(ahead, unit.requests);
   return pacingHolds(unit, why, ledger);
@@ -442,19 +534,24 @@ function queuedHolds(
 /**
  * Every member held by pacing, with the reason as a Pacing input. Members judged alike
  * share their inputs list (a gang's GangComplete, release-judge.ts), so they share the
- * list with the Pacing input added too: one per gang, not one per member.
+ * list with the Pacing input added too: one per gang, not one per member. A unit held
+ * again for the same reason is held by the same verdicts (`heldBefore`).
  */
-function pacingHolds(unit: ReleaseUnit, why: string, ledger: Ledger): Verdict[] {
+function pacingHolds(unit: ReleaseUnit, why: string, ledger: Ledger): readonly Verdict[] {
   const { input, inputsAlone, reason } = pacingHoldOf(why, ledger);
+  const before = heldBefore.get(unit);
+  if (before?.added === input && before.reason === reason) return before.verdicts;
   let judged: readonly ConditionInput[] | undefined;
   let held: readonly ConditionInput[] = inputsAlone;
-  return unit.members.map((m) => {
+  const verdicts = unit.members.map((m) => {
     if (m.inputs !== judged) {
       judged = m.inputs;
       held = m.inputs.length === 0 ? inputsAlone : [...m.inputs, input];
     }
     return holdVerdict(m.pod, unit.tenant, unit.gatePolicy, held, 'Pacing', reason);
   });
+  heldBefore.set(unit, { added: input, reason, verdicts });
+  return verdicts;
 }
 
 /** The Pacing input and the reason of a hold by pacing. */
@@ -466,9 +563,11 @@ interface PacingHold {
 }
 
 /**
- * One Pacing input and reason per pacing reason in a pass, shared (read only) by the
- * holds that name it: once a scope blocks, every later unit of it is held with the same
- * reason, and a pass of 50,000 pods made an input and a reason text for each of 49,000.
+ * One Pacing input and reason per pacing reason, shared (read only) by the holds that
+ * name it: once a scope blocks, every later unit of it is held with the same reason, and a
+ * pass of 50,000 pods made an input and a reason text for each of 49,000. Kept per policy
+ * snapshot (`pacingHoldsOf`), so the next pass names the same input and a unit held again
+ * for the same reason is held by the same verdicts.
  */
 function pacingHoldOf(why: string, ledger: Ledger): PacingHold {
   let hold = ledger.pacingHolds.get(why);
@@ -479,3 +578,18 @@ function pacingHoldOf(why: string, ledger: Ledger): PacingHold {
   }
   return hold;
 }
+
+/**
+ * The pacing holds of a policy snapshot, by reason. Its reasons are texts of its own
+ * pacing settings (a limit and its scope) and of the sizes of gangs larger than a
+ * maxInFlight: a few per snapshot, gone with it.
+ */
+function pacingHoldsOf(policy: Policy): Map<string, PacingHold> {
+  let holds = pacingHoldsByPolicy.get(policy);
+  if (holds === undefined) {
+    holds = new Map();
+    pacingHoldsByPolicy.set(policy, holds);
+  }
+  return holds;
+}
+const pacingHoldsByPolicy = new WeakMap<Policy, Map<string, PacingHold>>();

@@ -33,7 +33,14 @@ import { formatDuration } from '../lib/clock.ts';
 
 export interface Classification {
   readonly pods: readonly PodLike[];
-  readonly stateOf: ReadonlyMap<PodLike, PodState>;
+  /** The state of each pod: `states[i]` is `pods[i]`'s. */
+  readonly states: readonly PodState[];
+  /**
+   * A pod's state looked up by its object (gang members): the map is made on the first
+   * question, so a pass without gangs makes none (a map of every pod per pass was a fifth
+   * of a steady 10,000-pod pass's garbage).
+   */
+  readonly stateOf: PodStates;
   /**
    * The pods the judge phase looks at, in pod order: gated, in review or orphaned, each
    * with its state and its first gate of tollgate's (`ownedGate`, found once per pass).
@@ -50,6 +57,24 @@ export interface Classification {
   /** Released pods no longer charged: node not Ready past the grace, or being deleted. */
   readonly freedPods: readonly FreedPod[];
   readonly summary: PassSummary;
+}
+
+export interface PodStates {
+  get(pod: PodLike): PodState | undefined;
+}
+
+/** `stateOf`: pods to states, by a map made when first asked. */
+function podStatesOf(pods: readonly PodLike[], states: readonly PodState[]): PodStates {
+  let byPod: Map<PodLike, PodState> | undefined;
+  return {
+    get(pod) {
+      if (byPod === undefined) {
+        byPod = new Map();
+        for (let i = 0; i < pods.length; i++) byPod.set(pods[i] as PodLike, states[i] as PodState);
+      }
+      return byPod.get(pod);
+    },
+  };
 }
 
 export interface HeldPod {
@@ -112,7 +137,7 @@ export function classifyPods(
   previouslyActing: ReadonlyMap<string, Acting>,
   nodes: NodeReadiness = allNodesReady,
 ): Classification {
-  const stateOf = new Map<PodLike, PodState>();
+  const stateList: PodState[] = [];
   const held: HeldPod[] = [];
   const acting = new Map<string, Acting>();
   const usage = new Map<string, Usage>();
@@ -141,7 +166,8 @@ export function classifyPods(
       number
     >;
   }
-  for (const pod of pods) {
+  for (let i = 0; i < pods.length; i++) {
+    const pod = pods[i] as PodLike;
     const owned = ownedGate(pod, policy);
     let podState = classifyPod(pod, policy, owned);
     const uid = pod.metadata?.uid ?? '';
@@ -151,9 +177,9 @@ export function classifyPods(
       acting.set(uid, actingNow);
       podState = stateWhileActing(pod, actingNow, podState, policy);
     }
-    stateOf.set(pod, podState);
+    stateList.push(podState);
     if (podState === 'gated' || podState === 'review' || podState === 'orphaned')
-      held.push({ pod, state: podState, owned });
+      held.push(heldPodOf(pod, podState, owned));
     const tenant = tenantOfNamespace(policy, pod.metadata?.namespace ?? '');
     if (!tenant) continue;
     (states[tenant.name] as Record<PodState, number>)[podState] += 1;
@@ -183,7 +209,8 @@ export function classifyPods(
   }
   return {
     pods,
-    stateOf,
+    states: stateList,
+    stateOf: podStatesOf(pods, stateList),
     held,
     acting,
     usage,
@@ -201,6 +228,20 @@ export function classifyPods(
     },
   };
 }
+
+/**
+ * A held pod's entry, one per pod object while its state and gate stay (the gate is one
+ * object per policy snapshot and pod object, `ownedGate`): a steady pass made one for
+ * every held pod. Held weakly, with its pod.
+ */
+function heldPodOf(pod: PodLike, state: HeldPod['state'], owned: OwnedGate | undefined): HeldPod {
+  const before = heldPods.get(pod);
+  if (before !== undefined && before.state === state && before.owned === owned) return before;
+  const entry: HeldPod = { pod, state, owned };
+  heldPods.set(pod, entry);
+  return entry;
+}
+const heldPods = new WeakMap<PodLike, HeldPod>();
 
 interface GatedCount {
   readonly tenant: string;
@@ -235,7 +276,7 @@ function countGated(counts: GatedCounts, tenant: string, gate: string): void {
 export function gangMembers(
   pod: PodLike,
   groupLabel: string,
-  classified: Pick<Classification, 'pods' | 'stateOf'>,
+  classified: Pick<Classification, 'pods' | 'states'>,
 ): readonly PodLike[] {
   return membersOf(gangIndex(classified, groupLabel).unfinished, pod, groupLabel) ?? [];
 }
@@ -251,7 +292,7 @@ export function gangMembers(
 export function gangMembersPresent(
   pod: PodLike,
   groupLabel: string,
-  classified: Pick<Classification, 'pods' | 'stateOf'>,
+  classified: Pick<Classification, 'pods' | 'states'>,
 ): readonly PodLike[] {
   // One key and one index lookup for both lists (asked once per gang pod of a pass).
   const index = gangIndex(classified, groupLabel);
@@ -313,28 +354,29 @@ interface GangIndex {
  * Pods by namespace and group label value (unfinished and finished apart; pods being
  * deleted left out), built once per classification and label (a pass asks for the
  * members of every gang pod: a scan per question would make a pass quadratic in pods).
- * Remembered beside the classification's state map, which is new for every pass.
+ * Remembered beside the classification's states list, which is new for every pass.
  */
 const gangIndexes = new WeakMap<
-  ReadonlyMap<PodLike, unknown>,
+  readonly PodState[],
   { pods: readonly PodLike[]; byLabel: Map<string, GangIndex> }
 >();
 
 function gangIndex(
-  classified: Pick<Classification, 'pods' | 'stateOf'>,
+  classified: Pick<Classification, 'pods' | 'states'>,
   groupLabel: string,
 ): GangIndex {
-  let memo = gangIndexes.get(classified.stateOf);
+  let memo = gangIndexes.get(classified.states);
   if (memo?.pods !== classified.pods) {
     memo = { pods: classified.pods, byLabel: new Map() };
-    gangIndexes.set(classified.stateOf, memo);
+    gangIndexes.set(classified.states, memo);
   }
   let index = memo.byLabel.get(groupLabel);
   if (index) return index;
   index = { unfinished: new Map(), finished: new Map() };
-  for (const p of classified.pods) {
+  for (let i = 0; i < classified.pods.length; i++) {
+    const p = classified.pods[i] as PodLike;
     if (p.metadata?.deletionTimestamp) continue;
-    const state = classified.stateOf.get(p);
+    const state = classified.states[i];
     const done = state === 'succeeded' || state === 'failed';
     addMember(done ? index.finished : index.unfinished, p, groupLabel);
   }

@@ -24,7 +24,7 @@ import type { ClusterSnapshot, PodLike } from './objects.ts';
 import { podRequests } from './requests.ts';
 import { blockedNow, type BlockedWrite } from './release-blocked.ts';
 import { gangCompleteRemembered, type GangReleases } from './release-gang-memory.ts';
-import { gangMembersPresent, type Classification } from './release-classify.ts';
+import { gangMembersPresent, type Classification, type HeldPod } from './release-classify.ts';
 import { holdVerdict, type Candidate, type Verdict } from './release-verdict.ts';
 import type { GatePolicy, Policy, Tenant } from '../policy/model.ts';
 
@@ -104,7 +104,9 @@ export function judgePods(
   // Looked up per pod only when there is something to find (most passes have little).
   const anyActing = classified.acting.size > 0;
   const anyBlocked = Object.keys(blocked).length > 0;
-  for (const { pod, state: podState, owned } of classified.held) {
+  const { held } = classified;
+  for (let i = 0; i < held.length; i++) {
+    const { pod, state: podState, owned } = held[i] as HeldPod;
     if (pod.metadata?.deletionTimestamp) continue;
     // One pending decision per pod: while a write decided for it is not shown by the view,
     // the pod is not decided again (a queued Review or Cancel is not re-recorded each pass).
@@ -120,7 +122,8 @@ export function judgePods(
         ? judgeOrphan(pod, context)
         : judgePod(pod, owned as OwnedGate, context);
     if (judged.candidate) candidates.push(judged.candidate);
-    else verdicts.push(...judged.verdicts);
+    else
+      for (let v = 0; v < judged.verdicts.length; v++) verdicts.push(judged.verdicts[v] as Verdict);
     if (judged.wakeup !== undefined) wakeups.push(judged.wakeup);
   }
   return { candidates, verdicts, wakeups };
@@ -146,20 +149,34 @@ function judgePod(pod: PodLike, owned: OwnedGate, context: JudgeContext): PodJud
     const reason = `GatePolicy ${gatePolicy.name} is suspended (spec.suspend)`;
     return { verdicts: [holdVerdict(pod, tenant, gatePolicy, inputs, 'Suspended', reason)] };
   }
-  const before = heldBefore.get(pod);
+  const before = judgedBefore.get(pod);
   const inputs = inputsAsBefore(before, evaluateConditions(pod, gatePolicy, context, before));
+  const same =
+    before !== undefined &&
+    before.inputs === inputs &&
+    before.gatePolicy === gatePolicy &&
+    before.tenant === tenant;
   // Checked before listing what fails: most pods of a large pass have their conditions
   // met, and the list took two arrays per pod.
-  if (inputs.every((i) => i.met)) return candidateOf(pod, owned, inputs, 'conditions met');
+  if (allMet(inputs)) {
+    if (same && before.judgement.candidate?.owned === owned) return before.judgement;
+    const judgement = candidateOf(pod, owned, inputs, 'conditions met');
+    judgedBefore.set(pod, { tenant, gatePolicy, inputs, judgement });
+    return judgement;
+  }
   if (!gatePolicy.expiry || !isExpired(gatePolicy, pod, now)) {
-    if (before?.inputs === inputs && before.gatePolicy === gatePolicy && before.tenant === tenant)
-      return before.judgement;
+    if (same && before.judgement.verdicts !== undefined) return before.judgement;
     const judgement = heldByConditions(pod, tenant, gatePolicy, inputs);
-    heldBefore.set(pod, { tenant, gatePolicy, inputs, judgement });
+    judgedBefore.set(pod, { tenant, gatePolicy, inputs, judgement });
     return judgement;
   }
   const failing = inputs.filter((i) => !i.met).map((i) => i.condition);
   return judgeExpired(pod, { ...owned, gatePolicy }, inputs, failing, context);
+}
+
+function allMet(inputs: readonly ConditionInput[]): boolean {
+  for (let i = 0; i < inputs.length; i++) if (!(inputs[i] as ConditionInput).met) return false;
+  return true;
 }
 
 /** Held, not expired, for the conditions that are not met. */
@@ -179,26 +196,29 @@ function heldByConditions(
 }
 
 /**
- * The last Hold a pass made for a pod object by its conditions, with what it was made
- * from. A Hold is a function of the pod, its tenant, its GatePolicy and its condition
- * inputs alone (its reason, reason key and wake-up too), and the view replaces a pod's
- * object on every change and never edits one; so a pod held again with the same tenant
- * and GatePolicy objects (one policy snapshot) and inputs equal to the last ones is held
- * by the same judgement. A steady pass re-judges every held pod, and making its inputs,
- * reason and verdict again was a third of a 10,000-pod pass and most of its garbage.
+ * The last judgement a pass made for a pod object by its conditions (a Hold, or a
+ * candidate whose conditions hold), with what it was made from. Either is a function of
+ * the pod, its gate (`owned`, one object per policy snapshot and pod object), its tenant,
+ * its GatePolicy and its condition inputs alone (a Hold's reason, reason key and wake-up
+ * too), and the view replaces a pod's object on every change and never edits one; so a
+ * pod judged again with the same tenant and GatePolicy objects (one policy snapshot) and
+ * inputs equal to the last ones is judged the same, and handed the same judgement. A
+ * steady pass re-judges every held pod: making its inputs, reason and verdict again was a
+ * third of a 10,000-pod pass and most of its garbage; making a pod held by its budget a
+ * candidate again (its requests, its inputs) was a tenth of that pass's 26 MB.
  * Held weakly: a pod the view drops takes its entry with it.
  */
-interface HeldBefore {
+interface JudgedBefore {
   readonly tenant: Tenant;
   readonly gatePolicy: GatePolicy;
   readonly inputs: readonly ConditionInput[];
   readonly judgement: PodJudgement;
 }
-const heldBefore = new WeakMap<PodLike, HeldBefore>();
+const judgedBefore = new WeakMap<PodLike, JudgedBefore>();
 
 /** The inputs judged last time for this pod when the new ones are equal to them, else the new ones. */
 function inputsAsBefore(
-  before: HeldBefore | undefined,
+  before: JudgedBefore | undefined,
   inputs: readonly ConditionInput[],
 ): readonly ConditionInput[] {
   if (before === undefined || before.inputs.length !== inputs.length) return inputs;
@@ -379,13 +399,15 @@ function optionalWakeup(at: number | undefined): { wakeup?: number } {
 
 /**
  * Every condition of the policy except Budget, in the policy's order. `before`: the pod's
- * last Hold, whose inputs a condition may hand back as they are when they read the same.
+ * last judgement, whose inputs a condition may hand back as they are when they read the
+ * same; while every one is handed back, so is the list (no list is made per pod), and a
+ * policy that judges nothing but Budget hands every pod one shared empty list.
  */
 function evaluateConditions(
   pod: PodLike,
   gatePolicy: GatePolicy,
   context: JudgeContext,
-  before: HeldBefore | undefined,
+  before: JudgedBefore | undefined,
 ): readonly ConditionInput[] {
   const sole = soleGangCondition(gatePolicy, context);
   if (sole) {
@@ -393,32 +415,57 @@ function evaluateConditions(
     const remembered = rememberedGang(pod, judged.input, context);
     return remembered === judged.input ? judged.inputsAlone : [remembered];
   }
-  const inputs: ConditionInput[] = [];
-  for (const condition of gatePolicy.conditions) {
-    switch (condition.type) {
-      case 'Budget':
-        break; // judged per release unit in the admission phase
-      case 'ImagePresent': {
-        context.imageIndex ??= indexNodeImages([...context.snapshot.nodes()]);
-        const was = before?.gatePolicy === gatePolicy ? before.inputs[inputs.length] : undefined;
-        inputs.push(evaluateImagePresent(pod, condition.minNodes, context.imageIndex, was));
-        break;
+  const was = before?.gatePolicy === gatePolicy ? before.inputs : undefined;
+  let inputs: ConditionInput[] | undefined; // made at the first input that is not `was`'s
+  let count = 0;
+  const { conditions } = gatePolicy;
+  for (let i = 0; i < conditions.length; i++) {
+    const condition = conditions[i] as GatePolicy['conditions'][number];
+    const input = evaluateCondition(pod, gatePolicy, condition, context, was?.[count]);
+    if (input === undefined) continue;
+    if (inputs === undefined) {
+      if (was?.[count] === input) {
+        count += 1;
+        continue;
       }
-      case 'ObjectCondition':
-        inputs.push(evaluateObjectCondition(pod, condition, context.snapshot));
-        break;
-      case 'GangComplete':
-        inputs.push(rememberedGang(pod, gangJudgement(pod, condition, context).input, context));
-        break;
-      case 'Approved':
-        inputs.push(evaluateApproved(pod, context.policy.approvals, context.now, gatePolicy));
-        break;
-      case 'Schedule':
-        inputs.push(evaluateSchedule(condition.windows, context.now));
-        break;
+      inputs = was === undefined ? [] : was.slice(0, count);
     }
+    inputs.push(input);
+    count += 1;
   }
-  return inputs;
+  if (inputs !== undefined) return inputs;
+  if (count === 0) return noInputs;
+  return (was as readonly ConditionInput[]).length === count
+    ? (was as readonly ConditionInput[])
+    : (was as readonly ConditionInput[]).slice(0, count);
+}
+
+/** The inputs of a pod whose GatePolicy judges nothing but Budget here: one list, shared (read only). */
+const noInputs: readonly ConditionInput[] = Object.freeze([]);
+
+/** One condition's input; undefined for Budget, judged per release unit in the admission phase. */
+function evaluateCondition(
+  pod: PodLike,
+  gatePolicy: GatePolicy,
+  condition: GatePolicy['conditions'][number],
+  context: JudgeContext,
+  was: ConditionInput | undefined,
+): ConditionInput | undefined {
+  switch (condition.type) {
+    case 'Budget':
+      return undefined;
+    case 'ImagePresent':
+      context.imageIndex ??= indexNodeImages([...context.snapshot.nodes()]);
+      return evaluateImagePresent(pod, condition.minNodes, context.imageIndex, was);
+    case 'ObjectCondition':
+      return evaluateObjectCondition(pod, condition, context.snapshot);
+    case 'GangComplete':
+      return rememberedGang(pod, gangJudgement(pod, condition, context).input, context);
+    case 'Approved':
+      return evaluateApproved(pod, context.policy.approvals, context.now, gatePolicy);
+    case 'Schedule':
+      return evaluateSchedule(condition.windows, context.now);
+  }
 }
 
 /** GangComplete as judged, or met for a member whose release was decided with its whole gang. */

@@ -174,7 +174,7 @@ export function planReleases(
     now,
     rampMs: options.budgetRampMs ?? 10_000,
   });
-  const verdicts = [...judged.verdicts, ...grouped.verdicts, ...admitted.verdicts];
+  const verdicts = judged.verdicts.concat(grouped.verdicts, admitted.verdicts);
   const recorded = recordVerdicts(policy, verdicts, state.holds, now);
   const gangReleases = nextGangReleases(
     policy,
@@ -199,20 +199,21 @@ export function planReleases(
       ...(Object.keys(gangReleases).length > 0 ? { gangReleases } : {}),
       ...(Object.keys(charges.freed).length > 0 ? { freed: charges.freed } : {}),
     },
-    requeueAfterMs: earliestWakeup(
-      [...judged.wakeups, ...admitted.wakeups, ...recorded.wakeups],
-      now,
-    ),
+    requeueAfterMs: earliestWakeup(now, judged.wakeups, admitted.wakeups, recorded.wakeups),
     summary: classified.summary,
   };
 }
 
-/** Milliseconds until the earliest wakeup (at least 1); undefined = only on change. */
-export function earliestWakeup(wakeups: readonly number[], now: number): number | undefined {
-  // A loop, not Math.min(...wakeups): a pass holding ~150,000 pods (a wake-up each) would
-  // overflow the call stack with that many arguments.
+/** Milliseconds until the earliest wakeup of any list (at least 1); undefined = only on change. */
+export function earliestWakeup(now: number, ...lists: (readonly number[])[]): number | undefined {
+  // Loops, not Math.min(...wakeups): a pass holding ~150,000 pods (a wake-up each) would
+  // overflow the call stack with that many arguments; and the lists are not joined into
+  // one (a copy of every held pod's wake-up per pass).
   let earliest = Infinity;
-  for (const w of wakeups)
-    if (Number.isFinite(w)) earliest = Math.min(earliest, Math.max(0, w - now));
+  for (const wakeups of lists)
+    for (let i = 0; i < wakeups.length; i++) {
+      const w = wakeups[i] as number;
+      if (Number.isFinite(w)) earliest = Math.min(earliest, Math.max(0, w - now));
+    }
   return earliest === Infinity ? undefined : Math.max(1, earliest);
 }

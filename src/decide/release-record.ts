@@ -82,7 +82,11 @@ export function recordVerdicts(
 ): RecordedPass {
   const decisions: Decision[] = [];
   const writes: PlannedWrite[] = [];
-  const holds = new Map<string, HoldState>();
+  // The next hold states: made at the first held pod not held as it was (`keptHolds`);
+  // until then `kept` counts the pods held as they were, and if every held pod was, the
+  // previous map is the next one (no map of every held pod made per steady pass).
+  let holds: Map<string, HoldState> | undefined;
+  let kept = 0;
   const acting: Record<string, Acting> = {};
   const wakeups: number[] = [];
   const holdChanges: HoldChange[] = [];
@@ -121,16 +125,24 @@ export function recordVerdicts(
       ...(unit === undefined ? {} : { unit }),
     });
   };
-  for (const verdict of verdicts) {
+  for (let i = 0; i < verdicts.length; i++) {
+    const verdict = verdicts[i] as Verdict;
     const uid = verdict.pod.metadata?.uid ?? '';
     switch (verdict.kind) {
       case 'Hold': {
         const previous = anyPreviousHold ? previousHolds.get(uid) : undefined;
+        if (previous !== undefined && heldAsBefore(verdict, previous, now)) {
+          if (holds === undefined) kept += 1;
+          else holds.set(uid, previous);
+          if (previous.nextCheckAt !== undefined) wakeups.push(previous.nextCheckAt);
+          break;
+        }
         const held =
           previous === undefined
             ? firstHoldOf(verdict, firstHolds, now, wakeups)
             : holdOf(verdict, previous, now, wakeups);
-        holds.set(uid, held.hold);
+        if (holds === undefined && held.hold === previous) kept += 1;
+        else (holds ??= keptHolds(verdicts, i, previousHolds)).set(uid, held.hold);
         if (!held.changed && !held.record) break;
         // The hold change and the Hold decision name the same pod: one target for both.
         const target = targetOf(verdict.pod);
@@ -161,7 +173,31 @@ export function recordVerdicts(
       }
     }
   }
-  return { decisions, holdChanges, writes, holds, acting, wakeups };
+  const nextHolds =
+    holds ??
+    (kept === previousHolds.size
+      ? previousHolds
+      : keptHolds(verdicts, verdicts.length, previousHolds));
+  return { decisions, holdChanges, writes, holds: nextHolds, acting, wakeups };
+}
+
+/**
+ * The hold states of the held pods among the first `end` verdicts, every one held as it
+ * was: their previous states, in verdict order.
+ */
+function keptHolds(
+  verdicts: readonly Verdict[],
+  end: number,
+  previousHolds: ReadonlyMap<string, HoldState>,
+): Map<string, HoldState> {
+  const holds = new Map<string, HoldState>();
+  for (let i = 0; i < end; i++) {
+    const verdict = verdicts[i] as Verdict;
+    if (verdict.kind !== 'Hold') continue;
+    const uid = verdict.pod.metadata?.uid ?? '';
+    holds.set(uid, previousHolds.get(uid) as HoldState);
+  }
+  return holds;
 }
 
 type HeldNext = { hold: HoldState; changed: boolean; record: boolean };
@@ -191,6 +227,24 @@ function firstHoldOf(
   const held = holdOf(verdict, undefined, now, wakeups);
   made.set(verdict.reasonKey, { recheck, held });
   return held;
+}
+
+/**
+ * Whether a pod is held as it was: the same reason, its re-check not due, and a record of
+ * this reason already made. `holdOf` then hands back the previous state, unchanged and not
+ * recorded, with its re-check as the only wake-up; this answers that without making its
+ * result, for what most held pods of a steady pass are.
+ */
+function heldAsBefore(
+  verdict: Verdict & { kind: 'Hold' },
+  previous: HoldState,
+  now: number,
+): boolean {
+  return (
+    previous.reasonKey === verdict.reasonKey &&
+    (previous.nextCheckAt === undefined || now < previous.nextCheckAt) &&
+    previous.recorded?.key === reviewedHoldKey(verdict.reasonKey)
+  );
 }
 
 /**

@@ -21,13 +21,14 @@ export interface Grouping {
 
 export function groupReleaseUnits(
   candidates: readonly Candidate[],
-  classified: Pick<Classification, 'pods' | 'stateOf'>,
+  classified: Pick<Classification, 'pods' | 'states' | 'stateOf'>,
 ): Grouping {
   const units: ReleaseUnit[] = [];
   const verdicts: Verdict[] = [];
   const gangs = gangGroups();
   const gangConditionOf = gangConditions();
-  for (const candidate of candidates) {
+  for (let i = 0; i < candidates.length; i++) {
+    const candidate = candidates[i] as Candidate;
     const gang = gangConditionOf(candidate);
     if (gang && gangs.add(candidate, gang)) continue;
     units.push(unitOfOne(candidate));
@@ -161,15 +162,23 @@ function keyBefore(pod: PodLike, than: PodLike): boolean {
 /**
  * A pod released alone: its unit shares the candidate's requests (nothing adds into a
  * unit's requests; admission only reads them), so most units of a pass make no usage
- * of their own. Same order and key as `releaseUnit` would sum.
+ * of their own. Same order and key as `releaseUnit` would sum. One unit per candidate
+ * object: a candidate judged again unchanged (release-judge.ts) is the same unit again,
+ * which admission's holds are remembered by (release-admit.ts).
  */
 function unitOfOne(candidate: Candidate): ReleaseUnit {
-  return {
-    tenant: candidate.owned.tenant,
-    gatePolicy: candidate.owned.gatePolicy,
-    members: [candidate],
-    requests: candidate.requests,
-    order: gateSetAt(candidate.pod) ?? 0,
-    key: podKey(candidate.pod),
-  };
+  let unit = unitOfCandidate.get(candidate);
+  if (unit === undefined) {
+    unit = {
+      tenant: candidate.owned.tenant,
+      gatePolicy: candidate.owned.gatePolicy,
+      members: [candidate],
+      requests: candidate.requests,
+      order: gateSetAt(candidate.pod) ?? 0,
+      key: podKey(candidate.pod),
+    };
+    unitOfCandidate.set(candidate, unit);
+  }
+  return unit;
 }
+const unitOfCandidate = new WeakMap<Candidate, ReleaseUnit>();

@@ -387,12 +387,16 @@ describe('planReleases: the phases in order', () => {
     ]);
   });
   it('earliestWakeup: the nearest future instant, at least 1 ms; none = only on change', () => {
-    assert.equal(earliestWakeup([now + 500, now + 100, Number.POSITIVE_INFINITY], now), 100);
-    assert.equal(earliestWakeup([now - 10], now), 1);
-    assert.equal(earliestWakeup([], now), undefined);
+    assert.equal(earliestWakeup(now, [now + 500, now + 100, Number.POSITIVE_INFINITY]), 100);
+    assert.equal(earliestWakeup(now, [now - 10]), 1);
+    assert.equal(earliestWakeup(now, []), undefined);
+    assert.equal(earliestWakeup(now), undefined);
+  });
+  it('earliestWakeup: the nearest of several lists', () => {
+    assert.equal(earliestWakeup(now, [now + 500], [], [now + 300, now + 900]), 300);
   });
   it('earliestWakeup: a pass holding 200,000 pods (a wake-up each) still finds its nearest', () => {
     const wakeups = Array.from({ length: 200_000 }, (_, i) => now + 1000 + (i % 7) * 10);
-    assert.equal(earliestWakeup(wakeups, now), 1000);
+    assert.equal(earliestWakeup(now, wakeups), 1000);
   });
 });
