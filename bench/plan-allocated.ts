@@ -1,7 +1,10 @@
 /**
  * Bytes one planning pass allocates, for this checkout and a baseline: a figure the
  * machine's load does not move (bench/plan.ts's times do). The same snapshots as
- * bench/plan.ts (50,000 pods by default, plain and gangs of 8, one tenant, first pass).
+ * bench/plan.ts (50,000 pods by default, plain and gangs of 8, one tenant, first pass),
+ * and a steady pass: the same pods planned again with the state of the pass before, after
+ * twenty such passes 100 ms apart (V8 has optimised the pass, as in a long-running
+ * process), over 10,000 pods held by their budget and 10,000 waiting for their images.
  *
  *   node --expose-gc --max-semi-space-size=512 --min-semi-space-size=512 \
  *     bench/plan-allocated.ts [--pods 50000] [--repeat 3] [--baseline DIR]
@@ -20,7 +23,16 @@ import { getHeapStatistics } from 'node:v8';
 import * as current from '../src/decide/release-plan.ts';
 import type { Policy } from '../src/policy/model.ts';
 import { median } from './lib.ts';
-import { planNow as now, planPolicy as policy, planSnapshot } from './plan-world.ts';
+import type { ClusterSnapshot } from '../src/decide/objects.ts';
+import {
+  budgetHeldPolicy,
+  budgetHeldWorld,
+  planNow as now,
+  planPolicy as policy,
+  planSnapshot,
+  steadyPolicy,
+  steadyWorld,
+} from './plan-world.ts';
 
 const { values } = parseArgs({
   options: {
@@ -61,6 +73,37 @@ async function allocatedMb(planner: Planner, p: Policy, snap: ReturnType<typeof 
   return Number(median(sizes).toFixed(1));
 }
 
+/** MB one steady pass allocates: the median of --repeat passes after twenty warm ones. */
+async function steadyMb(
+  planner: Planner,
+  p: Policy,
+  snapshotAt: (pass: number) => ClusterSnapshot,
+): Promise<number | null> {
+  let state = planner.emptyPlanState;
+  let pass = 0;
+  const plan = () => {
+    const planned = planner.planReleases(p, snapshotAt(pass), state, now + pass * 100);
+    state = planned.nextState;
+    pass += 1;
+    return planned;
+  };
+  while (pass < 20) plan();
+  const sizes: number[] = [];
+  for (let i = 0; i < repeats; i++) {
+    collectGarbage?.();
+    await settle();
+    collections = 0;
+    const before = getHeapStatistics().used_heap_size;
+    const planned = plan();
+    const after = getHeapStatistics().used_heap_size;
+    await settle();
+    if (planned.held === 0) throw new Error('nothing held');
+    if (collections > 0) return null;
+    sizes.push((after - before) / 1e6);
+  }
+  return Number(median(sizes).toFixed(2));
+}
+
 const baseline: Planner | undefined =
   values.baseline === undefined
     ? undefined
@@ -74,6 +117,23 @@ for (const gangs of [false, true]) {
   const name = gangs ? `gang ${pods}` : `plain ${pods}`;
   const mine = await allocatedMb(current, p, snap);
   const theirs = baseline ? await allocatedMb(baseline, p, snap) : undefined;
+  result[name] = {
+    allocatedMb: mine,
+    ...(baseline
+      ? {
+          baselineMb: theirs,
+          thisOverBaseline: mine !== null && theirs ? Number((mine / theirs).toFixed(2)) : null,
+        }
+      : {}),
+  };
+}
+const steadyPods = 10_000;
+for (const [name, p, world] of [
+  [`steady held by budget ${steadyPods}`, budgetHeldPolicy(), budgetHeldWorld(steadyPods)],
+  [`steady waiting for images ${steadyPods}`, steadyPolicy(), steadyWorld(steadyPods)],
+] as const) {
+  const mine = await steadyMb(current, p, world.snapshotAt);
+  const theirs = baseline ? await steadyMb(baseline, p, world.snapshotAt) : undefined;
   result[name] = {
     allocatedMb: mine,
     ...(baseline

@@ -90,3 +90,31 @@ export function steadyWorld(count: number) {
     },
   };
 }
+
+/**
+ * A backlog its budget holds, as the memory bench's `tollgate run` holds it: `count` pods
+ * of one tenant whose budget is 0 pods, under Budget alone, in the form the view hands
+ * them, on one node. Nothing changes from pass to pass.
+ */
+export function budgetHeldPolicy(): Policy {
+  return aPolicy()
+    .tenant(aTenant('batch').namespaces('batch-a', 'batch-b').budget({ pods: 0 }))
+    .gatePolicy(aGatePolicy('ready', 'batch').conditions({ type: 'Budget' }))
+    .obj();
+}
+
+export function budgetHeldWorld(count: number) {
+  const asViewed = <T>(object: T): T => JSON.parse(JSON.stringify(object)) as T;
+  const pods = Array.from({ length: count }, (_, i) =>
+    asViewed(
+      aPod(`p${i}`, i % 2 === 0 ? 'batch-a' : 'batch-b')
+        .uid(`uid-${i}`)
+        .gated(gate)
+        .requests({ cpu: '100m' })
+        .createdAt(planNow - 60_000 + i)
+        .obj(),
+    ),
+  );
+  const nodes = [asViewed(aNode('n1').obj())];
+  return { snapshotAt: (_pass: number) => snapshotOf(pods, nodes) };
+}

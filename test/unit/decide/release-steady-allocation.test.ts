@@ -7,15 +7,17 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Session } from 'node:inspector/promises';
-import { snapshotOf, type ClusterSnapshot } from '../../../src/decide/objects.ts';
+import type { ClusterSnapshot } from '../../../src/decide/objects.ts';
 import { emptyPlanState, planReleases, type PlanState } from '../../../src/decide/release-plan.ts';
 import type { Policy } from '../../../src/policy/model.ts';
-import { steadyPolicy, steadyWorld } from '../../../bench/plan-world.ts';
-import { aNode } from '../../builders/node.ts';
-import { aPod } from '../../builders/pod.ts';
-import { aGatePolicy, aPolicy, aTenant } from '../../builders/policy.ts';
+import {
+  budgetHeldPolicy,
+  budgetHeldWorld,
+  planNow as now,
+  steadyPolicy,
+  steadyWorld,
+} from '../../../bench/plan-world.ts';
 
-const now = Date.UTC(2030, 0, 1);
 const count = 10_000;
 /**
  * Per held pod and pass: a pass over unchanged pods makes next to nothing per pod (181 to
@@ -23,28 +25,6 @@ const count = 10_000;
  * budget and 1,207 waiting for their images before a pass handed on what it made last).
  */
 const bytesPerPodLimit = 300;
-
-/** Parsed from JSON, as the view hands pods over. */
-const asViewed = <T>(object: T): T => JSON.parse(JSON.stringify(object)) as T;
-
-function heldByBudget(): { policy: Policy; snapshotAt: (pass: number) => ClusterSnapshot } {
-  const policy = aPolicy()
-    .tenant(aTenant('batch').namespaces('batch-a', 'batch-b').budget({ pods: 0 }))
-    .gatePolicy(aGatePolicy('ready', 'batch').conditions({ type: 'Budget' }))
-    .obj();
-  const pods = Array.from({ length: count }, (_, i) =>
-    asViewed(
-      aPod(`p${i}`, i % 2 === 0 ? 'batch-a' : 'batch-b')
-        .uid(`uid-${i}`)
-        .gated('batch.tollgate.io/ready')
-        .requests({ cpu: '100m' })
-        .createdAt(now - 60_000 + i)
-        .obj(),
-    ),
-  );
-  const nodes = [asViewed(aNode('n1').obj())];
-  return { policy, snapshotAt: () => snapshotOf(pods, nodes) };
-}
 
 /**
  * Bytes allocated per pass over the same pods: the mean of three passes, after twenty
@@ -89,8 +69,8 @@ async function bytesPerSteadyPass(
 
 describe('a steady pass over 10,000 held pods', () => {
   it(`allocates under ${bytesPerPodLimit} bytes per pod when its budget holds them`, async () => {
-    const { policy, snapshotAt } = heldByBudget();
-    const perPod = (await bytesPerSteadyPass(policy, snapshotAt)) / count;
+    const world = budgetHeldWorld(count);
+    const perPod = (await bytesPerSteadyPass(budgetHeldPolicy(), world.snapshotAt)) / count;
     assert.ok(perPod < bytesPerPodLimit, `${perPod.toFixed(0)} bytes per pod and pass`);
   });
 
