@@ -12,6 +12,7 @@
  * Safety never depends on the carried state: usage and in-flight counts come from the
  * classification of this pass's snapshot.
  */
+import { byCodeUnits } from '../lib/compare.ts';
 import {
   addUsage,
   budgetFits,
@@ -115,8 +116,7 @@ export function admitUnits(options: {
   };
   const context = { policy, classified, state, now, ledger, wakeups };
   for (let unit = nextUnit(queues, ledger.served); unit; unit = nextUnit(queues, ledger.served)) {
-    const admitted = admitUnit(unit, budgets.limits.get(unit.tenant.name) as BudgetLimits, context);
-    for (let i = 0; i < admitted.length; i++) verdicts.push(admitted[i] as Verdict);
+    admitUnit(unit, budgets.limits.get(unit.tenant.name) as BudgetLimits, context, verdicts);
   }
   return {
     verdicts,
@@ -180,7 +180,7 @@ export function tenantQueues(units: readonly ReleaseUnit[]): TenantQueue[] {
       (a, b) =>
         b.gatePolicy.priority - a.gatePolicy.priority ||
         a.order - b.order ||
-        a.key.localeCompare(b.key),
+        byCodeUnits(a.key, b.key),
     );
     queues.push({ tenant: name, units: list, next: 0 });
   }
@@ -234,12 +234,16 @@ interface AdmitContext {
   readonly wakeups: number[];
 }
 
-/** One unit: held by a blocked scope, its budget or pacing; else released and counted. */
+/**
+ * One unit: held by a blocked scope, its budget or pacing; else released and counted. Its
+ * verdicts go into `out` (no list per unit).
+ */
 function admitUnit(
   unit: ReleaseUnit,
   limits: BudgetLimits,
   context: AdmitContext,
-): readonly Verdict[] {
+  out: Verdict[],
+): void {
   const { ledger } = context;
   const { tenant, gatePolicy } = unit;
   const cost = unit.members.length;
@@ -250,7 +254,7 @@ function admitUnit(
       ? ledger.policyBlock.get(policyKeyOf(tenant, gatePolicy))
       : undefined);
   const wantsBudget = judgesBudget(gatePolicy);
-  if (blocked !== undefined) return queuedHolds(unit, blocked, wantsBudget, limits, ledger);
+  if (blocked !== undefined) return queuedHolds(unit, blocked, wantsBudget, limits, ledger, out);
 
   // Budget first: it is a condition of the pod, and a smaller unit behind may still fit.
   let budget: ConditionInput | undefined;
@@ -261,11 +265,13 @@ function admitUnit(
     const before = heldBefore.get(unit);
     if (
       before?.reason === why &&
-      budgetReadsAs(before.added, used, undefined, unit.requests, limits)
-    )
-      return before.verdicts;
+      budgetReadsAs(addedTo(before), used, undefined, unit.requests, limits)
+    ) {
+      out.push(before);
+      return;
+    }
     budget = budgetInput(used, unit.requests, limits, ledger);
-    if (!budget.met) return heldAs(unit, budget, why, 'Budget');
+    if (!budget.met) return heldAs(unit, budget, why, 'Budget', out);
   }
 
   const policyKey = policyKeyOf(tenant, gatePolicy);
@@ -283,11 +289,8 @@ function admitUnit(
     cost > pacing.tenant.maxInFlight ||
     cost > pacing.policy.maxInFlight
   ) {
-    return pacingHolds(
-      unit,
-      `unit of ${cost} pods is larger than maxInFlight; it can never be released`,
-      ledger,
-    );
+    const why = `unit of ${cost} pods is larger than maxInFlight; it can never be released`;
+    return pacingHolds(unit, why, ledger, out);
   }
   const failed = pacingChecks(unit, pacing, inFlight, context).find(([, ok]) => !ok);
   if (failed) {
@@ -295,20 +298,21 @@ function admitUnit(
     if (scope === 'global') ledger.globalBlock = why;
     else if (scope === 'tenant') ledger.tenantBlock.set(tenant.name, why);
     else ledger.policyBlock.set(policyKey, why);
-    return queuedHolds(unit, why, wantsBudget, limits, ledger);
+    return queuedHolds(unit, why, wantsBudget, limits, ledger, out);
   }
   countAdmitted(unit, policyKey, inFlight, ledger);
-  return unit.members.map((m) => ({
-    kind: 'Release',
-    pod: m.pod,
-    tenant,
-    gatePolicy,
-    inputs: budget !== undefined ? [...m.inputs, budget] : m.inputs,
-    reason: cost > 1 ? `${m.reasonPrefix}; gang of ${cost} released together` : m.reasonPrefix,
-    gate: m.owned,
-    expiryForced: m.expiryForced,
-    ...(cost > 1 ? { unit: unit.key } : {}),
-  }));
+  for (const m of unit.members)
+    out.push({
+      kind: 'Release',
+      pod: m.pod,
+      tenant,
+      gatePolicy,
+      inputs: budget !== undefined ? [...m.inputs, budget] : m.inputs,
+      reason: cost > 1 ? `${m.reasonPrefix}; gang of ${cost} released together` : m.reasonPrefix,
+      gate: m.owned,
+      expiryForced: m.expiryForced,
+      ...(cost > 1 ? { unit: unit.key } : {}),
+    });
 }
 
 function policyKeyOf(tenant: Tenant, gatePolicy: GatePolicy): string {
@@ -341,33 +345,52 @@ function budgetInput(
 }
 
 /**
- * The last Hold a pass made for a release unit in the admission phase, with the input it
- * added to the members' inputs (Budget or Pacing) and its reason. A unit is one object per
- * candidate object (release-units.ts), and a candidate one per pod object, policy
- * snapshot and condition inputs (release-judge.ts); so a unit held again by an input that
- * reads the same, for the same reason, is held by the same verdicts: a steady pass over
- * 10,000 pods held by their budget or by pacing makes none. Held weakly, with its unit.
+ * The last Hold the admission phase made for a unit of one pod: the input it added to the
+ * pod's own inputs (Budget or Pacing) is the last of its inputs. A unit of one is one
+ * object per candidate object (release-units.ts), and a candidate one per pod object,
+ * policy snapshot and condition inputs (release-judge.ts); so a unit held again by an
+ * input that reads the same, for the same reason, is held by the same verdict: a steady
+ * pass over 10,000 pods held by their budget or by pacing makes none. Only the verdict is
+ * kept (a gang's unit is made anew each pass, so nothing is kept for it). Held weakly,
+ * with its unit.
  */
-interface HeldBefore {
-  readonly added: ConditionInput;
-  readonly reason: string;
-  readonly verdicts: readonly Verdict[];
-}
-const heldBefore = new WeakMap<ReleaseUnit, HeldBefore>();
+const heldBefore = new WeakMap<ReleaseUnit, Verdict>();
 
-/** Every member held with `added` after its own inputs, for `reason`; remembered for the unit. */
+/** The input the admission phase added to a Hold's inputs: its last. */
+function addedTo(verdict: Verdict): ConditionInput {
+  return verdict.inputs[verdict.inputs.length - 1] as ConditionInput;
+}
+
+/**
+ * Every member held with `added` after its own inputs, for `reason`; a unit of one pod
+ * remembers its verdict. A member with no inputs of its own (Budget its only condition)
+ * is held by `[added]`, one list per input (`aloneWith`).
+ */
 function heldAs(
   unit: ReleaseUnit,
   added: ConditionInput,
   reason: string,
   reasonKey: string,
-): readonly Verdict[] {
-  const verdicts = unit.members.map((m) =>
-    holdVerdict(m.pod, unit.tenant, unit.gatePolicy, [...m.inputs, added], reasonKey, reason),
-  );
-  heldBefore.set(unit, { added, reason, verdicts });
-  return verdicts;
+  out: Verdict[],
+): void {
+  for (const m of unit.members) {
+    const inputs = m.inputs.length === 0 ? aloneWith(added) : [...m.inputs, added];
+    const verdict = holdVerdict(m.pod, unit.tenant, unit.gatePolicy, inputs, reasonKey, reason);
+    if (unit.members.length === 1) heldBefore.set(unit, verdict);
+    out.push(verdict);
+  }
 }
+
+/** `[input]`, one list per input object (read only), held weakly with it. */
+function aloneWith(input: ConditionInput): readonly ConditionInput[] {
+  let list = listsOfOne.get(input);
+  if (list === undefined) {
+    list = [input];
+    listsOfOne.set(input, list);
+  }
+  return list;
+}
+const listsOfOne = new WeakMap<ConditionInput, readonly ConditionInput[]>();
 
 /** Pods in flight that this policy selects in its tenant's namespaces. */
 function policyInFlight(
@@ -501,8 +524,9 @@ function queuedHolds(
   wantsBudget: boolean,
   limits: BudgetLimits,
   ledger: Ledger,
-): readonly Verdict[] {
-  if (!wantsBudget) return pacingHolds(unit, why, ledger);
+  out: Verdict[],
+): void {
+  if (!wantsBudget) return pacingHolds(unit, why, ledger, out);
   const { tenant } = unit;
   const ahead = ledger.queuedAhead.get(tenant.name) ?? emptyUsage();
   ledger.queuedAhead.set(tenant.name, ahead);
@@ -512,9 +536,11 @@ function queuedHolds(
     const before = heldBefore.get(unit);
     if (
       before?.reason === reason &&
-      budgetReadsAs(before.added, used, ahead, unit.requests, limits)
-    )
-      return before.verdicts;
+      budgetReadsAs(addedTo(before), used, ahead, unit.requests, limits)
+    ) {
+      out.push(before);
+      return;
+    }
     // The full input (every limited dimension, the one exceeded) only for a unit held by it.
     const budget = evaluateBudget(
       addUsage(addUsage(emptyUsage(), used), ahead),
@@ -525,10 +551,10 @@ function queuedHolds(
       ...budget,
       value: { ...(budget.value as object), queuedAhead: ahead.pods },
     };
-    return heldAs(unit, input, reason, 'Budget');
+    return heldAs(unit, input, reason, 'Budget', out);
   }
   addUsage(ahead, unit.requests);
-  return pacingHolds(unit, why, ledger);
+  return pacingHolds(unit, why, ledger, out);
 }
 
 /**
@@ -537,21 +563,24 @@ function queuedHolds(
  * list with the Pacing input added too: one per gang, not one per member. A unit held
  * again for the same reason is held by the same verdicts (`heldBefore`).
  */
-function pacingHolds(unit: ReleaseUnit, why: string, ledger: Ledger): readonly Verdict[] {
+function pacingHolds(unit: ReleaseUnit, why: string, ledger: Ledger, out: Verdict[]): void {
   const { input, inputsAlone, reason } = pacingHoldOf(why, ledger);
   const before = heldBefore.get(unit);
-  if (before?.added === input && before.reason === reason) return before.verdicts;
+  if (before?.reason === reason && addedTo(before) === input) {
+    out.push(before);
+    return;
+  }
   let judged: readonly ConditionInput[] | undefined;
   let held: readonly ConditionInput[] = inputsAlone;
-  const verdicts = unit.members.map((m) => {
+  for (const m of unit.members) {
     if (m.inputs !== judged) {
       judged = m.inputs;
       held = m.inputs.length === 0 ? inputsAlone : [...m.inputs, input];
     }
-    return holdVerdict(m.pod, unit.tenant, unit.gatePolicy, held, 'Pacing', reason);
-  });
-  heldBefore.set(unit, { added: input, reason, verdicts });
-  return verdicts;
+    const verdict = holdVerdict(m.pod, unit.tenant, unit.gatePolicy, held, 'Pacing', reason);
+    if (unit.members.length === 1) heldBefore.set(unit, verdict);
+    out.push(verdict);
+  }
 }
 
 /** The Pacing input and the reason of a hold by pacing. */

@@ -179,7 +179,7 @@ export function classifyPods(
     }
     stateList.push(podState);
     if (podState === 'gated' || podState === 'review' || podState === 'orphaned')
-      held.push(heldPodOf(pod, podState, owned));
+      held.push({ pod, state: podState, owned });
     const tenant = tenantOfNamespace(policy, pod.metadata?.namespace ?? '');
     if (!tenant) continue;
     (states[tenant.name] as Record<PodState, number>)[podState] += 1;
@@ -228,20 +228,6 @@ export function classifyPods(
     },
   };
 }
-
-/**
- * A held pod's entry, one per pod object while its state and gate stay (the gate is one
- * object per policy snapshot and pod object, `ownedGate`): a steady pass made one for
- * every held pod. Held weakly, with its pod.
- */
-function heldPodOf(pod: PodLike, state: HeldPod['state'], owned: OwnedGate | undefined): HeldPod {
-  const before = heldPods.get(pod);
-  if (before !== undefined && before.state === state && before.owned === owned) return before;
-  const entry: HeldPod = { pod, state, owned };
-  heldPods.set(pod, entry);
-  return entry;
-}
-const heldPods = new WeakMap<PodLike, HeldPod>();
 
 interface GatedCount {
   readonly tenant: string;
