@@ -10,7 +10,7 @@
  * diff: the Git token is read from a named environment variable (fed from a Secret) or a
  * file (a mounted Secret).
  */
-import { validateCronExpression } from 'cron';
+import { sweepScheduleProblem } from '../run/sweep-schedule.ts';
 import { parseDuration } from '../lib/clock.ts';
 import { leaderTimingProblems, type LeaderTimings } from '../cluster/leader-timing.ts';
 import { parseListenAddress } from '../observe/http.ts';
@@ -212,21 +212,21 @@ export const runSettings = [
     key: 'expirySweep',
     flag: 'expiry-sweep',
     env: 'TOLLGATE_EXPIRY_SWEEP',
-    description: 'cron schedule (with seconds) of gate expiry sweeps',
+    description: 'cron schedule (with seconds, UTC) of gate expiry sweeps',
     defaultValue: '*/15 * * * * *',
   },
   {
     key: 'policyResync',
     flag: 'policy-resync',
     env: 'TOLLGATE_POLICY_RESYNC',
-    description: 'cron schedule (with seconds) of policy fetches',
+    description: 'cron schedule (with seconds, UTC) of policy fetches',
     defaultValue: '*/30 * * * * *',
   },
   {
     key: 'auditFlush',
     flag: 'audit-flush',
     env: 'TOLLGATE_AUDIT_FLUSH',
-    description: 'cron schedule (with seconds) of audit flushes',
+    description: 'cron schedule (with seconds, UTC) of audit flushes',
     defaultValue: '*/10 * * * * *',
   },
   {
@@ -855,16 +855,13 @@ function parseLease(read: SettingReader, context: RunConfigContext): RunConfig['
   return { namespace, name, timings };
 }
 
-/** The cron sweeps, each a valid expression (with seconds). */
+/** The cron sweeps, each a valid expression (with seconds), read in UTC. */
 function parseSchedules(read: SettingReader): RunConfig['schedules'] {
   const schedule = (key: 'expirySweep' | 'policyResync' | 'auditFlush'): string => {
     const expression = read.value(key);
-    const { valid, error } = validateCronExpression(expression);
-    if (!valid)
-      read.problem(
-        key,
-        `"${expression}" is not a cron expression${error ? ` (${error.message})` : ''}`,
-      );
+    const problem = sweepScheduleProblem(expression);
+    if (problem !== undefined)
+      read.problem(key, `"${expression}" is not a cron expression (${problem})`);
     return expression;
   };
   return {

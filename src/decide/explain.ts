@@ -19,6 +19,7 @@
  * - held by a condition, budget, review or its gang: no time (it depends on something
  *   other than pace); when its expiry releases it anyway, the expiry deadline bounds it.
  */
+import { byCodeUnits } from '../lib/compare.ts';
 import type { ConditionInput } from './decision.ts';
 import type { Usage } from './conditions.ts';
 import {
@@ -157,7 +158,7 @@ function releaseOrder(verdicts: readonly Verdict[]): Map<string, Verdict[]> {
       (a, b) =>
         (b.gatePolicy?.priority ?? -Infinity) - (a.gatePolicy?.priority ?? -Infinity) ||
         (gateSetAt(a.pod) ?? 0) - (gateSetAt(b.pod) ?? 0) ||
-        podKey(a.pod).localeCompare(podKey(b.pod)),
+        byCodeUnits(podKey(a.pod), podKey(b.pod)),
     );
   return byTenant;
 }
@@ -232,7 +233,7 @@ export function explainPods(
   });
   const verdicts = [...judged.verdicts, ...grouped.verdicts, ...admitted.verdicts];
   const explanations: Explanation[] = [];
-  const tenants = [...releaseOrder(verdicts)].sort(([a], [b]) => a.localeCompare(b));
+  const tenants = [...releaseOrder(verdicts)].sort(([a], [b]) => byCodeUnits(a, b));
   for (const [, ordered] of tenants) {
     let pacedAhead = 0;
     ordered.forEach((verdict, index) => {

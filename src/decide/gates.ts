@@ -4,6 +4,7 @@
  * sits under one of that tenant's prefixes. Every other gate is foreign and is never
  * touched: removing ours leaves theirs in place.
  */
+import { byCodeUnits } from '../lib/compare.ts';
 import type { GatePolicy, LabelSelector, Policy, Tenant } from '../policy/model.ts';
 import { gateUnderPrefix } from '../policy/gate-prefix.ts';
 import type { PodLike } from './objects.ts';
@@ -133,7 +134,7 @@ function buildGateIndex(policy: Policy): GateIndex {
     const byChoice = [...list].sort(
       (a, b) =>
         b.gatePolicy.priority - a.gatePolicy.priority ||
-        a.gatePolicy.name.localeCompare(b.gatePolicy.name),
+        byCodeUnits(a.gatePolicy.name, b.gatePolicy.name),
     );
     (index.namers as Map<string, GateNamers>).set(gate, { inOrder: list, byChoice });
   }

@@ -18,6 +18,7 @@
  * `policyResizeSupport` says per ResizePolicy, over the nodes of the cluster and the API
  * server's answer, what will and will not happen: for `tollgate plan` and `/readyz?verbose`.
  */
+import { byCodeUnits } from '../lib/compare.ts';
 import type { ResizePolicy } from '../policy/model.ts';
 import type { ResizeNodeLike, ResizePodLike } from './resize-objects.ts';
 
@@ -192,7 +193,7 @@ export function podLevelProbeCandidate<P extends ResizePodLike>(
     .filter(([rp]) => rp.pod !== undefined)
     .flatMap(([, pods]) => pods)
     .filter((p) => p.spec?.resources?.requests && able.has(p.spec.nodeName ?? ''))
-    .sort((a, b) => key(a).localeCompare(key(b)))[0];
+    .sort((a, b) => byCodeUnits(key(a), key(b)))[0];
 }
 
 /**

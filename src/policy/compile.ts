@@ -15,6 +15,7 @@
  *   defaults in `defaultStaleness` apply without one).
  * All checks run; every error is returned, not only the first.
  */
+import { byCodeUnits } from '../lib/compare.ts';
 import { scheduleWindowProblem } from '../decide/schedule.ts';
 import { parseDuration } from '../lib/clock.ts';
 import { toStoredAmount } from '../lib/quantity.ts';
@@ -333,9 +334,9 @@ function compileTheStaleness(all: DocumentsOf, reporter: Reporter): StalenessPol
 function sortErrors(errors: PolicyError[]): PolicyError[] {
   return [...errors].sort(
     (a, b) =>
-      a.file.localeCompare(b.file) ||
+      byCodeUnits(a.file, b.file) ||
       (a.document ?? -1) - (b.document ?? -1) ||
-      a.path.localeCompare(b.path),
+      byCodeUnits(a.path, b.path),
   );
 }
 

@@ -22,6 +22,7 @@
  * closed (`failurePolicy: Fail`): a CEL error refuses the pod instead of admitting it
  * ungated.
  */
+import { byCodeUnits } from '../lib/compare.ts';
 import type { GatePolicy, LabelSelector, Policy } from './model.ts';
 
 export const optInLabel = 'tollgate.io/gate-policy';
@@ -166,7 +167,7 @@ function policiesByNamespace(policy: Policy): Map<string, string[]> {
     }
   }
   return new Map(
-    [...byNamespace].sort(([a], [b]) => a.localeCompare(b)).map(([n, s]) => [n, [...s].sort()]),
+    [...byNamespace].sort(([a], [b]) => byCodeUnits(a, b)).map(([n, s]) => [n, [...s].sort()]),
   );
 }
 
@@ -209,7 +210,7 @@ function knownPolicies(policy: Policy): AdmissionObject[] {
  * then per GatePolicy by name: mutating, then validating, each followed by its binding).
  */
 export function optInAdmission(policy: Policy): AdmissionObject[] {
-  const gatePolicies = [...policy.gatePolicies].sort((a, b) => a.name.localeCompare(b.name));
+  const gatePolicies = [...policy.gatePolicies].sort((a, b) => byCodeUnits(a.name, b.name));
   const objects = knownPolicies(policy);
   for (const gatePolicy of gatePolicies) {
     const namespaces = policy.tenants.get(gatePolicy.tenant)?.namespaces ?? [];

@@ -1,8 +1,9 @@
 /**
  * Part 7 of `tollgate run`: cron sweeps. They only trigger work the loops, the policy
- * source and the audit do anyway: an expiry pass, a policy fetch, an audit flush.
+ * source and the audit do anyway: an expiry pass, a policy fetch, an audit flush. Their
+ * schedules are read in UTC (sweep-schedule.ts).
  */
-import { CronJob } from 'cron';
+import { sweepJob } from './sweep-schedule.ts';
 import type { RunConfig } from '../cli/run-config.ts';
 import type { Logger } from '../observe/log.ts';
 
@@ -23,30 +24,17 @@ export function startSweeps(
   log: Logger,
 ): Sweeps {
   const jobs = [
-    CronJob.from({
-      cronTime: schedules.expirySweep,
-      onTick: () => targets.passGateRelease('expiry sweep pass failed'),
-      start: true,
-      waitForCompletion: true,
-    }),
-    CronJob.from({
-      cronTime: schedules.policyResync,
-      onTick: () =>
-        targets
-          .refreshPolicy()
-          .catch((error: unknown) => log.warn({ err: error }, 'policy resync failed')),
-      start: true,
-      waitForCompletion: true,
-    }),
-    CronJob.from({
-      cronTime: schedules.auditFlush,
-      onTick: () =>
-        targets
-          .flushAudit()
-          .catch((error: unknown) => log.warn({ err: error }, 'audit flush failed')),
-      start: true,
-      waitForCompletion: true,
-    }),
+    sweepJob(schedules.expirySweep, () => targets.passGateRelease('expiry sweep pass failed')),
+    sweepJob(schedules.policyResync, () =>
+      targets
+        .refreshPolicy()
+        .catch((error: unknown) => log.warn({ err: error }, 'policy resync failed')),
+    ),
+    sweepJob(schedules.auditFlush, () =>
+      targets
+        .flushAudit()
+        .catch((error: unknown) => log.warn({ err: error }, 'audit flush failed')),
+    ),
   ];
   return {
     // The timers stop at once; a tick already running is not waited for: its work
