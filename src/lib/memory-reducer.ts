@@ -20,7 +20,12 @@
  * largest burst of its life, and a leader busy writing the conditions of thousands of
  * fresh pods would otherwise hold it for a minute. A steady process never collects; a
  * burst costs one collection, not one per look. A relist or a wave of releases followed
- * by a quiet cluster is given back within ten seconds (docs/BENCHMARKS.md, Memory).
+ * by a quiet cluster is given back within ten seconds (docs/BENCHMARKS.md, Memory). The
+ * first quiet look after a busy one needs only `quietGrowthBytes` (4 MiB) of growth: a
+ * wave's last collection fell inside it, and the garbage made after it (up to 16 MiB, at
+ * 10,000 pods a process at rest read 141 or 160 MiB by where that collection fell) is
+ * given back once as the process goes quiet; later quiet looks need 16 MiB again, so an
+ * idle process is not collected over and over for the few MiB it regrows.
  */
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -52,6 +57,12 @@ export interface MemoryReducerOptions {
   readonly busyEveryMs?: number;
   readonly growthBytes?: number;
   /**
+   * The growth that is enough at the first quiet look after a busy one (4 MiB): a process
+   * whose last collection fell inside its wave goes quiet with up to `growthBytes` of the
+   * wave's garbage still resident, and would keep it while it stays quiet.
+   */
+  readonly quietGrowthBytes?: number;
+  /**
    * The share of the time since the last look the event loop ran (0 to 1; Node's event
    * loop utilization). Without it every look may collect.
    */
@@ -73,7 +84,10 @@ export class MemoryReducer {
   readonly #everyMs: number;
   readonly #busyEveryMs: number;
   readonly #growthBytes: number;
+  readonly #quietGrowthBytes: number;
   readonly #now: () => number;
+  /** Whether the last look found the event loop busy (only with `busyShare`). */
+  #lastLookBusy = false;
   #base: number;
   /** When it last collected; undefined before its first collection (no minute to wait). */
   #collectedAt: number | undefined;
@@ -86,6 +100,7 @@ export class MemoryReducer {
     this.#everyMs = options.everyMs ?? 10_000;
     this.#busyEveryMs = options.busyEveryMs ?? 60_000;
     this.#growthBytes = options.growthBytes ?? 16 * 1024 * 1024;
+    this.#quietGrowthBytes = options.quietGrowthBytes ?? 4 * 1024 * 1024;
     this.#now = options.now ?? (() => performance.now());
     this.#base = this.#rss() ?? 0;
   }
@@ -124,12 +139,16 @@ export class MemoryReducer {
     if (before === undefined) return false;
     // Read at every look, so each answer covers the time since the one before.
     const busy = this.#options.busyShare?.();
+    const quiet = busy === undefined || busy < (this.#options.quietBelow ?? 0.05);
+    const wentQuiet = quiet && this.#lastLookBusy;
+    this.#lastLookBusy = !quiet;
     // A process that shrank by itself lowers the base: growth is counted from there.
     if (before < this.#base) this.#base = before;
-    if (!shouldReduce(before, this.#base, this.#growthBytes)) return false;
+    const growth = wentQuiet ? this.#quietGrowthBytes : this.#growthBytes;
+    if (!shouldReduce(before, this.#base, growth)) return false;
     const began = this.#now();
     const look = {
-      quiet: busy === undefined || busy < (this.#options.quietBelow ?? 0.05),
+      quiet,
       sinceCollectedMs:
         this.#collectedAt === undefined ? Number.POSITIVE_INFINITY : began - this.#collectedAt,
       busyEveryMs: this.#busyEveryMs,

@@ -155,6 +155,27 @@ describe('MemoryReducer: a burst given back once the process is quiet', () => {
     reducer.stop();
   });
 
+  it('a process that goes quiet 10 MiB above its last collection is collected at its first quiet look, and not again while it stays quiet', async () => {
+    const busy = { share: 0.6 };
+    const { state, timers, reducer } = aProcessAtDefaults(busy);
+    reducer.start();
+    state.rss = 230 * MiB;
+    await timers.advance(10_000);
+    assert.deepEqual(state.collections, [10_000], 'its start given back (to 170 MiB)');
+    state.rss = 180 * MiB; // the last of a wave's garbage: under the 16 MiB a busy look needs
+    await timers.advance(30_000);
+    assert.deepEqual(state.collections, [10_000], 'busy: not for 10 MiB');
+    busy.share = 0.02;
+    await timers.advance(10_000);
+    assert.deepEqual(state.collections, [10_000, 50_000], 'given back as it goes quiet');
+    state.rss = 128 * MiB; // then a few MiB back, as a quiet process does
+    await timers.advance(10_000);
+    state.rss = 134 * MiB;
+    await timers.advance(5 * 60_000);
+    assert.deepEqual(state.collections, [10_000, 50_000], 'quiet since: 16 MiB again');
+    reducer.stop();
+  });
+
   it('a quiet, steady process is never collected', async () => {
     const { state, timers, reducer } = aProcessAtDefaults({ share: 0 });
     reducer.start();
