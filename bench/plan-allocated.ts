@@ -55,22 +55,33 @@ new PerformanceObserver((list) => {
 /** Lets the gc observer report the collections of the step before. */
 const settle = () => new Promise((done) => setTimeout(done, 10));
 
-async function allocatedMb(planner: Planner, p: Policy, snap: ReturnType<typeof planSnapshot>) {
-  planner.planReleases(p, snap, planner.emptyPlanState, now); // warm-up
+/**
+ * MB one call of `pass` allocates: the median of --repeat calls, each on a collected heap;
+ * null when a collection ran during one (the difference would mean nothing).
+ */
+async function medianAllocatedMb(pass: () => void, digits: number): Promise<number | null> {
   const sizes: number[] = [];
   for (let i = 0; i < repeats; i++) {
     collectGarbage?.();
     await settle();
     collections = 0;
     const before = getHeapStatistics().used_heap_size;
-    const plan = planner.planReleases(p, snap, planner.emptyPlanState, now);
+    pass();
     const after = getHeapStatistics().used_heap_size;
     await settle();
-    if (plan.decisions.length === 0) throw new Error('no decision');
-    if (collections > 0) return null; // a collection ran: the difference means nothing
+    if (collections > 0) return null;
     sizes.push((after - before) / 1e6);
   }
-  return Number(median(sizes).toFixed(1));
+  return Number(median(sizes).toFixed(digits));
+}
+
+/** MB a first pass allocates (after one warm-up pass). */
+async function allocatedMb(planner: Planner, p: Policy, snap: ReturnType<typeof planSnapshot>) {
+  planner.planReleases(p, snap, planner.emptyPlanState, now); // warm-up
+  return medianAllocatedMb(() => {
+    const plan = planner.planReleases(p, snap, planner.emptyPlanState, now);
+    if (plan.decisions.length === 0) throw new Error('no decision');
+  }, 1);
 }
 
 /** MB one steady pass allocates: the median of --repeat passes after twenty warm ones. */
@@ -88,20 +99,9 @@ async function steadyMb(
     return planned;
   };
   while (pass < 20) plan();
-  const sizes: number[] = [];
-  for (let i = 0; i < repeats; i++) {
-    collectGarbage?.();
-    await settle();
-    collections = 0;
-    const before = getHeapStatistics().used_heap_size;
-    const planned = plan();
-    const after = getHeapStatistics().used_heap_size;
-    await settle();
-    if (planned.held === 0) throw new Error('nothing held');
-    if (collections > 0) return null;
-    sizes.push((after - before) / 1e6);
-  }
-  return Number(median(sizes).toFixed(2));
+  return medianAllocatedMb(() => {
+    if (plan().held === 0) throw new Error('nothing held');
+  }, 2);
 }
 
 const baseline: Planner | undefined =
@@ -111,37 +111,29 @@ const baseline: Planner | undefined =
         pathToFileURL(resolve(values.baseline, 'src/decide/release-plan.ts')).href
       )) as Planner);
 const result: Record<string, unknown> = { pods, repeats };
+/** This checkout's figure and, with --baseline, the baseline's and their ratio. */
+async function row(measure: (planner: Planner) => Promise<number | null>) {
+  const mine = await measure(current);
+  if (!baseline) return { allocatedMb: mine };
+  const theirs = await measure(baseline);
+  return {
+    allocatedMb: mine,
+    baselineMb: theirs,
+    thisOverBaseline: mine !== null && theirs ? Number((mine / theirs).toFixed(2)) : null,
+  };
+}
 for (const gangs of [false, true]) {
   const p = policy(gangs);
   const snap = planSnapshot(pods, gangs);
-  const name = gangs ? `gang ${pods}` : `plain ${pods}`;
-  const mine = await allocatedMb(current, p, snap);
-  const theirs = baseline ? await allocatedMb(baseline, p, snap) : undefined;
-  result[name] = {
-    allocatedMb: mine,
-    ...(baseline
-      ? {
-          baselineMb: theirs,
-          thisOverBaseline: mine !== null && theirs ? Number((mine / theirs).toFixed(2)) : null,
-        }
-      : {}),
-  };
+  result[gangs ? `gang ${pods}` : `plain ${pods}`] = await row((planner) =>
+    allocatedMb(planner, p, snap),
+  );
 }
 const steadyPods = 10_000;
 for (const [name, p, world] of [
   [`steady held by budget ${steadyPods}`, budgetHeldPolicy(), budgetHeldWorld(steadyPods)],
   [`steady waiting for images ${steadyPods}`, steadyPolicy(), steadyWorld(steadyPods)],
 ] as const) {
-  const mine = await steadyMb(current, p, world.snapshotAt);
-  const theirs = baseline ? await steadyMb(baseline, p, world.snapshotAt) : undefined;
-  result[name] = {
-    allocatedMb: mine,
-    ...(baseline
-      ? {
-          baselineMb: theirs,
-          thisOverBaseline: mine !== null && theirs ? Number((mine / theirs).toFixed(2)) : null,
-        }
-      : {}),
-  };
+  result[name] = await row((planner) => steadyMb(planner, p, world.snapshotAt));
 }
 process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);

@@ -7,7 +7,7 @@
 import { snapshotOf } from '../src/decide/objects.ts';
 import type { Policy } from '../src/policy/model.ts';
 import { aNode } from '../test/builders/node.ts';
-import { aPod } from '../test/builders/pod.ts';
+import { aPod, type PodBuilder } from '../test/builders/pod.ts';
 import { aGatePolicy, aPolicy, aTenant } from '../test/builders/policy.ts';
 
 export const planNow = Date.UTC(2030, 0, 1);
@@ -61,18 +61,7 @@ export function steadyPolicy(): Policy {
 }
 
 export function steadyWorld(count: number) {
-  const asViewed = <T>(object: T): T => JSON.parse(JSON.stringify(object)) as T;
-  const pods = Array.from({ length: count }, (_, i) =>
-    asViewed(
-      aPod(`p${i}`, i % 2 === 0 ? 'batch-a' : 'batch-b')
-        .uid(`uid-${i}`)
-        .gated(gate)
-        .image(`registry.example/wait-${i}:1`)
-        .requests({ cpu: '100m' })
-        .createdAt(planNow - 60_000 + i)
-        .obj(),
-    ),
-  );
+  const pods = viewedBacklog(count, (pod, i) => pod.image(`registry.example/wait-${i}:1`));
   const baseImages = (n: number) =>
     Array.from({ length: 20 }, (_, k) => `registry.example/base-${n}-${k}:1`);
   const nodes = Array.from({ length: 10 }, (_, n) =>
@@ -104,17 +93,31 @@ export function budgetHeldPolicy(): Policy {
 }
 
 export function budgetHeldWorld(count: number) {
-  const asViewed = <T>(object: T): T => JSON.parse(JSON.stringify(object)) as T;
-  const pods = Array.from({ length: count }, (_, i) =>
-    asViewed(
-      aPod(`p${i}`, i % 2 === 0 ? 'batch-a' : 'batch-b')
-        .uid(`uid-${i}`)
-        .gated(gate)
-        .requests({ cpu: '100m' })
-        .createdAt(planNow - 60_000 + i)
-        .obj(),
-    ),
-  );
+  const pods = viewedBacklog(count, (pod) => pod);
   const nodes = [asViewed(aNode('n1').obj())];
   return { snapshotAt: (_pass: number) => snapshotOf(pods, nodes) };
+}
+
+/** Parsed from the API's JSON, as the view hands objects over (text timestamps). */
+function asViewed<T>(object: T): T {
+  return JSON.parse(JSON.stringify(object)) as T;
+}
+
+/**
+ * `count` gated pods of 100m CPU over the tenant's two namespaces, created a millisecond
+ * apart a minute before `planNow`, each dressed by `dress`, as the view hands them.
+ */
+function viewedBacklog(count: number, dress: (pod: PodBuilder, i: number) => PodBuilder) {
+  return Array.from({ length: count }, (_, i) =>
+    asViewed(
+      dress(
+        aPod(`p${i}`, i % 2 === 0 ? 'batch-a' : 'batch-b')
+          .uid(`uid-${i}`)
+          .gated(gate)
+          .requests({ cpu: '100m' })
+          .createdAt(planNow - 60_000 + i),
+        i,
+      ).obj(),
+    ),
+  );
 }
