@@ -434,10 +434,9 @@ function evaluateConditions(
     count += 1;
   }
   if (inputs !== undefined) return inputs;
-  if (count === 0) return noInputs;
-  return (was as readonly ConditionInput[]).length === count
-    ? (was as readonly ConditionInput[])
-    : (was as readonly ConditionInput[]).slice(0, count);
+  // Every input was `was`'s own (none made without `was`): hand `was` back, or the shared empty list.
+  if (was === undefined || count === 0) return noInputs;
+  return was.length === count ? was : was.slice(0, count);
 }
 
 /** The inputs of a pod whose GatePolicy judges nothing but Budget here: one list, shared (read only). */
