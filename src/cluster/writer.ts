@@ -40,9 +40,7 @@ import {
   CoreV1Api,
   EventsV1Api,
   Observable,
-  PatchStrategy,
   V1MicroTime,
-  setHeaderOptions,
   type ConfigurationOptions,
   type KubeConfig,
   type ObservableMiddleware,
@@ -57,6 +55,7 @@ import type {
 } from '../dispatch/types.ts';
 import type { Dispatcher } from 'undici';
 import { RELEASED_ANNOTATION } from '../decide/lifecycle.ts';
+import { createApiCaller, type ApiCall } from './api-request.ts';
 import { KubeApiError, toKubeError } from './errors.ts';
 
 /** The HTTP status kube-apiserver returns for a JSON Patch whose `test` fails (measured; see the module comment). */
@@ -148,74 +147,23 @@ function signalMiddleware(signal: AbortSignal): ObservableMiddleware {
   };
 }
 
-/**
- * Sends each request through its connection pool with the fence at the wire; the fenced
- * view of a pool is made once (a KubeConfig keeps one pool per TLS identity, client.ts),
- * not per request. The executor names the write in the error it rethrows.
- */
-function fenceMiddleware(fence: () => boolean): ObservableMiddleware {
-  const fenced = new WeakMap<Dispatcher, Dispatcher>();
-  return {
-    pre: (request) => {
-      const pool = request.getDispatcher() as Dispatcher | undefined;
-      if (pool) {
-        let view = fenced.get(pool);
-        if (view === undefined) {
-          view = pool.compose(fenceAtTheWire(fence));
-          fenced.set(pool, view);
-        }
-        request.setDispatcher(view);
-      }
-      return new Observable(Promise.resolve(request));
-    },
-    post: (response) => new Observable(Promise.resolve(response)),
-  };
-}
-
-/**
- * A successful write's answer cut to what the executor reads, `metadata.resourceVersion`,
- * before the client library builds its model of it: the library would otherwise build a
- * model object of every field of the answered pod (its managedFields too) for every write,
- * CPU a wave of 10,000 releases spends for nothing. An error's answer is left whole: the
- * library makes its ApiException of it, as before.
- */
-const leanAnswers: ObservableMiddleware = {
-  pre: (request) => new Observable(Promise.resolve(request)),
-  post: (response) => {
-    if (response.httpStatusCode >= 200 && response.httpStatusCode < 300) {
-      const text = response.body.text;
-      response.body = { ...response.body, text: async () => leanAnswer(await text()) };
-    }
-    return new Observable(Promise.resolve(response));
-  },
-};
-
-/** The JSON of an answered object with its resourceVersion alone (`{}` without one). */
-export function leanAnswer(text: string): string {
-  const metadata = (JSON.parse(text) as { metadata?: { resourceVersion?: unknown } } | null)
-    ?.metadata;
-  const resourceVersion = metadata?.resourceVersion;
-  return JSON.stringify(
-    typeof resourceVersion === 'string' ? { metadata: { resourceVersion } } : {},
-  );
-}
-
 /** A read's options: the caller's signal; the answer whole (a read-back judges all of it). */
 function readOptions(signal: AbortSignal): ConfigurationOptions {
   return { middleware: [signalMiddleware(signal)], middlewareMergeStrategy: 'append' };
 }
 
-/** A write's options: the caller's signal, the fence at the wire, the answer cut (`leanAnswers`). */
-function writeOptions(
-  signal: AbortSignal,
-  contentType?: string,
-  fence?: ObservableMiddleware,
-): ConfigurationOptions {
-  const withSignal: ConfigurationOptions = {
-    middleware: [signalMiddleware(signal), ...(fence ? [fence] : []), leanAnswers],
-    middlewareMergeStrategy: 'append',
-  };
-  return contentType ? setHeaderOptions('Content-Type', contentType, withSignal) : withSignal;
+/**
+ * The resourceVersion a write's answer carries (undefined without one: a delete that
+ * removed the object at once may answer with a Status). The rest of the answer is not
+ * read: no model of the answered pod is built.
+ */
+export function answeredResourceVersion(text: string): string | undefined {
+  const metadata = (JSON.parse(text) as { metadata?: { resourceVersion?: unknown } } | null)
+    ?.metadata;
+  const resourceVersion = metadata?.resourceVersion;
+  return typeof resourceVersion === 'string' && resourceVersion !== ''
+    ? resourceVersion
+    : undefined;
 }
 
 function resourcesPatch(resources: ResourceList): Record<string, Record<string, string>> {
@@ -281,94 +229,117 @@ function classify(error: unknown, context: string, jsonPatch: boolean): Error {
   return normalised;
 }
 
+const jsonPatch = 'application/json-patch+json';
+const mergePatch = 'application/merge-patch+json';
+const strategicMergePatch = 'application/strategic-merge-patch+json';
+
+const podPath = (namespace: string, name: string, subresource = ''): string =>
+  `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}${subresource}`;
+const eventsPath = (namespace: string): string =>
+  `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/events`;
+
+/** The API call that carries out one write (pure): method, path, query, media type and body. */
+export function apiCallOf(request: WriteRequest, fieldManager: string): ApiCall {
+  const { namespace, name, uid, resourceVersion } = request.target;
+  const op = request.op;
+  const query = `fieldManager=${encodeURIComponent(fieldManager)}`;
+  switch (op.type) {
+    case 'removeGate':
+      return {
+        method: 'PATCH',
+        path: podPath(namespace, name),
+        query,
+        contentType: jsonPatch,
+        body: removeGatePatch(resourceVersion, op.gate, op.gateIndex, op.markReleased),
+      };
+    case 'resize':
+      return {
+        method: 'PATCH',
+        path: podPath(namespace, name, '/resize'),
+        query,
+        contentType: strategicMergePatch,
+        body: resizePatch(resourceVersion, op),
+      };
+    case 'delete':
+      return {
+        method: 'DELETE',
+        path: podPath(namespace, name),
+        query: '',
+        contentType: 'application/json',
+        body: { preconditions: { uid, resourceVersion } },
+      };
+    case 'annotate':
+      return {
+        method: 'PATCH',
+        path: podPath(namespace, name),
+        query,
+        contentType: mergePatch,
+        body: { metadata: { resourceVersion, annotations: { ...op.annotations } } },
+      };
+    case 'podCondition':
+      return {
+        method: 'PATCH',
+        path: podPath(namespace, name, '/status'),
+        query,
+        contentType: strategicMergePatch,
+        body: { status: { conditions: [op.condition] } },
+      };
+    case 'event':
+      return op.event.action === 'create'
+        ? {
+            method: 'POST',
+            path: eventsPath(namespace),
+            query,
+            contentType: 'application/json',
+            body: op.event.body,
+          }
+        : {
+            method: 'PATCH',
+            path: `${eventsPath(namespace)}/${encodeURIComponent(name)}`,
+            query,
+            contentType: mergePatch,
+            body: {
+              series: {
+                count: op.event.count,
+                lastObservedTime: new V1MicroTime(op.event.lastObservedTime),
+              },
+            },
+          };
+    default: {
+      const unknown: never = op;
+      throw new Error(`unknown write operation ${JSON.stringify(unknown)}`);
+    }
+  }
+}
+
+/**
+ * Carries out each write as one API call (`apiCallOf`) straight through the KubeConfig's
+ * connection pool (api-request.ts), with the fence at the wire; the answer is read for
+ * its resourceVersion alone. Errors are named after the write.
+ */
 export function createWriteExecutor(
   kubeConfig: KubeConfig,
   options: WriteExecutorOptions = {},
 ): WriteExecutor {
-  const core = kubeConfig.makeApiClient(CoreV1Api);
-  const events = kubeConfig.makeApiClient(EventsV1Api);
   const fieldManager = options.fieldManager ?? 'tollgate';
-  const fenced = options.fence ? fenceMiddleware(options.fence) : undefined;
+  const fence = options.fence;
+  const send = createApiCaller(
+    kubeConfig,
+    fence ? { wrapPool: (pool) => pool.compose(fenceAtTheWire(fence)) } : {},
+  );
 
   return async (
     request: WriteRequest,
     signal: AbortSignal,
   ): Promise<{ resourceVersion: string }> => {
     signal.throwIfAborted();
-    const { namespace, name, uid, resourceVersion } = request.target;
+    const { namespace, name } = request.target;
     const op = request.op;
     const context =
       op.type === 'event' ? `event ${namespace}/${name}` : `${op.type} pod ${namespace}/${name}`;
-    let pod: { metadata?: { resourceVersion?: string } };
+    let written: string | undefined;
     try {
-      switch (op.type) {
-        case 'removeGate':
-          pod = await core.patchNamespacedPod(
-            {
-              name,
-              namespace,
-              body: removeGatePatch(resourceVersion, op.gate, op.gateIndex, op.markReleased),
-              fieldManager,
-            },
-            writeOptions(signal, PatchStrategy.JsonPatch, fenced),
-          );
-          break;
-        case 'resize':
-          pod = await core.patchNamespacedPodResize(
-            { name, namespace, body: resizePatch(resourceVersion, op), fieldManager },
-            writeOptions(signal, PatchStrategy.StrategicMergePatch, fenced),
-          );
-          break;
-        case 'delete':
-          pod = await core.deleteNamespacedPod(
-            { name, namespace, body: { preconditions: { uid, resourceVersion } } },
-            writeOptions(signal, undefined, fenced),
-          );
-          break;
-        case 'annotate':
-          pod = await core.patchNamespacedPod(
-            {
-              name,
-              namespace,
-              body: { metadata: { resourceVersion, annotations: { ...op.annotations } } },
-              fieldManager,
-            },
-            writeOptions(signal, PatchStrategy.MergePatch, fenced),
-          );
-          break;
-        case 'podCondition':
-          pod = await core.patchNamespacedPodStatus(
-            { name, namespace, body: { status: { conditions: [op.condition] } }, fieldManager },
-            writeOptions(signal, PatchStrategy.StrategicMergePatch, fenced),
-          );
-          break;
-        case 'event':
-          pod =
-            op.event.action === 'create'
-              ? await events.createNamespacedEvent(
-                  { namespace, body: op.event.body, fieldManager },
-                  writeOptions(signal, undefined, fenced),
-                )
-              : await events.patchNamespacedEvent(
-                  {
-                    name,
-                    namespace,
-                    body: {
-                      series: {
-                        count: op.event.count,
-                        lastObservedTime: new V1MicroTime(op.event.lastObservedTime),
-                      },
-                    },
-                    fieldManager,
-                  },
-                  writeOptions(signal, PatchStrategy.MergePatch, fenced),
-                );
-          break;
-        default: {
-          const unknown: never = op;
-          throw new Error(`unknown write operation ${JSON.stringify(unknown)}`);
-        }
-      }
+      written = answeredResourceVersion(await send(apiCallOf(request, fieldManager), signal));
     } catch (error) {
       if (isFencedBeforeSend(error)) throw new FencedBeforeSendError(context);
       if (signal.aborted)
@@ -377,7 +348,6 @@ export function createWriteExecutor(
           : new DOMException('aborted', 'AbortError');
       throw classify(error, context, op.type === 'removeGate');
     }
-    const written = pod.metadata?.resourceVersion;
     // A delete that removed the object at once may answer with a Status without metadata.
     if (!written && op.type !== 'delete')
       throw new Error(`${context}: the API answered without metadata.resourceVersion`);

@@ -2,14 +2,14 @@ import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { KubeConfig } from '@kubernetes/client-node';
+import { KubeConfig, V1MicroTime } from '@kubernetes/client-node';
 import { KubeApiError, toKubeError } from '../../../src/cluster/errors.ts';
 import type { WriteRequest } from '../../../src/dispatch/types.ts';
 import {
   createReadBack,
   createWriteExecutor,
   failedPatchTestMessage,
-  leanAnswer,
+  answeredResourceVersion,
   isFailedPatchTest,
   removeGatePatch,
   resizePatch,
@@ -133,11 +133,36 @@ test('client errors are normalised: HTTP code and API message kept, network code
   assert.equal(toKubeError(abort, 'x'), abort);
 });
 
-/** A stand-in API server over plain HTTP answering every request with `object`; its KubeConfig. */
-async function apiServerAnswering(t: TestContext, object: unknown): Promise<KubeConfig> {
+interface Received {
+  readonly method: string;
+  readonly url: string;
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+  readonly body: string;
+}
+
+/**
+ * A stand-in API server over plain HTTP answering every request with `object` (and
+ * `status`); its KubeConfig (token `token`), and what it received.
+ */
+async function apiServerAnswering(
+  t: TestContext,
+  object: unknown,
+  status = 200,
+  headers: Readonly<Record<string, string>> = {},
+): Promise<KubeConfig & { received: Received[] }> {
+  const received: Received[] = [];
   const server = createServer((req, res) => {
-    req.resume();
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
+      received.push({
+        method: req.method ?? '',
+        url: req.url ?? '',
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString(),
+      });
+      res.statusCode = status;
+      for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
       res.setHeader('content-type', 'application/json');
       res.end(JSON.stringify(object));
     });
@@ -152,7 +177,7 @@ async function apiServerAnswering(t: TestContext, object: unknown): Promise<Kube
     contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
     currentContext: 'ctx',
   });
-  return kubeConfig;
+  return Object.assign(kubeConfig, { received });
 }
 
 /** A write of `op` on pod ns/p, decided at resourceVersion 41. */
@@ -166,7 +191,135 @@ const writeOf = (op: WriteRequest['op']): WriteRequest => ({
   decisionId: 'd-p',
 });
 
-test("a write's answer reaches the client library's model builder as its resourceVersion alone, not the whole pod", async (t) => {
+const answeredPod = {
+  apiVersion: 'v1',
+  kind: 'Pod',
+  metadata: {
+    name: 'p',
+    namespace: 'ns',
+    uid: 'uid-p',
+    resourceVersion: '42',
+    labels: { app: 'trainer' },
+    managedFields: [{ manager: 'kubectl', operation: 'Update', fieldsType: 'FieldsV1' }],
+  },
+  spec: { containers: [{ name: 'worker', image: 'trainer:1' }], schedulingGates: [] },
+  status: { phase: 'Pending' },
+};
+
+const condition = {
+  type: 'tollgate.io/Released',
+  status: 'False',
+  reason: 'BudgetExhausted',
+  message: 'held by its budget',
+  lastTransitionTime: '2026-01-01T00:00:00Z',
+} as const;
+
+/** Each write as the API server receives it: method, path and query, media type, body. */
+const writesAsReceived: readonly {
+  readonly op: WriteRequest['op'];
+  readonly method: string;
+  readonly url: string;
+  readonly contentType: string;
+  readonly body: unknown;
+}[] = [
+  {
+    op: { type: 'removeGate', gate: 'example.com/ready', gateIndex: 0 },
+    method: 'PATCH',
+    url: '/api/v1/namespaces/ns/pods/p?fieldManager=tollgate',
+    contentType: 'application/json-patch+json',
+    body: removeGatePatch('41', 'example.com/ready', 0),
+  },
+  {
+    op: { type: 'annotate', annotations: { 'tollgate.io/review': 'x' } },
+    method: 'PATCH',
+    url: '/api/v1/namespaces/ns/pods/p?fieldManager=tollgate',
+    contentType: 'application/merge-patch+json',
+    body: { metadata: { resourceVersion: '41', annotations: { 'tollgate.io/review': 'x' } } },
+  },
+  {
+    op: { type: 'resize', containers: [{ name: 'worker', resources: { requests: { cpu: '2' } } }] },
+    method: 'PATCH',
+    url: '/api/v1/namespaces/ns/pods/p/resize?fieldManager=tollgate',
+    contentType: 'application/strategic-merge-patch+json',
+    body: {
+      metadata: { resourceVersion: '41' },
+      spec: { containers: [{ name: 'worker', resources: { requests: { cpu: '2' } } }] },
+    },
+  },
+  {
+    op: { type: 'podCondition', condition },
+    method: 'PATCH',
+    url: '/api/v1/namespaces/ns/pods/p/status?fieldManager=tollgate',
+    contentType: 'application/strategic-merge-patch+json',
+    body: { status: { conditions: [condition] } },
+  },
+  {
+    op: { type: 'delete', reason: 'expired' },
+    method: 'DELETE',
+    url: '/api/v1/namespaces/ns/pods/p',
+    contentType: 'application/json',
+    body: { preconditions: { uid: 'uid-p', resourceVersion: '41' } },
+  },
+  {
+    op: {
+      type: 'event',
+      event: {
+        action: 'create',
+        body: {
+          metadata: { name: 'p.1', namespace: 'ns' },
+          eventTime: new V1MicroTime('2026-01-01T00:00:05.250Z'),
+          reason: 'Held',
+          note: 'held by its budget',
+          action: 'Hold',
+          reportingController: 'tollgate.io/tollgate',
+          reportingInstance: 'tollgate-0',
+          type: 'Normal',
+        },
+      },
+    },
+    method: 'POST',
+    url: '/apis/events.k8s.io/v1/namespaces/ns/events?fieldManager=tollgate',
+    contentType: 'application/json',
+    body: {
+      metadata: { name: 'p.1', namespace: 'ns' },
+      eventTime: '2026-01-01T00:00:05.250000Z',
+      reason: 'Held',
+      note: 'held by its budget',
+      action: 'Hold',
+      reportingController: 'tollgate.io/tollgate',
+      reportingInstance: 'tollgate-0',
+      type: 'Normal',
+    },
+  },
+  {
+    op: {
+      type: 'event',
+      event: { action: 'series', count: 3, lastObservedTime: '2026-01-01T00:00:05.250000Z' },
+    },
+    method: 'PATCH',
+    url: '/apis/events.k8s.io/v1/namespaces/ns/events/p?fieldManager=tollgate',
+    contentType: 'application/merge-patch+json',
+    body: { series: { count: 3, lastObservedTime: '2026-01-01T00:00:05.250000Z' } },
+  },
+];
+
+test('each write reaches the API server as one request: its method, path, media type, body and the credentials of the kubeconfig', async (t) => {
+  const kubeConfig = await apiServerAnswering(t, answeredPod);
+  const execute = createWriteExecutor(kubeConfig);
+  const signal = new AbortController().signal;
+  for (const expected of writesAsReceived) {
+    assert.deepEqual(await execute(writeOf(expected.op), signal), { resourceVersion: '42' });
+    const request = kubeConfig.received.at(-1)!;
+    assert.equal(request.method, expected.method, expected.op.type);
+    assert.equal(request.url, expected.url, expected.op.type);
+    assert.equal(request.headers['content-type'], expected.contentType, expected.op.type);
+    assert.equal(request.headers.authorization, 'Bearer token', expected.op.type);
+    assert.deepEqual(JSON.parse(request.body), expected.body, expected.op.type);
+  }
+  assert.equal(kubeConfig.received.length, writesAsReceived.length);
+});
+
+test("a write's answer is read for its resourceVersion alone: the client library builds no model of it", async (t) => {
   const serializerUrl = new URL(
     '../../../node_modules/@kubernetes/client-node/dist/gen/models/ObjectSerializer.js',
     import.meta.url,
@@ -175,43 +328,139 @@ test("a write's answer reaches the client library's model builder as its resourc
     ObjectSerializer: { deserialize(data: unknown, type: string, format: string): unknown };
   };
   const built = t.mock.method(ObjectSerializer, 'deserialize');
-  const pod = {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: {
-      name: 'p',
-      namespace: 'ns',
-      uid: 'uid-p',
-      resourceVersion: '42',
-      labels: { app: 'trainer' },
-      managedFields: [{ manager: 'kubectl', operation: 'Update', fieldsType: 'FieldsV1' }],
-    },
-    spec: { containers: [{ name: 'worker', image: 'trainer:1' }], schedulingGates: [] },
-    status: { phase: 'Pending' },
-  };
-  const kubeConfig = await apiServerAnswering(t, pod);
+  const kubeConfig = await apiServerAnswering(t, answeredPod);
   const execute = createWriteExecutor(kubeConfig);
-  const signal = new AbortController().signal;
-  const ops: WriteRequest['op'][] = [
-    { type: 'removeGate', gate: 'example.com/ready', gateIndex: 0 },
-    { type: 'annotate', annotations: { 'tollgate.io/review': 'x' } },
-    { type: 'delete', reason: 'expired' },
-  ];
-  for (const op of ops)
-    assert.deepEqual(await execute(writeOf(op), signal), { resourceVersion: '42' }, op.type);
-  const podsBuilt = built.mock.calls.filter((call) => call.arguments[1] === 'V1Pod');
-  assert.equal(podsBuilt.length, 3);
-  for (const call of podsBuilt)
-    assert.deepEqual(call.arguments[0], { metadata: { resourceVersion: '42' } });
+  for (const { op } of writesAsReceived) await execute(writeOf(op), new AbortController().signal);
+  assert.equal(built.mock.callCount(), 0);
 });
 
-test('an answer without a resourceVersion (a delete answered with a Status) is cut to nothing', () => {
-  assert.equal(leanAnswer('{"kind":"Status","metadata":{},"status":"Success"}'), '{}');
-  assert.equal(leanAnswer('null'), '{}');
+test('an answer without a resourceVersion (a delete answered with a Status) reads as none', () => {
   assert.equal(
-    leanAnswer('{"metadata":{"resourceVersion":"7","name":"p"}}'),
-    '{"metadata":{"resourceVersion":"7"}}',
+    answeredResourceVersion('{"kind":"Status","metadata":{},"status":"Success"}'),
+    undefined,
   );
+  assert.equal(answeredResourceVersion('null'), undefined);
+  assert.equal(answeredResourceVersion('{"metadata":{"resourceVersion":"7","name":"p"}}'), '7');
+});
+
+test('a delete answered with a Status succeeds without a resourceVersion; another write answered so fails, naming the pod', async (t) => {
+  const kubeConfig = await apiServerAnswering(t, {
+    kind: 'Status',
+    status: 'Success',
+    metadata: {},
+  });
+  const execute = createWriteExecutor(kubeConfig);
+  const signal = new AbortController().signal;
+  assert.deepEqual(await execute(writeOf({ type: 'delete', reason: 'expired' }), signal), {
+    resourceVersion: '',
+  });
+  await assert.rejects(
+    execute(writeOf({ type: 'annotate', annotations: { a: 'b' } }), signal),
+    /annotate pod ns\/p: the API answered without metadata.resourceVersion/,
+  );
+});
+
+test("an API server's refusal is thrown as a KubeApiError naming the write: status, reason, message, causes, Retry-After", async (t) => {
+  const refusal = {
+    kind: 'Status',
+    status: 'Failure',
+    message: 'too many requests',
+    reason: 'TooManyRequests',
+    code: 429,
+    details: { causes: [{ reason: 'Throttled', message: 'slow down' }] },
+  };
+  const kubeConfig = await apiServerAnswering(t, refusal, 429, { 'retry-after': '4' });
+  const error = await createWriteExecutor(kubeConfig)(
+    writeOf({ type: 'podCondition', condition }),
+    new AbortController().signal,
+  ).then(
+    () => assert.fail('a refused write fails'),
+    (e: unknown) => e,
+  );
+  assert.ok(error instanceof KubeApiError, String(error));
+  assert.equal(error.statusCode, 429);
+  assert.equal(error.reason, 'TooManyRequests');
+  assert.equal(error.apiMessage, 'too many requests');
+  assert.equal(error.message, 'podCondition pod ns/p: 429 too many requests');
+  assert.deepEqual(error.causes, [{ reason: 'Throttled', message: 'slow down' }]);
+  assert.equal(error.retryAfterSeconds, 4);
+  assert.equal((error as KubeApiError & { conflict: boolean }).conflict, false);
+});
+
+test('a JSON Patch whose test fails is a conflict; a 409 to any write is too', async (t) => {
+  const failedTest = {
+    kind: 'Status',
+    status: 'Failure',
+    message: failedPatchTestMessage,
+    reason: 'Invalid',
+    code: 422,
+    details: {},
+  };
+  const patchRefused = await apiServerAnswering(t, failedTest, 422);
+  const removal = await createWriteExecutor(patchRefused)(
+    writeOf({ type: 'removeGate', gate: 'example.com/ready', gateIndex: 0 }),
+    new AbortController().signal,
+  ).then(
+    () => assert.fail('the write fails'),
+    (e: unknown) => e as KubeApiError & { conflict: boolean },
+  );
+  assert.equal(removal.statusCode, 422);
+  assert.equal(removal.conflict, true);
+  const conflicted = await apiServerAnswering(
+    t,
+    {
+      kind: 'Status',
+      status: 'Failure',
+      message: 'the object has been modified',
+      reason: 'Conflict',
+      code: 409,
+    },
+    409,
+  );
+  const resize = await createWriteExecutor(conflicted)(
+    writeOf({
+      type: 'resize',
+      containers: [{ name: 'worker', resources: { requests: { cpu: '2' } } }],
+    }),
+    new AbortController().signal,
+  ).then(
+    () => assert.fail('the write fails'),
+    (e: unknown) => e as KubeApiError & { conflict: boolean },
+  );
+  assert.equal(resize.statusCode, 409);
+  assert.equal(resize.conflict, true);
+});
+
+test('a server that cannot be reached fails the write with the network code; an aborted write with its reason', async (t) => {
+  const kubeConfig = await apiServerAnswering(t, answeredPod);
+  const reachable = kubeConfig.getCurrentCluster()!.server;
+  const closed = new KubeConfig();
+  closed.loadFromOptions({
+    clusters: [{ name: 'c', server: 'http://127.0.0.1:1', skipTLSVerify: true }],
+    users: [{ name: 'u', token: 'token' }],
+    contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
+    currentContext: 'ctx',
+  });
+  const unreachable = await createWriteExecutor(closed)(
+    writeOf({ type: 'podCondition', condition }),
+    new AbortController().signal,
+  ).then(
+    () => assert.fail('the write fails'),
+    (e: unknown) => e as Error & { code?: string },
+  );
+  assert.equal(unreachable.code, 'ECONNREFUSED');
+  assert.match(unreachable.message, /^podCondition pod ns\/p: /);
+  const controller = new AbortController();
+  const reason = new Error('deadline passed');
+  controller.abort(reason);
+  await assert.rejects(
+    createWriteExecutor(kubeConfig)(
+      writeOf({ type: 'podCondition', condition }),
+      controller.signal,
+    ),
+    (error) => error === reason,
+  );
+  assert.ok(reachable.startsWith('http://127.0.0.1:'));
 });
 
 test("the read-back judges the whole pod it reads, not a write's cut answer", async (t) => {
