@@ -6,7 +6,9 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
 import { sharedControlPlane, type ControlPlane } from '../../support/control-plane.ts';
+import { createApiCaller } from '../../../src/cluster/api-request.ts';
 import {
+  apiCallOf,
   createWriteExecutor,
   failedPatchTestMessage,
   failedPatchTestStatus,
@@ -268,4 +270,31 @@ test('aborting while the write is in flight rejects it with the abort reason', a
   );
   controller.abort(new DOMException('superseded', 'AbortError'));
   await assert.rejects(pending, { name: 'AbortError', message: 'superseded' });
+});
+
+test("the API server answers a write with the written object's metadata alone, and its resourceVersion is the one the executor reports", async () => {
+  const pod = await createPod('metadata-answer', [gate]);
+  const call = apiCallOf(
+    request(pod, {
+      type: 'podCondition',
+      condition: { type: 'tollgate.io/Released', status: 'False', reason: 'Held', message: 'm' },
+    }),
+    'tollgate',
+  );
+  const answer = JSON.parse(await createApiCaller(cp.kubeConfig('tollgate'))(call, signal())) as {
+    kind?: string;
+    metadata?: { name?: string; resourceVersion?: string };
+    spec?: unknown;
+  };
+  assert.equal(answer.kind, 'PartialObjectMetadata');
+  assert.equal(answer.metadata?.name, 'metadata-answer');
+  assert.equal(answer.spec, undefined, 'no spec, no status');
+  const read = await admin.readNamespacedPod({ namespace, name: 'metadata-answer' });
+  assert.equal(answer.metadata?.resourceVersion, read.metadata?.resourceVersion);
+  const written = await write(
+    request(read, { type: 'annotate', annotations: { 'tollgate.io/review': 'yes' } }),
+    signal(),
+  );
+  const after = await admin.readNamespacedPod({ namespace, name: 'metadata-answer' });
+  assert.equal(written.resourceVersion, after.metadata?.resourceVersion);
 });

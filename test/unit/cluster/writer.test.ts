@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig, V1MicroTime } from '@kubernetes/client-node';
+import { metadataAnswer } from '../../../src/cluster/api-request.ts';
 import { KubeApiError, toKubeError } from '../../../src/cluster/errors.ts';
 import type { WriteRequest } from '../../../src/dispatch/types.ts';
 import {
@@ -314,6 +315,7 @@ test('each write reaches the API server as one request: its method, path, media 
     assert.equal(request.url, expected.url, expected.op.type);
     assert.equal(request.headers['content-type'], expected.contentType, expected.op.type);
     assert.equal(request.headers.authorization, 'Bearer token', expected.op.type);
+    assert.equal(request.headers.accept, metadataAnswer, 'the metadata of the written object');
     assert.deepEqual(JSON.parse(request.body), expected.body, expected.op.type);
   }
   assert.equal(kubeConfig.received.length, writesAsReceived.length);
