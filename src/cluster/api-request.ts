@@ -4,10 +4,11 @@
  * The client library sends every call of its generated APIs through the fetch API:
  * a Request, Headers and a Response with web streams for each body, a RequestContext, a
  * chain of observable middleware, its serializer both ways. For a write whose answer
- * tollgate reads one field of, that was 90 KB allocated per write (a podCondition patch
- * answered with a 4 KB pod: bench/write-allocated.ts), and a leader writing the Released
- * conditions of 10,000 fresh pods sends 10,000 of them in three minutes: most of what a
- * busy process promoted to its old generation (docs/BENCHMARKS.md, Memory).
+ * tollgate reads one field of, that was 127 KB allocated per write (a pods/status patch
+ * answered with a 4 KB pod, test/unit/cluster/write-allocation.test.ts; 27 KB here). A
+ * leader writing the Released conditions of 10,000 fresh pods sends 10,000 of them in
+ * three minutes, and the fetch of those writes was about half of what a busy process
+ * promoted to its old generation (docs/BENCHMARKS.md, Memory).
  *
  * Here a write is one `request` of undici, the HTTP client the library itself sends
  * through, on the pool the library picks for the KubeConfig (`KubeConfig.createDispatcher`,
