@@ -23,10 +23,11 @@
  * the cost of more collector work). Without it V8 lets the old generation grow well above
  * what its last collection left before it collects again (at least 8 MiB, and by a
  * factor of what is live) and keeps the pages; a leader writing the Released conditions of
- * 10,000 fresh pods sat 10 to 20 MiB above its rest for minutes, 153 to 163 MiB. In memory
- * saver mode the steps are smaller and it stayed at 148 to 149 MiB, for about the same CPU
- * seconds over its life (docs/BENCHMARKS.md, Memory). `audit verify` runs without it: a
- * walk wants speed, and its peak is bounded by the young-generation flag.
+ * 10,000 fresh pods sat 10 to 20 MiB above its rest for minutes, 153 to 160 MiB. In memory
+ * saver mode the steps are smaller: 148 to 149 MiB, a start that peaks 30 to 60 MiB lower,
+ * for 1.08 times the CPU seconds over the process's life (docs/BENCHMARKS.md, Memory).
+ * `audit verify` runs without it: a walk wants speed, and its peak is bounded by the
+ * young-generation flag.
  *
  * The flags are set at run time (`v8.setFlagsFromString`), because the image starts
  * `node bin/tollgate.js run`, a deployment's NODE_OPTIONS carry only the heap cap, and
