@@ -9,11 +9,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { Session } from 'node:inspector/promises';
 import { KubeConfig } from '@kubernetes/client-node';
 import { reuseConnections } from '../../../src/cluster/client.ts';
 import { createWriteExecutor } from '../../../src/cluster/writer.ts';
 import type { WriteRequest } from '../../../src/dispatch/types.ts';
+import { bytesAllocatedBy } from '../../support/allocated-bytes.ts';
 
 /**
  * Per write: the answer's text and what reads its resourceVersion are about 6 KB of it
@@ -79,23 +79,7 @@ test(`a pods/status write allocates under ${bytesPerWriteLimit / 1000} KB`, asyn
       await Promise.all([0, 1, 2, 3].map((k) => execute(conditionWrite(i + k), signal)));
   };
   await writes(0, 1000);
-  const session = new Session();
-  session.connect();
-  t.after(() => session.disconnect());
-  await session.post('HeapProfiler.enable');
-  await session.post('HeapProfiler.startSampling', {
-    samplingInterval: 256,
-    includeObjectsCollectedByMajorGC: true,
-    includeObjectsCollectedByMinorGC: true,
-  });
-  await writes(1000, 1000);
-  const { profile } = await session.post('HeapProfiler.stopSampling');
-  let bytes = 0;
-  const walk = (node: (typeof profile)['head']): void => {
-    bytes += node.selfSize;
-    for (const next of node.children) walk(next);
-  };
-  walk(profile.head);
+  const bytes = await bytesAllocatedBy(() => writes(1000, 1000));
   const perWrite = bytes / 1000;
   assert.ok(perWrite < bytesPerWriteLimit, `${perWrite.toFixed(0)} bytes per write`);
 });

@@ -192,6 +192,14 @@ const writeOf = (op: WriteRequest['op']): WriteRequest => ({
   decisionId: 'd-p',
 });
 
+/** The error a write through this KubeConfig fails with (the test fails if it succeeds). */
+async function failureOf<E>(kubeConfig: KubeConfig, request: WriteRequest): Promise<E> {
+  return createWriteExecutor(kubeConfig)(request, new AbortController().signal).then(
+    () => assert.fail(`the ${request.op.type} write fails`),
+    (e: unknown) => e as E,
+  );
+}
+
 const answeredPod = {
   apiVersion: 'v1',
   kind: 'Pod',
@@ -214,6 +222,17 @@ const condition = {
   message: 'held by its budget',
   lastTransitionTime: '2026-01-01T00:00:00Z',
 } as const;
+
+/** An Event's fields besides its time (a MicroTime, sent with microseconds). */
+const heldEvent = {
+  metadata: { name: 'p.1', namespace: 'ns' },
+  reason: 'Held',
+  note: 'held by its budget',
+  action: 'Hold',
+  reportingController: 'tollgate.io/tollgate',
+  reportingInstance: 'tollgate-0',
+  type: 'Normal',
+};
 
 /** Each write as the API server receives it: method, path and query, media type, body. */
 const writesAsReceived: readonly {
@@ -266,31 +285,13 @@ const writesAsReceived: readonly {
       type: 'event',
       event: {
         action: 'create',
-        body: {
-          metadata: { name: 'p.1', namespace: 'ns' },
-          eventTime: new V1MicroTime('2026-01-01T00:00:05.250Z'),
-          reason: 'Held',
-          note: 'held by its budget',
-          action: 'Hold',
-          reportingController: 'tollgate.io/tollgate',
-          reportingInstance: 'tollgate-0',
-          type: 'Normal',
-        },
+        body: { ...heldEvent, eventTime: new V1MicroTime('2026-01-01T00:00:05.250Z') },
       },
     },
     method: 'POST',
     url: '/apis/events.k8s.io/v1/namespaces/ns/events?fieldManager=tollgate',
     contentType: 'application/json',
-    body: {
-      metadata: { name: 'p.1', namespace: 'ns' },
-      eventTime: '2026-01-01T00:00:05.250000Z',
-      reason: 'Held',
-      note: 'held by its budget',
-      action: 'Hold',
-      reportingController: 'tollgate.io/tollgate',
-      reportingInstance: 'tollgate-0',
-      type: 'Normal',
-    },
+    body: { ...heldEvent, eventTime: '2026-01-01T00:00:05.250000Z' },
   },
   {
     op: {
@@ -372,13 +373,7 @@ test("an API server's refusal is thrown as a KubeApiError naming the write: stat
     details: { causes: [{ reason: 'Throttled', message: 'slow down' }] },
   };
   const kubeConfig = await apiServerAnswering(t, refusal, 429, { 'retry-after': '4' });
-  const error = await createWriteExecutor(kubeConfig)(
-    writeOf({ type: 'podCondition', condition }),
-    new AbortController().signal,
-  ).then(
-    () => assert.fail('a refused write fails'),
-    (e: unknown) => e,
-  );
+  const error = await failureOf<unknown>(kubeConfig, writeOf({ type: 'podCondition', condition }));
   assert.ok(error instanceof KubeApiError, String(error));
   assert.equal(error.statusCode, 429);
   assert.equal(error.reason, 'TooManyRequests');
@@ -399,12 +394,9 @@ test('a JSON Patch whose test fails is a conflict; a 409 to any write is too', a
     details: {},
   };
   const patchRefused = await apiServerAnswering(t, failedTest, 422);
-  const removal = await createWriteExecutor(patchRefused)(
+  const removal = await failureOf<KubeApiError & { conflict: boolean }>(
+    patchRefused,
     writeOf({ type: 'removeGate', gate: 'example.com/ready', gateIndex: 0 }),
-    new AbortController().signal,
-  ).then(
-    () => assert.fail('the write fails'),
-    (e: unknown) => e as KubeApiError & { conflict: boolean },
   );
   assert.equal(removal.statusCode, 422);
   assert.equal(removal.conflict, true);
@@ -419,15 +411,12 @@ test('a JSON Patch whose test fails is a conflict; a 409 to any write is too', a
     },
     409,
   );
-  const resize = await createWriteExecutor(conflicted)(
+  const resize = await failureOf<KubeApiError & { conflict: boolean }>(
+    conflicted,
     writeOf({
       type: 'resize',
       containers: [{ name: 'worker', resources: { requests: { cpu: '2' } } }],
     }),
-    new AbortController().signal,
-  ).then(
-    () => assert.fail('the write fails'),
-    (e: unknown) => e as KubeApiError & { conflict: boolean },
   );
   assert.equal(resize.statusCode, 409);
   assert.equal(resize.conflict, true);
@@ -443,12 +432,9 @@ test('a server that cannot be reached fails the write with the network code; an 
     contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
     currentContext: 'ctx',
   });
-  const unreachable = await createWriteExecutor(closed)(
+  const unreachable = await failureOf<Error & { code?: string }>(
+    closed,
     writeOf({ type: 'podCondition', condition }),
-    new AbortController().signal,
-  ).then(
-    () => assert.fail('the write fails'),
-    (e: unknown) => e as Error & { code?: string },
   );
   assert.equal(unreachable.code, 'ECONNREFUSED');
   assert.match(unreachable.message, /^podCondition pod ns\/p: /);

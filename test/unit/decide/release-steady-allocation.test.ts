@@ -6,7 +6,6 @@
 // over three passes, so the figure does not move with the machine's load.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { Session } from 'node:inspector/promises';
 import type { ClusterSnapshot } from '../../../src/decide/objects.ts';
 import { emptyPlanState, planReleases, type PlanState } from '../../../src/decide/release-plan.ts';
 import type { Policy } from '../../../src/policy/model.ts';
@@ -17,6 +16,7 @@ import {
   steadyPolicy,
   steadyWorld,
 } from '../../../bench/plan-world.ts';
+import { bytesAllocatedBy } from '../../support/allocated-bytes.ts';
 
 const count = 10_000;
 /**
@@ -44,27 +44,10 @@ async function bytesPerSteadyPass(
     state = planned.nextState;
   };
   for (let pass = 0; pass < 20; pass++) plan(pass);
-  const session = new Session();
-  session.connect();
-  try {
-    await session.post('HeapProfiler.enable');
-    await session.post('HeapProfiler.startSampling', {
-      samplingInterval: 256,
-      includeObjectsCollectedByMajorGC: true,
-      includeObjectsCollectedByMinorGC: true,
-    });
+  const bytes = await bytesAllocatedBy(() => {
     for (let pass = 20; pass < 23; pass++) plan(pass);
-    const { profile } = await session.post('HeapProfiler.stopSampling');
-    let bytes = 0;
-    const walk = (node: (typeof profile)['head']): void => {
-      bytes += node.selfSize;
-      for (const child of node.children) walk(child);
-    };
-    walk(profile.head);
-    return bytes / 3;
-  } finally {
-    session.disconnect();
-  }
+  });
+  return bytes / 3;
 }
 
 describe('a steady pass over 10,000 held pods', () => {
