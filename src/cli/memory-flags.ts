@@ -19,47 +19,31 @@
  * it at its initial size from inside the process; a semi-space size set at run time does
  * not (V8 has sized the heap by then).
  *
- * `run` also sets V8's memory saver mode (`--memory-saver-mode`: the footprint first, at
- * the cost of more collector work). Without it V8 lets the old generation grow well above
- * what its last collection left before it collects again (at least 8 MiB, and by a
- * factor of what is live) and keeps the pages; a leader writing the Released conditions of
- * 10,000 fresh pods sat 10 to 20 MiB above its rest for minutes, 153 to 160 MiB. In memory
- * saver mode the steps are smaller: 148 to 149 MiB, a start that peaks 30 to 60 MiB lower,
- * for 1.08 times the CPU seconds over the process's life (docs/BENCHMARKS.md, Memory).
- * `audit verify` runs without it: a walk wants speed, and its peak is bounded by the
- * young-generation flag.
+ * V8's memory saver mode (`--memory-saver-mode`) is not set: it held a leader writing the
+ * Released conditions of 10,000 fresh pods at 148 MiB instead of 153 to 163, but made
+ * releases slower (strict p99 988 ms against 705 in the latency bench, tollgate's own share
+ * over 250 ms) for 1.08 times the CPU (docs/BENCHMARKS.md, Memory). An operator who wants
+ * it passes it on node's command line (docs/install.md, Sizing).
  *
- * The flags are set at run time (`v8.setFlagsFromString`), because the image starts
- * `node bin/tollgate.js run`, a deployment's NODE_OPTIONS carry only the heap cap, and
- * Node refuses V8's own flags there. An operator who passes any young-generation size flag,
- * or `--memory-saver-mode` / `--no-memory-saver-mode` on node's command line, keeps their
- * own choice.
+ * The flag is set at run time (`v8.setFlagsFromString`), because the image starts
+ * `node bin/tollgate.js run` and a deployment's NODE_OPTIONS carry only the heap cap.
+ * An operator who passes any young-generation size flag keeps their own choice.
  */
 import { setFlagsFromString } from 'node:v8';
 
-/** Holds the young generation at its initial size (`run` and `audit verify`). */
-export const youngGenerationFlags: readonly string[] = ['--semi-space-growth-factor=1'];
-/** V8's memory saver mode (`run`). */
-export const memorySaverFlags: readonly string[] = ['--memory-saver-mode'];
-/** Every flag `run` sets when the operator chose none of them. */
-export const runMemoryFlags: readonly string[] = [...youngGenerationFlags, ...memorySaverFlags];
+export const runMemoryFlags: readonly string[] = ['--semi-space-growth-factor=1'];
 
 const youngGenerationFlag = /^--(max[-_]|min[-_])?semi[-_]space[-_](size|growth[-_]factor)\b/;
-const memorySaverFlag = /^--(no[-_])?memory[-_]saver[-_]mode\b/;
 
 /** The flags to set for these arguments (process.argv after the script) and Node flags (execArgv, NODE_OPTIONS). */
 export function memoryFlagsFor(
   args: readonly string[],
   nodeFlags: readonly string[],
 ): readonly string[] {
-  const runs = args[0] === 'run';
-  const walks = args[0] === 'audit' && args[1] === 'verify';
-  if (!runs && !walks) return [];
-  const chosen = (flag: RegExp): boolean => nodeFlags.some((given) => flag.test(given));
-  return [
-    ...(chosen(youngGenerationFlag) ? [] : youngGenerationFlags),
-    ...(runs && !chosen(memorySaverFlag) ? memorySaverFlags : []),
-  ];
+  const walksOrRuns = args[0] === 'run' || (args[0] === 'audit' && args[1] === 'verify');
+  if (!walksOrRuns) return [];
+  if (nodeFlags.some((flag) => youngGenerationFlag.test(flag))) return [];
+  return runMemoryFlags;
 }
 
 /** Node's own flags of this process: its command line and NODE_OPTIONS. */

@@ -2,74 +2,52 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import {
-  memoryFlagsFor,
-  memorySaverFlags,
-  runMemoryFlags,
-  youngGenerationFlags,
-} from '../../../src/cli/memory-flags.ts';
+import { memoryFlagsFor, runMemoryFlags } from '../../../src/cli/memory-flags.ts';
 
 const flagsModule = fileURLToPath(new URL('../../../src/cli/memory-flags.ts', import.meta.url));
 
-describe('tollgate run keeps its young generation small and its heap in memory saver mode', () => {
-  const both = [...youngGenerationFlags, ...memorySaverFlags];
-  const cases: { args: string[]; nodeFlags: string[]; sets: readonly string[]; why: string }[] = [
-    { args: ['run'], nodeFlags: [], sets: both, why: 'the image runs `tollgate run`' },
+describe('tollgate run keeps its young generation small', () => {
+  const cases: { args: string[]; nodeFlags: string[]; sets: boolean; why: string }[] = [
+    { args: ['run'], nodeFlags: [], sets: true, why: 'the image runs `tollgate run`' },
     {
       args: ['run', '--log-level', 'debug'],
       nodeFlags: ['--max-old-space-size=384'],
-      sets: both,
-      why: 'the shipped heap cap says nothing about the young generation or memory saving',
+      sets: true,
+      why: 'the shipped heap cap says nothing about the young generation',
     },
-    { args: ['validate', '.'], nodeFlags: [], sets: [], why: 'a short command: speed first' },
+    { args: ['validate', '.'], nodeFlags: [], sets: false, why: 'a short command: speed first' },
     {
       args: ['audit', 'verify', '--repo', 'https://git.example/audit.git'],
       nodeFlags: [],
-      sets: youngGenerationFlags,
-      why: "a walk of the whole branch, each commit's objects garbage a moment later; speed over memory saving",
+      sets: true,
+      why: "a walk of the whole branch, each commit's objects garbage a moment later",
     },
-    { args: ['audit', 'log'], nodeFlags: [], sets: [], why: 'reads a few records' },
-    { args: [], nodeFlags: [], sets: [], why: 'no command' },
+    { args: ['audit', 'log'], nodeFlags: [], sets: false, why: 'reads a few records' },
+    { args: [], nodeFlags: [], sets: false, why: 'no command' },
     {
       args: ['run'],
       nodeFlags: ['--max-semi-space-size=16'],
-      sets: memorySaverFlags,
+      sets: false,
       why: "the operator's own semi-space size wins",
     },
     {
       args: ['run'],
       nodeFlags: ['--semi_space_growth_factor=2'],
-      sets: memorySaverFlags,
+      sets: false,
       why: 'V8 reads - and _ alike',
     },
     {
       args: ['run'],
       nodeFlags: ['--min-semi-space-size=4'],
-      sets: memorySaverFlags,
+      sets: false,
       why: 'any young-generation size flag is the operator choosing',
-    },
-    {
-      args: ['run'],
-      nodeFlags: ['--no-memory-saver-mode'],
-      sets: youngGenerationFlags,
-      why: 'an operator who turns memory saving off on the node command line keeps it off',
-    },
-    {
-      args: ['run'],
-      nodeFlags: ['--memory_saver_mode', '--max-semi-space-size=8'],
-      sets: [],
-      why: 'both chosen by the operator',
     },
   ];
   for (const { args, nodeFlags, sets, why } of cases) {
-    it(`tollgate ${args.join(' ') || '(nothing)'} with ${nodeFlags.join(' ') || 'no node flags'} sets ${sets.join(' ') || 'no flags'}: ${why}`, () => {
-      assert.deepEqual(memoryFlagsFor(args, nodeFlags), sets);
+    it(`tollgate ${args.join(' ') || '(nothing)'} with ${nodeFlags.join(' ') || 'no node flags'} ${sets ? 'sets' : 'leaves'} the flags: ${why}`, () => {
+      assert.deepEqual(memoryFlagsFor(args, nodeFlags), sets ? runMemoryFlags : []);
     });
   }
-
-  it('what `run` sets when the operator chose nothing is every flag', () => {
-    assert.deepEqual(memoryFlagsFor(['run'], []), runMemoryFlags);
-  });
 
   /**
    * A process that keeps 300,000 small objects alive: V8 grows the young generation to
@@ -114,54 +92,5 @@ describe('tollgate run keeps its young generation small and its heap in memory s
   it('without them V8 grows it (the control row: the flags are what makes the difference)', () => {
     const { before, after } = youngCapacity(false);
     assert.ok(after >= 32 * before, `young generation ${before} -> ${after} bytes`);
-  });
-});
-
-describe('tollgate run keeps its old generation near what it holds', () => {
-  /**
-   * A process holding 150,000 small objects (about 22 MiB, a view's worth) while it makes
-   * garbage that outlives its scavenges, as a leader writing thousands of conditions does:
-   * V8 lets the old generation grow some way above what the last collection left before it
-   * collects again, and the pages stay resident. The most the old generation held, against
-   * what is live at the end. Under `--predictable` (V8's time-based heuristics off) the
-   * figures are the same every run: 126.9 MiB for 22.5 live with the young-generation flag
-   * alone, 49.2 with `--memory-saver-mode` too. Sizes read from V8, no timing.
-   */
-  function oldGeneration(args: string[]): { most: number; live: number } {
-    const script = `
-      import v8 from 'node:v8';
-      import { applyMemoryFlags } from ${JSON.stringify(flagsModule)};
-      applyMemoryFlags(${JSON.stringify(args)}, []);
-      const old = () => v8.getHeapSpaceStatistics().find((s) => s.space_name === 'old_space');
-      const live = [];
-      for (let i = 0; i < 150000; i++) live.push({ name: 'pod-' + i, labels: { app: 'a' + (i % 100) }, n: i });
-      let most = 0;
-      let recent = [];
-      for (let round = 0; round < 400; round++) {
-        for (let i = 0; i < 2000; i++) recent.push({ key: 'w-' + round + '-' + i, v: [i, round] });
-        if (recent.length > 20000) recent = recent.slice(10000);
-        most = Math.max(most, old().space_size);
-      }
-      recent = [];
-      gc();
-      process.stdout.write(JSON.stringify({ most, live: old().space_used_size, kept: live.length }));
-    `;
-    const child = spawnSync(
-      process.execPath,
-      ['--predictable', '--expose-gc', '--input-type=module', '-e', script],
-      { encoding: 'utf8' },
-    );
-    assert.equal(child.status, 0, child.stderr);
-    return JSON.parse(child.stdout) as { most: number; live: number };
-  }
-
-  it('under the flags `run` sets, the old generation never holds three times what is live', () => {
-    const { most, live } = oldGeneration(['run']);
-    assert.ok(most < 3 * live, `old generation at most ${most} bytes for ${live} live`);
-  });
-
-  it('a command that sets no flags lets it grow further (the control row)', () => {
-    const { most, live } = oldGeneration(['validate']);
-    assert.ok(most >= 3 * live, `old generation at most ${most} bytes for ${live} live`);
   });
 });
