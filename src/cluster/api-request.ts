@@ -85,8 +85,14 @@ export class ApiAnswerError extends Error {
   }
 }
 
-/** The server's origin and path prefix, from a kubeconfig's `server` (a prefix as Rancher's `/k8s/clusters/c-x`). */
-export function serverParts(server: string): { readonly origin: string; readonly prefix: string } {
+/** A kubeconfig server's origin and path prefix (a prefix as Rancher's `/k8s/clusters/c-x`). */
+export interface ServerParts {
+  readonly origin: string;
+  readonly prefix: string;
+}
+
+/** The parts of a kubeconfig's `server`. */
+export function serverParts(server: string): ServerParts {
   const url = new URL(server);
   return { origin: url.origin, prefix: url.pathname.replace(/\/+$/, '') };
 }
@@ -104,9 +110,8 @@ export function createApiCaller(kubeConfig: KubeConfig, options: ApiCallerOption
     }
     return view;
   };
-  let server:
-    { readonly text: string; readonly origin: string; readonly prefix: string } | undefined;
-  const serverOf = (): { readonly origin: string; readonly prefix: string } => {
+  let server: (ServerParts & { readonly text: string }) | undefined;
+  const serverOf = (): ServerParts => {
     const text = kubeConfig.getCurrentCluster()?.server;
     if (!text) throw new Error('the kubeconfig names no current cluster with a server');
     if (server?.text !== text) server = { text, ...serverParts(text) };

@@ -40,6 +40,7 @@ import {
   CoreV1Api,
   EventsV1Api,
   Observable,
+  PatchStrategy,
   V1MicroTime,
   type ConfigurationOptions,
   type KubeConfig,
@@ -229,10 +230,6 @@ function classify(error: unknown, context: string, jsonPatch: boolean): Error {
   return normalised;
 }
 
-const jsonPatch = 'application/json-patch+json';
-const mergePatch = 'application/merge-patch+json';
-const strategicMergePatch = 'application/strategic-merge-patch+json';
-
 const podPath = (namespace: string, name: string, subresource = ''): string =>
   `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}${subresource}`;
 const eventsPath = (namespace: string): string =>
@@ -249,7 +246,7 @@ export function apiCallOf(request: WriteRequest, fieldManager: string): ApiCall 
         method: 'PATCH',
         path: podPath(namespace, name),
         query,
-        contentType: jsonPatch,
+        contentType: PatchStrategy.JsonPatch,
         body: removeGatePatch(resourceVersion, op.gate, op.gateIndex, op.markReleased),
       };
     case 'resize':
@@ -257,7 +254,7 @@ export function apiCallOf(request: WriteRequest, fieldManager: string): ApiCall 
         method: 'PATCH',
         path: podPath(namespace, name, '/resize'),
         query,
-        contentType: strategicMergePatch,
+        contentType: PatchStrategy.StrategicMergePatch,
         body: resizePatch(resourceVersion, op),
       };
     case 'delete':
@@ -273,7 +270,7 @@ export function apiCallOf(request: WriteRequest, fieldManager: string): ApiCall 
         method: 'PATCH',
         path: podPath(namespace, name),
         query,
-        contentType: mergePatch,
+        contentType: PatchStrategy.MergePatch,
         body: { metadata: { resourceVersion, annotations: { ...op.annotations } } },
       };
     case 'podCondition':
@@ -281,7 +278,7 @@ export function apiCallOf(request: WriteRequest, fieldManager: string): ApiCall 
         method: 'PATCH',
         path: podPath(namespace, name, '/status'),
         query,
-        contentType: strategicMergePatch,
+        contentType: PatchStrategy.StrategicMergePatch,
         body: { status: { conditions: [op.condition] } },
       };
     case 'event':
@@ -297,7 +294,7 @@ export function apiCallOf(request: WriteRequest, fieldManager: string): ApiCall 
             method: 'PATCH',
             path: `${eventsPath(namespace)}/${encodeURIComponent(name)}`,
             query,
-            contentType: mergePatch,
+            contentType: PatchStrategy.MergePatch,
             body: {
               series: {
                 count: op.event.count,
