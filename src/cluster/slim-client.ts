@@ -17,6 +17,9 @@
  * The generated modules that do load (the used groups, the models they reach) reach V8
  * with their documentation comments blanked (`withoutDocComments`): 2.1 MB of the
  * library's source instead of 4.2 MB.
+ *
+ * It also resolves every ES module import of `node:http` to `node-http.ts` beside it: the
+ * same module without the web classes whose getters load Node's own fetch (see there).
  */
 import { Buffer } from 'node:buffer';
 import { readFileSync } from 'node:fs';
@@ -280,9 +283,23 @@ export function withoutDocComments(source: string): string | undefined {
   return blanked === 0 ? source : lines.join('\n');
 }
 
+/** `node:http` without the web classes, compiled or not as this module is. */
+const nodeHttpUrl = new URL(
+  `./node-http${import.meta.url.slice(import.meta.url.lastIndexOf('.'))}`,
+  import.meta.url,
+).href;
+
+/** An `import` (not a `require`) of `node:http`: its ES module face reads every export. */
+function isEsmImportOfHttp(specifier: string, conditions: readonly string[] | undefined): boolean {
+  return (
+    (specifier === 'node:http' || specifier === 'http') && (conditions ?? []).includes('import')
+  );
+}
+
 /**
  * Cuts the client library's generated aggregates and its model index and serializer at
- * load (see above), in this thread, for every module loaded after the call.
+ * load (see above) and resolves ES module imports of `node:http` to `node-http.ts`, in this
+ * thread, for every module loaded after the call.
  */
 export function registerSlimClient(used: ReadonlySet<string> = apiGroupsUsed): void {
   const reachedBy = new Map<string, ReadonlySet<string> | undefined>();
@@ -293,6 +310,11 @@ export function registerSlimClient(used: ReadonlySet<string> = apiGroupsUsed): v
     return reachedBy.get(generatedDir);
   };
   registerHooks({
+    resolve(specifier, context, nextResolve) {
+      if (isEsmImportOfHttp(specifier, context.conditions))
+        return { url: nodeHttpUrl, shortCircuit: true };
+      return nextResolve(specifier, context);
+    },
     load(url, context, nextLoad) {
       const loaded = slimmed(url, nextLoad(url, context));
       if (!generatedUrl.test(url) || loaded.source === undefined || loaded.source === null)

@@ -9,7 +9,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,6 +22,7 @@ import {
   slimObjectSerializer,
   withoutDocComments,
 } from '../../../src/cluster/slim-client.ts';
+import { benchPolicyFiles } from '../../../bench/lib.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../../..');
 const generated = join(
@@ -404,6 +406,74 @@ describe('the generated modules reach V8 without their documentation comments', 
     assert.ok(
       bare.length < (whole.length * 2) / 3,
       `CoreV1Api.js: ${bare.length} of ${whole.length} bytes`,
+    );
+  });
+});
+
+/** Whether a node process with these arguments loaded Node's own fetch (its bundled undici), read as it exits. */
+function loadsNodesFetch(args: readonly string[]): { loaded: boolean; stderr: string } {
+  const probe = `data:text/javascript,${encodeURIComponent(
+    `import { writeSync } from 'node:fs';
+     process.on('exit', () => writeSync(2, 'NODE-FETCH ' + process.moduleLoadList.some((m) => m.includes('internal/deps/undici/undici')) + '\\n'));`,
+  )}`;
+  const run = spawnSync(process.execPath, ['--import', probe, ...args], {
+    cwd: root,
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
+  const line = run.stderr.split('\n').find((l) => l.startsWith('NODE-FETCH '));
+  assert.ok(line, `the process reported what it loaded\n${run.stderr}`);
+  return { loaded: line === 'NODE-FETCH true', stderr: run.stderr };
+}
+
+describe("Node's own fetch stays unloaded: node:http imported as an ES module without its web classes", () => {
+  it('a `tollgate run` process (bin/tollgate.js) never loads it (three-quarters of a megabyte of source kept in the heap)', () => {
+    const { loaded, stderr } = loadsNodesFetch(tollgateRunArgs);
+    assert.equal(loaded, false, stderr);
+  });
+
+  it('an ES module importing node:http without the hook loads it (the cost the hook avoids)', () => {
+    const { loaded } = loadsNodesFetch(['--input-type=module', '-e', "import 'node:http';"]);
+    assert.equal(loaded, true);
+  });
+
+  it('through the hook, node:http is the same module: its default export is what require gives, and every named export but the web classes is there', () => {
+    const out = runModule(`
+      import { createRequire } from 'node:module';
+      const http = await import('node:http');
+      const whole = createRequire(import.meta.url)('node:http');
+      const web = ['WebSocket', 'CloseEvent', 'MessageEvent'];
+      const missing = Object.keys(whole).filter((k) => !web.includes(k) && !(k in http));
+      const differ = Object.keys(whole).filter((k) => !web.includes(k) && typeof whole[k] === 'function' && http[k] !== whole[k]);
+      console.log(JSON.stringify({ same: http.default === whole, missing, differ, web: web.filter((k) => k in http) }));`);
+    assert.deepEqual(JSON.parse(out), { same: true, missing: [], differ: [], web: [] });
+  });
+});
+
+describe('a library tollgate needs only for some policies is loaded when one needs it', () => {
+  it('a tollgate process loads the PromQL grammar only when a policy has a query to read (0.4 MB of source otherwise kept for nothing)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tollgate-no-query-'));
+    const files = benchPolicyFiles({
+      namespaces: ['batch'],
+      pods: 10,
+      gate: 'bench.tollgate.io/ready',
+      gatePolicy: 'bench-ready',
+      conditions: [{ type: 'Budget' }],
+      budgetPods: 0,
+    });
+    for (const [name, text] of Object.entries(files)) {
+      mkdirSync(dirname(join(dir, name)), { recursive: true });
+      writeFileSync(join(dir, name), text);
+    }
+    const { urls, stdout, stderr } = loadedBy(['bin/tollgate.js', 'validate', dir]);
+    assert.match(stdout + stderr, /valid/i, `the policy was read and checked\n${stdout}${stderr}`);
+    assert.ok(
+      urls.some((url) => url.includes('/src/policy/compile.')),
+      `the policy compiler was loaded\n${stderr}`,
+    );
+    assert.deepEqual(
+      urls.filter((url) => /\/@(lezer|prometheus-io)\//.test(url)),
+      [],
     );
   });
 });
