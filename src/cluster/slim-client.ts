@@ -242,7 +242,8 @@ export function slimObjectSerializer(
   return slim;
 }
 
-function sourceText(source: string | ArrayBuffer | ArrayBufferView): string {
+/** A loaded module's source as text (a load hook may be handed a string or bytes). */
+export function sourceText(source: string | ArrayBuffer | ArrayBufferView): string {
   if (typeof source === 'string') return source;
   const bytes = ArrayBuffer.isView(source)
     ? new Uint8Array(source.buffer, source.byteOffset, source.byteLength)
