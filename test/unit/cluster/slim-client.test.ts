@@ -30,6 +30,18 @@ const generated = join(
   'gen/types',
 );
 
+/** A node process with these arguments, `module` (a data: URL) imported before anything else. */
+function runWithImport(
+  module: string,
+  args: readonly string[],
+): { stdout: string; stderr: string } {
+  return spawnSync(process.execPath, ['--import', module, ...args], {
+    cwd: root,
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
+}
+
 /** The module URLs a node process loads (a recording hook registered first, so it sees what later hooks let through), and what it printed. */
 function loadedBy(args: readonly string[]): { urls: string[]; stdout: string; stderr: string } {
   const recorder = `data:text/javascript,${encodeURIComponent(
@@ -37,11 +49,7 @@ function loadedBy(args: readonly string[]): { urls: string[]; stdout: string; st
      import { writeSync } from 'node:fs';
      registerHooks({ load(url, context, next) { writeSync(2, 'LOADED ' + url + '\\n'); return next(url, context); } });`,
   )}`;
-  const run = spawnSync(process.execPath, ['--import', recorder, ...args], {
-    cwd: root,
-    encoding: 'utf8',
-    timeout: 120_000,
-  });
+  const run = runWithImport(recorder, args);
   const lines = run.stderr.split('\n');
   return {
     urls: lines.filter((l) => l.startsWith('LOADED ')).map((l) => l.slice('LOADED '.length)),
@@ -416,11 +424,7 @@ function loadsNodesFetch(args: readonly string[]): { loaded: boolean; stderr: st
     `import { writeSync } from 'node:fs';
      process.on('exit', () => writeSync(2, 'NODE-FETCH ' + process.moduleLoadList.some((m) => m.includes('internal/deps/undici/undici')) + '\\n'));`,
   )}`;
-  const run = spawnSync(process.execPath, ['--import', probe, ...args], {
-    cwd: root,
-    encoding: 'utf8',
-    timeout: 120_000,
-  });
+  const run = runWithImport(probe, args);
   const line = run.stderr.split('\n').find((l) => l.startsWith('NODE-FETCH '));
   assert.ok(line, `the process reported what it loaded\n${run.stderr}`);
   return { loaded: line === 'NODE-FETCH true', stderr: run.stderr };
