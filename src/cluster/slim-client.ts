@@ -9,9 +9,12 @@
  * index too (its `config.js` imports it), so importing less is not possible from outside.
  *
  * `registerSlimClient` (called by `bin/tollgate.js` before anything else loads) cuts the
- * two aggregates at load: the groups of `apiGroupsUsed` stay as they are, every other
- * group's class becomes one that throws, naming this file, when it is built, and its
- * generated module is never imported. Every name the index exports still exists. A source
+ * two aggregates at load: the groups of `apiGroupsUsed` stay, every other group's class
+ * becomes one that throws, naming this file, when it is built, and its generated module is
+ * never imported. Every name the index exports still exists. Of a used group, the classes
+ * keep only the operations tollgate calls (`operationsUsed`): a method of another is not
+ * there (`api.listNamespacedService is not a function`), and the unit test that scans
+ * tollgate's source for calls of these groups' operations names the one to add. A source
  * whose layout is not the one recognised here is left whole (the process then simply
  * uses more memory; test/unit/cluster/slim-client.test.ts fails on such an upgrade).
  * The generated modules that do load (the used groups, the models they reach) reach V8
@@ -32,6 +35,40 @@ export const apiGroupsUsed: ReadonlySet<string> = new Set([
   'EventsV1',
   'CoordinationV1',
   'Version',
+]);
+
+/**
+ * The operations tollgate calls of each used group (the generated methods' names). A used
+ * group's classes keep these and their constructors; every other operation's methods are
+ * cut at load (`withOperations`): CoreV1 holds about 200 operations in four classes, 3.2 MiB
+ * of a process's heap for the five tollgate calls. test/unit/cluster/slim-client.test.ts
+ * fails when tollgate's source calls an operation of these groups that is not listed here;
+ * it reads names, not which client a call is made on, so a name tollgate calls is kept in
+ * every used group that has one (CoreV1's `readNamespacedEvent`, every `getAPIResources`).
+ */
+export const operationsUsed: ReadonlyMap<string, ReadonlySet<string>> = new Map([
+  [
+    'CoreV1',
+    new Set([
+      'getAPIResources',
+      'listNode',
+      'listPodForAllNamespaces',
+      'patchNamespacedPodResize',
+      'readNamespacedEvent',
+      'readNamespacedPod',
+    ]),
+  ],
+  ['EventsV1', new Set(['getAPIResources', 'readNamespacedEvent'])],
+  [
+    'CoordinationV1',
+    new Set([
+      'getAPIResources',
+      'createNamespacedLease',
+      'readNamespacedLease',
+      'replaceNamespacedLease',
+    ]),
+  ],
+  ['Version', new Set(['getCode'])],
 ]);
 
 export type AggregatePrefix = 'Observable' | 'Object';
@@ -80,6 +117,55 @@ function sectionsOf(
   return { header, sections };
 }
 
+const classOpens = /^export class \w+[^{]*\{$/;
+const memberOpens = /^ {4}(?:async )?(\w+)\(.*\{$/;
+
+/**
+ * `source` (a group's generated module, or its section of an aggregate) with each class
+ * keeping only its constructor and the methods of the `kept` operations (the operation
+ * itself and its `...WithHttpInfo`), each cut method's documentation comment with it.
+ * Undefined when a class is not laid out as generated (members at four spaces, each closed
+ * by a line of four spaces and a brace) or lacks a kept operation: then it must be loaded
+ * whole.
+ */
+export function withOperations(source: string, kept: ReadonlySet<string>): string | undefined {
+  const keeps = (name: string) =>
+    name === 'constructor' || kept.has(name) || kept.has(name.replace(/WithHttpInfo$/, ''));
+  const out: string[] = [];
+  let inClass = false;
+  let names = new Set<string>();
+  /** The documentation comment before the next member, while it is read. */
+  let comment: string[] = [];
+  /** Inside a member: whether it is kept. */
+  let inMember: boolean | undefined;
+  for (const line of source.split('\n')) {
+    if (!inClass) {
+      out.push(line);
+      if (classOpens.test(line)) [inClass, names] = [true, new Set()];
+    } else if (inMember !== undefined) {
+      if (inMember) out.push(line);
+      if (line === '    }') inMember = undefined;
+    } else if (comment.length > 0 && !comment.at(-1)!.trimEnd().endsWith('*/')) {
+      comment.push(line);
+    } else if (line.startsWith('    /**')) {
+      comment = [line];
+    } else if (line === '}') {
+      const lacks = [...kept].some((op) => !names.has(op) && !names.has(`${op}WithHttpInfo`));
+      if (lacks || comment.length > 0) return undefined;
+      out.push(line);
+      inClass = false;
+    } else {
+      const name = memberOpens.exec(line)?.[1];
+      if (name === undefined) return undefined;
+      names.add(name);
+      inMember = keeps(name);
+      if (inMember) out.push(...comment, line);
+      comment = [];
+    }
+  }
+  return inClass ? undefined : out.join('\n');
+}
+
 /** A group's class that says, when built, why it is not there. */
 function unloadedClass(prefix: AggregatePrefix, group: string): string {
   const name = `${group}Api`;
@@ -90,22 +176,26 @@ function unloadedClass(prefix: AggregatePrefix, group: string): string {
 }
 
 /**
- * The aggregate `source` with only the `used` groups' sections; every other group's class
- * replaced by one that throws. Undefined when `source` is not laid out as expected or lacks
+ * The aggregate `source` with only the `used` groups' sections, each cut to its group's
+ * `operations` when listed there; every other group's class replaced by one that throws. Undefined when `source` is not laid out as expected or lacks
  * a used group: then it must be loaded whole.
  */
 export function slimGeneratedApis(
   source: string,
   prefix: AggregatePrefix,
   used: ReadonlySet<string>,
+  operations: ReadonlyMap<string, ReadonlySet<string>> = new Map(),
 ): string | undefined {
   const parsed = sectionsOf(source, prefix);
   if (!parsed) return undefined;
   const groups = new Set(parsed.sections.map((s) => s.group));
   if ([...used].some((group) => !groups.has(group))) return undefined;
-  const body = parsed.sections.map((section) =>
-    used.has(section.group!) ? section.lines.join('\n') : unloadedClass(prefix, section.group!),
-  );
+  const body = parsed.sections.map((section) => {
+    if (!used.has(section.group!)) return unloadedClass(prefix, section.group!);
+    const whole = section.lines.join('\n');
+    const kept = operations.get(section.group!);
+    return (kept && withOperations(whole, kept)) ?? whole;
+  });
   return [...parsed.header, ...body].join('\n');
 }
 
@@ -119,7 +209,7 @@ const typeWords = /[A-Za-z_]\w*/g;
 
 /**
  * The generated models the `used` groups can hand the serializer, by name: every model a
- * used group's module names in a string (a request body's or an answer's type), and every
+ * used group's module (cut to its `operations`) names in a string (a request body's or an answer's type), and every
  * model those name in their attributes, to the end. Computed from the library's own files
  * at load (four group modules, then the reached models: a few milliseconds), so an
  * upgrade that adds a field of a new type keeps that type. Undefined when the library is
@@ -128,6 +218,7 @@ const typeWords = /[A-Za-z_]\w*/g;
 export function modelsReached(
   generatedDir: string,
   used: ReadonlySet<string>,
+  operations: ReadonlyMap<string, ReadonlySet<string>> = new Map(),
 ): ReadonlySet<string> | undefined {
   let index: string;
   try {
@@ -152,7 +243,9 @@ export function modelsReached(
   };
   try {
     for (const group of used) {
-      const api = readFileSync(`${generatedDir}/apis/${group}Api.js`, 'utf8');
+      const whole = readFileSync(`${generatedDir}/apis/${group}Api.js`, 'utf8');
+      const kept = operations.get(group);
+      const api = (kept && withOperations(whole, kept)) ?? whole;
       for (const [, literal] of api.matchAll(/"([^"\n]*)"/g)) reach(literal as string);
     }
     for (let name = pending.pop(); name !== undefined; name = pending.pop()) {
@@ -251,6 +344,9 @@ export function sourceText(source: string | ArrayBuffer | ArrayBufferView): stri
   return new TextDecoder().decode(bytes);
 }
 
+/** A group's generated module: its request factory and response processor. */
+const groupModuleUrl = /\/@kubernetes\/client-node\/dist\/gen\/apis\/(\w+)Api\.js$/;
+
 const modelsUrl = /\/@kubernetes\/client-node\/dist\/gen\/models\/(all|ObjectSerializer)\.js$/;
 
 /** Every generated module of the library: the API groups, aggregates and models. */
@@ -298,16 +394,19 @@ function isEsmImportOfHttp(specifier: string, conditions: readonly string[] | un
 }
 
 /**
- * Cuts the client library's generated aggregates and its model index and serializer at
- * load (see above) and resolves ES module imports of `node:http` to `node-http.ts`, in this
+ * Cuts the client library's generated aggregates, the used groups' modules, and its model
+ * index and serializer at load (see above) and resolves ES module imports of `node:http` to `node-http.ts`, in this
  * thread, for every module loaded after the call.
  */
-export function registerSlimClient(used: ReadonlySet<string> = apiGroupsUsed): void {
+export function registerSlimClient(
+  used: ReadonlySet<string> = apiGroupsUsed,
+  operations: ReadonlyMap<string, ReadonlySet<string>> = operationsUsed,
+): void {
   const reachedBy = new Map<string, ReadonlySet<string> | undefined>();
   const reachedFrom = (url: string) => {
     const generatedDir = fileURLToPath(new URL('..', url));
     if (!reachedBy.has(generatedDir))
-      reachedBy.set(generatedDir, modelsReached(generatedDir, used));
+      reachedBy.set(generatedDir, modelsReached(generatedDir, used, operations));
     return reachedBy.get(generatedDir);
   };
   registerHooks({
@@ -334,7 +433,13 @@ export function registerSlimClient(used: ReadonlySet<string> = apiGroupsUsed): v
     const file = aggregateUrl.exec(url)?.[1];
     const prefix = file === undefined ? undefined : aggregates.get(file);
     if (prefix !== undefined) {
-      const slim = slimGeneratedApis(sourceText(loaded.source), prefix, used);
+      const slim = slimGeneratedApis(sourceText(loaded.source), prefix, used, operations);
+      return slim === undefined ? loaded : { ...loaded, source: slim };
+    }
+    const group = groupModuleUrl.exec(url)?.[1];
+    const kept = group === undefined ? undefined : operations.get(group);
+    if (kept !== undefined) {
+      const slim = withOperations(sourceText(loaded.source), kept);
       return slim === undefined ? loaded : { ...loaded, source: slim };
     }
     const models = modelsUrl.exec(url)?.[1];

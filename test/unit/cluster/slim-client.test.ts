@@ -9,7 +9,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
@@ -17,9 +17,11 @@ import { fileURLToPath } from 'node:url';
 import {
   apiGroupsUsed,
   modelsReached,
+  operationsUsed,
   slimGeneratedApis,
   slimModelIndex,
   slimObjectSerializer,
+  withOperations,
   withoutDocComments,
 } from '../../../src/cluster/slim-client.ts';
 import { benchPolicyFiles } from '../../../bench/lib.ts';
@@ -163,7 +165,7 @@ describe('tollgate loads only the Kubernetes API groups it calls', () => {
   it("a tollgate process loads the models its used groups reach, not all of the library's", () => {
     const { urls, stderr } = loadedBy(tollgateRunArgs);
     const loaded = modelModulesOf(urls);
-    const reached = modelsReached(join(generated, '..'), apiGroupsUsed);
+    const reached = modelsReached(join(generated, '..'), apiGroupsUsed, operationsUsed);
     assert.ok(reached !== undefined, 'the generated layout was recognised');
     assert.deepEqual(loaded, [...reached].sort(), stderr);
     const all = readFileSync(join(generated, '../models/all.js'), 'utf8');
@@ -279,7 +281,7 @@ describe('tollgate loads only the Kubernetes API groups it calls', () => {
 
   it('the slim model index exports every model the whole one does; those not reached say why they cannot be built', () => {
     const whole = readFileSync(join(generated, '../models/all.js'), 'utf8');
-    const reached = modelsReached(join(generated, '..'), apiGroupsUsed)!;
+    const reached = modelsReached(join(generated, '..'), apiGroupsUsed, operationsUsed)!;
     const slim = slimModelIndex(whole, reached);
     assert.ok(slim !== undefined, 'all.js: its layout was recognised');
     const names = (source: string) =>
@@ -339,20 +341,24 @@ describe('tollgate loads only the Kubernetes API groups it calls', () => {
       kc.loadFromOptions({
         clusters: [{ name: 'c', server: 'http://127.0.0.1:' + server.address().port, skipTLSVerify: true }],
         users: [{ name: 'u' }], contexts: [{ name: 'x', cluster: 'c', user: 'u' }], currentContext: 'x' });
-      const list = await kc.makeApiClient(CoreV1Api).listNamespacedPod({ namespace: 'ns' });
+      const core = kc.makeApiClient(CoreV1Api);
+      const list = await core.listPodForAllNamespaces();
       let unused = '';
       try { kc.makeApiClient(AppsV1Api); } catch (error) { unused = error.message; }
       server.close();
       console.log(JSON.stringify({ names: list.items.map((p) => p.metadata.name),
-        created: list.items[0].metadata.creationTimestamp instanceof Date, unused }));`;
+        created: list.items[0].metadata.creationTimestamp instanceof Date, unused,
+        cutOperation: typeof core.listNamespacedService }));`;
     const answer = JSON.parse(runModule(script)) as {
       names: string[];
       created: boolean;
       unused: string;
+      cutOperation: string;
     };
     assert.deepEqual(answer.names, ['p']);
     assert.equal(answer.created, true, 'the typed deserialiser still runs');
     assert.match(answer.unused, /AppsV1Api is not loaded.*slim-client/);
+    assert.equal(answer.cutOperation, 'undefined', 'an operation tollgate does not call is cut');
   });
 });
 
@@ -479,5 +485,127 @@ describe('a library tollgate needs only for some policies is loaded when one nee
       urls.filter((url) => /\/@(lezer|prometheus-io)\//.test(url)),
       [],
     );
+  });
+});
+
+/** The generated module of a group (its request factory and response processor). */
+const groupModule = (group: string) => join(generated, '..', 'apis', `${group}Api.js`);
+
+/** The method names of each class of `source`, in order. */
+function methodsByClass(source: string): string[][] {
+  return source
+    .split(/^export class /m)
+    .slice(1)
+    .map((part) => [...part.matchAll(/^ {4}(?:async )?(\w+)\(/gm)].map((m) => m[1]!));
+}
+
+describe('a used group keeps only the operations tollgate calls', () => {
+  const factory = (ops: readonly string[]) =>
+    [
+      "import { x } from './x.js';",
+      'export class GroupApiRequestFactory extends Base {',
+      ...ops.flatMap((op) => [
+        '    /**',
+        `     * ${op} the thing`,
+        '     */',
+        `    async ${op}(name, _options) {`,
+        `        return call('${op}', name);`,
+        '    }',
+      ]),
+      '}',
+      'export class GroupApiResponseProcessor {',
+      '    constructor() {',
+      '        this.ready = true;',
+      '    }',
+      ...ops.flatMap((op) => [
+        `    async ${op}WithHttpInfo(response) {`,
+        '        return 1;',
+        '    }',
+      ]),
+      '}',
+      '',
+    ].join('\n');
+
+  it('keeps the constructor, each kept operation and its ...WithHttpInfo with their comments; cuts the rest, comment and all', () => {
+    const slim = withOperations(
+      factory(['readThing', 'listThing', 'deleteThing']),
+      new Set(['readThing']),
+    );
+    assert.ok(slim !== undefined);
+    assert.deepEqual(methodsByClass(slim), [
+      ['readThing'],
+      ['constructor', 'readThingWithHttpInfo'],
+    ]);
+    assert.match(slim, /\* readThing the thing/);
+    assert.doesNotMatch(slim, /listThing|deleteThing/);
+    assert.match(slim, /^import \{ x \} from '\.\/x\.js';$/m);
+  });
+
+  for (const c of [
+    { why: 'a class lacking a kept operation', source: factory(['listThing']) },
+    {
+      why: 'a class member not laid out as generated (a field)',
+      source: factory(['readThing']).replace(
+        '    constructor() {',
+        '    static field = 1;\n    constructor() {',
+      ),
+    },
+    { why: 'a class never closed', source: factory(['readThing']).trimEnd().slice(0, -1) },
+    {
+      why: 'a documentation comment never closed before the class ends',
+      source: factory(['readThing']).replace(/\n}\n$/, '\n    /**\n}\n'),
+    },
+  ])
+    it(`leaves ${c.why} whole (undefined), never half cut`, () => {
+      assert.equal(withOperations(c.source, new Set(['readThing'])), undefined);
+    });
+
+  it("recognises the library's layout: each used group's module and its sections of both aggregates are cut to the listed operations", () => {
+    for (const [group, ops] of operationsUsed) {
+      const whole = readFileSync(groupModule(group), 'utf8');
+      const slim = withOperations(whole, ops);
+      assert.ok(slim !== undefined, `${group}Api.js: its layout was recognised`);
+      const expected = [...ops].sort();
+      const [factoryMethods, processorMethods] = methodsByClass(slim);
+      assert.deepEqual([...factoryMethods!].sort(), expected, `${group}: request factory`);
+      assert.deepEqual(
+        processorMethods!.map((m) => m.replace(/WithHttpInfo$/, '')).sort(),
+        expected,
+        `${group}: response processor`,
+      );
+    }
+    for (const { file, prefix } of [
+      { file: 'ObservableAPI.js', prefix: 'Observable' },
+      { file: 'ObjectParamAPI.js', prefix: 'Object' },
+    ] as const) {
+      const whole = readFileSync(join(generated, file), 'utf8');
+      const slim = slimGeneratedApis(whole, prefix, apiGroupsUsed, operationsUsed);
+      assert.ok(slim !== undefined, `${file}: its layout was recognised`);
+      for (const [group, ops] of operationsUsed) {
+        const section: string = slim.slice(slim.indexOf(`export class ${prefix}${group}Api {`));
+        const methods: string[] = methodsByClass(section)[0]!;
+        const expected = ['constructor', ...[...ops].flatMap((op) => [`${op}WithHttpInfo`, op])];
+        assert.deepEqual([...methods].sort(), expected.sort(), `${file}: ${group}`);
+      }
+    }
+  });
+
+  it("every operation of a used group that tollgate's source calls is kept (a call of a cut one would find no method)", () => {
+    const operationsOf = (group: string) =>
+      new Set(
+        [...readFileSync(groupModule(group), 'utf8').matchAll(/^ {4}async (\w+)\(/gm)]
+          .map((m) => m[1]!)
+          .filter((name) => !name.endsWith('WithHttpInfo')),
+      );
+    const sources = readdirSync(join(root, 'src'), { recursive: true, withFileTypes: true })
+      .filter((e) => e.isFile() && e.name.endsWith('.ts'))
+      .map((e) => readFileSync(join(e.parentPath, e.name), 'utf8'))
+      .join('\n');
+    const called = new Set([...sources.matchAll(/\.(\w+?)(?:WithHttpInfo)?\(/g)].map((m) => m[1]!));
+    const missing: string[] = [];
+    for (const group of apiGroupsUsed)
+      for (const op of operationsOf(group))
+        if (called.has(op) && !operationsUsed.get(group)?.has(op)) missing.push(`${group}: ${op}`);
+    assert.deepEqual(missing, [], 'add them to operationsUsed in src/cluster/slim-client.ts');
   });
 });
