@@ -123,8 +123,9 @@ const memberOpens = /^ {4}(?:async )?(\w+)\(.*\{$/;
 /**
  * `source` (a group's generated module, or its section of an aggregate) with each class
  * keeping only its constructor and the methods of the `kept` operations (the operation
- * itself and its `...WithHttpInfo`), each cut method's documentation comment with it.
- * Undefined when a class is not laid out as generated (members at four spaces, each closed
+ * itself and its `...WithHttpInfo`), each cut method's documentation comment with it. Each
+ * cut line is left as an empty line, so the line numbers of stack traces stay those of the
+ * file (as `withoutDocComments` keeps them). Undefined when a class is not laid out as generated (members at four spaces, each closed
  * by a line of four spaces and a brace) or lacks a kept operation: then it must be loaded
  * whole.
  */
@@ -143,7 +144,7 @@ export function withOperations(source: string, kept: ReadonlySet<string>): strin
       out.push(line);
       if (classOpens.test(line)) [inClass, names] = [true, new Set()];
     } else if (inMember !== undefined) {
-      if (inMember) out.push(line);
+      out.push(inMember ? line : '');
       if (line === '    }') inMember = undefined;
     } else if (comment.length > 0 && !comment.at(-1)!.trimEnd().endsWith('*/')) {
       comment.push(line);
@@ -159,7 +160,7 @@ export function withOperations(source: string, kept: ReadonlySet<string>): strin
       if (name === undefined) return undefined;
       names.add(name);
       inMember = keeps(name);
-      if (inMember) out.push(...comment, line);
+      out.push(...(inMember ? [...comment, line] : [...comment, line].map(() => '')));
       comment = [];
     }
   }

@@ -539,6 +539,10 @@ describe('a used group keeps only the operations tollgate calls', () => {
     assert.match(slim, /\* readThing the thing/);
     assert.doesNotMatch(slim, /listThing|deleteThing/);
     assert.match(slim, /^import \{ x \} from '\.\/x\.js';$/m);
+    const whole = factory(['readThing', 'listThing', 'deleteThing']).split('\n');
+    assert.equal(slim.split('\n').length, whole.length, 'every cut line left empty');
+    const at = whole.indexOf('    async readThing(name, _options) {');
+    assert.equal(slim.split('\n')[at], whole[at], 'a kept method stays on its own line');
   });
 
   for (const c of [
