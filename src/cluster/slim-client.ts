@@ -125,9 +125,9 @@ const memberOpens = /^ {4}(?:async )?(\w+)\(.*\{$/;
  * keeping only its constructor and the methods of the `kept` operations (the operation
  * itself and its `...WithHttpInfo`), each cut method's documentation comment with it. Each
  * cut line is left as an empty line, so the line numbers of stack traces stay those of the
- * file (as `withoutDocComments` keeps them). Undefined when a class is not laid out as generated (members at four spaces, each closed
- * by a line of four spaces and a brace) or lacks a kept operation: then it must be loaded
- * whole.
+ * file (as `withoutDocComments` keeps them). Undefined when a class is not laid out as
+ * generated (members at four spaces, each closed by a line of four spaces and a brace) or
+ * lacks a kept operation: then it must be loaded whole.
  */
 export function withOperations(source: string, kept: ReadonlySet<string>): string | undefined {
   const keeps = (name: string) =>
@@ -160,11 +160,17 @@ export function withOperations(source: string, kept: ReadonlySet<string>): strin
       if (name === undefined) return undefined;
       names.add(name);
       inMember = keeps(name);
-      out.push(...(inMember ? [...comment, line] : [...comment, line].map(() => '')));
+      const member = [...comment, line];
+      out.push(...(inMember ? member : member.map(() => '')));
       comment = [];
     }
   }
   return inClass ? undefined : out.join('\n');
+}
+
+/** `source` cut to `kept` (`withOperations`); whole when none is listed or not recognised. */
+function operationsOnly(source: string, kept: ReadonlySet<string> | undefined): string {
+  return (kept && withOperations(source, kept)) ?? source;
 }
 
 /** A group's class that says, when built, why it is not there. */
@@ -178,8 +184,9 @@ function unloadedClass(prefix: AggregatePrefix, group: string): string {
 
 /**
  * The aggregate `source` with only the `used` groups' sections, each cut to its group's
- * `operations` when listed there; every other group's class replaced by one that throws. Undefined when `source` is not laid out as expected or lacks
- * a used group: then it must be loaded whole.
+ * `operations` when listed there; every other group's class replaced by one that throws.
+ * Undefined when `source` is not laid out as expected or lacks a used group: then it must
+ * be loaded whole.
  */
 export function slimGeneratedApis(
   source: string,
@@ -193,9 +200,7 @@ export function slimGeneratedApis(
   if ([...used].some((group) => !groups.has(group))) return undefined;
   const body = parsed.sections.map((section) => {
     if (!used.has(section.group!)) return unloadedClass(prefix, section.group!);
-    const whole = section.lines.join('\n');
-    const kept = operations.get(section.group!);
-    return (kept && withOperations(whole, kept)) ?? whole;
+    return operationsOnly(section.lines.join('\n'), operations.get(section.group!));
   });
   return [...parsed.header, ...body].join('\n');
 }
@@ -210,11 +215,11 @@ const typeWords = /[A-Za-z_]\w*/g;
 
 /**
  * The generated models the `used` groups can hand the serializer, by name: every model a
- * used group's module (cut to its `operations`) names in a string (a request body's or an answer's type), and every
- * model those name in their attributes, to the end. Computed from the library's own files
- * at load (four group modules, then the reached models: a few milliseconds), so an
- * upgrade that adds a field of a new type keeps that type. Undefined when the library is
- * not laid out as expected (then nothing is cut).
+ * used group's module (cut to its `operations`) names in a string (a request body's or an
+ * answer's type), and every model those name in their attributes, to the end. Computed from
+ * the library's own files at load (four group modules, then the reached models: a few
+ * milliseconds), so an upgrade that adds a field of a new type keeps that type. Undefined
+ * when the library is not laid out as expected (then nothing is cut).
  */
 export function modelsReached(
   generatedDir: string,
@@ -244,9 +249,10 @@ export function modelsReached(
   };
   try {
     for (const group of used) {
-      const whole = readFileSync(`${generatedDir}/apis/${group}Api.js`, 'utf8');
-      const kept = operations.get(group);
-      const api = (kept && withOperations(whole, kept)) ?? whole;
+      const api = operationsOnly(
+        readFileSync(`${generatedDir}/apis/${group}Api.js`, 'utf8'),
+        operations.get(group),
+      );
       for (const [, literal] of api.matchAll(/"([^"\n]*)"/g)) reach(literal as string);
     }
     for (let name = pending.pop(); name !== undefined; name = pending.pop()) {
@@ -396,8 +402,8 @@ function isEsmImportOfHttp(specifier: string, conditions: readonly string[] | un
 
 /**
  * Cuts the client library's generated aggregates, the used groups' modules, and its model
- * index and serializer at load (see above) and resolves ES module imports of `node:http` to `node-http.ts`, in this
- * thread, for every module loaded after the call.
+ * index and serializer at load (see above) and resolves ES module imports of `node:http`
+ * to `node-http.ts`, in this thread, for every module loaded after the call.
  */
 export function registerSlimClient(
   used: ReadonlySet<string> = apiGroupsUsed,
