@@ -70,6 +70,18 @@ describe('the sizing table in docs/install.md', () => {
     assert.match(row('1,000')[whole] ?? '', new RegExp(`${measured.atZero} MB at 0 pods`));
   });
 
+  it("cites BENCHMARKS.md's whole-process figure at 1,000 pods, the defaults' row", () => {
+    const line = read('docs/BENCHMARKS.md')
+      .split('\n')
+      .find((l) => /\*\*\d+ MB at 1,000\*\* \(peak \d+\)/.test(l));
+    assert.ok(line, 'BENCHMARKS.md gives a whole tollgate run at 1,000 pods');
+    const [, rss, peak] = /\*\*(\d+) MB at 1,000\*\* \(peak (\d+)\)/.exec(line) ?? [];
+    assert.match(
+      row('1,000')[whole] ?? '',
+      new RegExp(`; ${rss} MB at 1,000 \\(peak ${peak} MB\\)`),
+    );
+  });
+
   it("cites BENCHMARKS.md's whole-process figure at 50,000 pods", () => {
     const line = read('docs/BENCHMARKS.md')
       .split('\n')
