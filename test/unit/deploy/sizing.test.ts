@@ -49,6 +49,17 @@ function benchmarkedWholeRun(): { atZero: number; atTenThousand: number; peak: n
   return { atZero: +figures[1]!, atTenThousand: +figures[2]!, peak: +figures[3]! };
 }
 
+/** BENCHMARKS.md's whole-process figure at `pods` (as written there): "**279 MB at 50,000** (peak 366)". */
+function benchmarkedWholeRunAt(pods: string): { rss: string; peak: string } {
+  const figure = new RegExp(`\\*\\*(\\d+) MB at ${pods}\\*\\* \\(peak (\\d+)\\)`);
+  const line = read('docs/BENCHMARKS.md')
+    .split('\n')
+    .find((l) => figure.test(l));
+  assert.ok(line, `BENCHMARKS.md gives a whole tollgate run at ${pods} pods`);
+  const [, rss, peak] = figure.exec(line) ?? [];
+  return { rss: rss!, peak: peak! };
+}
+
 const sizing = tableAfter(read('docs/install.md'), '## Sizing');
 const row = (pods: string) => sizing.find((r) => r['pods watched'] === pods) ?? assert.fail(pods);
 const whole = 'whole `tollgate run`, RSS';
@@ -71,11 +82,7 @@ describe('the sizing table in docs/install.md', () => {
   });
 
   it("cites BENCHMARKS.md's whole-process figure at 1,000 pods, the defaults' row", () => {
-    const line = read('docs/BENCHMARKS.md')
-      .split('\n')
-      .find((l) => /\*\*\d+ MB at 1,000\*\* \(peak \d+\)/.test(l));
-    assert.ok(line, 'BENCHMARKS.md gives a whole tollgate run at 1,000 pods');
-    const [, rss, peak] = /\*\*(\d+) MB at 1,000\*\* \(peak (\d+)\)/.exec(line) ?? [];
+    const { rss, peak } = benchmarkedWholeRunAt('1,000');
     assert.match(
       row('1,000')[whole] ?? '',
       new RegExp(`; ${rss} MB at 1,000 \\(peak ${peak} MB\\)`),
@@ -83,11 +90,7 @@ describe('the sizing table in docs/install.md', () => {
   });
 
   it("cites BENCHMARKS.md's whole-process figure at 50,000 pods", () => {
-    const line = read('docs/BENCHMARKS.md')
-      .split('\n')
-      .find((l) => /\*\*\d+ MB at 50,000\*\* \(peak \d+\)/.test(l));
-    assert.ok(line, 'BENCHMARKS.md gives a whole tollgate run at 50,000 pods');
-    const [, rss, peak] = /\*\*(\d+) MB at 50,000\*\* \(peak (\d+)\)/.exec(line) ?? [];
+    const { rss, peak } = benchmarkedWholeRunAt('50,000');
     assert.match(row('50,000')[whole] ?? '', new RegExp(`^${rss} MB \\(peak ${peak} MB\\)`));
   });
 
