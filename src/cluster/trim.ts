@@ -36,6 +36,14 @@
  * label values, tolerations, node names, condition types, reasons and messages. Values
  * unique to one object (its name, uid, resourceVersion, IPs, container IDs) are left out of
  * the table, and the table is bounded: a full table starts again.
+ *
+ * The view's pods share whole parts too (`SharedParts`, `podPartsShared`): every pod of a
+ * Job lists the same containers, the same gate and, created in one burst, the same
+ * conditions, and each held its own copy of every such object. One frozen copy of each is
+ * kept and handed to every pod that holds an equal one. Frozen, because a reader that wrote
+ * to a shared part would change every pod that shares it; it throws instead (tollgate's
+ * modules are strict). Labels and annotations are not shared: an indexed Job gives each pod
+ * its own completion index, and a table of parts no other pod holds costs more than it saves.
  */
 import type { KubernetesObject } from '@kubernetes/client-node';
 
@@ -133,6 +141,49 @@ export class SharedValues {
 
 /** The table every informer's trim step shares (one per process). */
 const processValues = new SharedValues();
+
+/** A part whose JSON is longer (a long condition message) is seldom held alike by many pods. */
+const maxSharedPartLength = 512;
+
+/** `value` and every object under it, frozen. */
+function deepFreeze<T>(value: T): T {
+  if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return value;
+  Object.freeze(value);
+  for (const field of Object.values(value)) deepFreeze(field);
+  return value;
+}
+
+/**
+ * One frozen copy of each small part of a pod seen (a container, a condition, a list of
+ * gates), keyed by its JSON, handed back for every later equal part. Bounded: a full table
+ * starts again (the parts already handed out stay shared).
+ */
+export class SharedParts {
+  readonly #parts = new Map<string, object>();
+  readonly #capacity: number;
+
+  constructor(capacity = 2_048) {
+    this.#capacity = capacity;
+  }
+
+  get size(): number {
+    return this.#parts.size;
+  }
+
+  /** The table's copy of `part`; a new part becomes it, frozen, unless its JSON is too long. */
+  share<T extends object>(part: T): T {
+    const key = JSON.stringify(part);
+    if (key.length > maxSharedPartLength) return part;
+    const known = this.#parts.get(key);
+    if (known !== undefined) return known as T;
+    if (this.#parts.size >= this.#capacity) this.#parts.clear();
+    if (this.#capacity > 0) this.#parts.set(key, deepFreeze(part));
+    return part;
+  }
+}
+
+/** The table the view's trim step shares (one per process). */
+const processParts = new SharedParts();
 
 /** The fields of `object` for which `keep` holds, in a new object (values shared). */
 function copyWithout(object: Fields, keep: (key: string) => boolean): Fields {
@@ -258,6 +309,58 @@ export const podFieldsRead: Shape = {
   },
 };
 
+/**
+ * Where a pod's shareable parts sit: `whole` shares the value (an object or a list),
+ * `each` each object of a list, a nested table the fields of the object (or of each object
+ * of the list) there.
+ */
+interface PartShape {
+  readonly [field: string]: 'whole' | 'each' | PartShape;
+}
+
+const containerStatusParts: PartShape = {
+  state: 'whole',
+  lastState: 'whole',
+  resources: 'whole',
+  allocatedResources: 'whole',
+};
+
+/** The parts of a pod that the pods of one workload hold alike. */
+export const podPartsShared: PartShape = {
+  spec: {
+    schedulingGates: 'whole',
+    initContainers: 'each',
+    containers: 'each',
+    overhead: 'whole',
+    resources: 'whole',
+  },
+  status: {
+    conditions: 'each',
+    initContainerStatuses: containerStatusParts,
+    containerStatuses: containerStatusParts,
+    resources: 'whole',
+  },
+};
+
+/** Replaces, in place, each part of `value` that `shape` names by the table's copy. */
+function shareParts(value: unknown, shape: PartShape, parts: SharedParts): void {
+  if (Array.isArray(value)) {
+    for (const item of value) shareParts(item, shape, parts);
+    return;
+  }
+  if (!isObject(value)) return;
+  for (const key in shape) {
+    const field = value[key];
+    if (typeof field !== 'object' || field === null) continue;
+    const how = shape[key] as 'whole' | 'each' | PartShape;
+    if (how === 'whole') value[key] = parts.share(field);
+    else if (how !== 'each') shareParts(field, how, parts);
+    else if (Array.isArray(field))
+      for (let i = 0; i < field.length; i++)
+        if (isObject(field[i])) field[i] = parts.share(field[i]);
+  }
+}
+
 /** The fields of `value` that `shape` lists, in `shape`'s order (one hidden class for every pod), in new objects. */
 function keepOnly(value: unknown, shape: Shape): unknown {
   if (Array.isArray(value)) return value.map((item) => keepOnly(item, shape));
@@ -274,18 +377,20 @@ function keepOnly(value: unknown, shape: Shape): unknown {
 
 /**
  * A pod as the cluster view keeps it: the fields of `podFieldsRead` only, without the
- * last-applied annotation, its repeated values shared through `values`. A new object;
- * its argument is freshly parsed JSON that nothing else holds (its values are shared in
- * place).
+ * last-applied annotation, its repeated values shared through `values` and the parts of
+ * `podPartsShared` through `parts`. A new object; its argument is freshly parsed JSON that
+ * nothing else holds (its values are shared in place).
  */
 export function trimPod<T extends KubernetesObject>(
   object: T,
   values: SharedValues = processValues,
+  parts: SharedParts = processParts,
 ): T {
   const kept = keepOnly(object, podFieldsRead) as Fields;
   const metadata = kept.metadata;
   if (isObject(metadata) && isObject(metadata.annotations) && lastApplied in metadata.annotations)
     metadata.annotations = copyWithout(metadata.annotations, (key) => key !== lastApplied);
   values.shareIn(kept);
+  shareParts(kept, podPartsShared, parts);
   return kept as unknown as T;
 }
