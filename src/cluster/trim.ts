@@ -37,13 +37,15 @@
  * unique to one object (its name, uid, resourceVersion, IPs, container IDs) are left out of
  * the table, and the table is bounded: a full table starts again.
  *
- * The view's pods share whole parts too (`SharedParts`, `podPartsShared`): every pod of a
- * Job lists the same containers, the same gate and, created in one burst, the same
- * conditions, and each held its own copy of every such object. One frozen copy of each is
- * kept and handed to every pod that holds an equal one. Frozen, because a reader that wrote
- * to a shared part would change every pod that shares it; it throws instead (tollgate's
- * modules are strict). Labels and annotations are not shared: an indexed Job gives each pod
- * its own completion index, and a table of parts no other pod holds costs more than it saves.
+ * The view's pods share whole parts too (`SharedParts`): every pod of a Job lists the same
+ * containers, the same gate and, created in one burst, the same conditions and phase, and
+ * each held its own copy of every such object. A pod's spec and status are shared bottom
+ * up: each object and list under them is replaced by the table's copy of an equal one,
+ * then the object that holds it, up to the spec or status whole when it equals another
+ * pod's. The shared copies are frozen, because a reader that wrote to one would change
+ * every pod that shares it; it throws instead (tollgate's modules are strict). Metadata is
+ * not shared: a pod's name and uid are its own, and an indexed Job gives each pod its own
+ * completion index in its labels and annotations.
  */
 import type { KubernetesObject } from '@kubernetes/client-node';
 
@@ -142,25 +144,24 @@ export class SharedValues {
 /** The table every informer's trim step shares (one per process). */
 const processValues = new SharedValues();
 
-/** A part whose JSON is longer (a long condition message) is seldom held alike by many pods. */
+/** A part whose key is longer (a long condition message) is seldom held alike by many pods. */
 const maxSharedPartLength = 512;
 
-/** `value` and every object under it, frozen. */
-function deepFreeze<T>(value: T): T {
-  if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return value;
-  Object.freeze(value);
-  for (const field of Object.values(value)) deepFreeze(field);
-  return value;
-}
+/** A part's field in its key: the value's JSON, or the table's number for a shared object. */
+type FieldKey = string | undefined;
 
 /**
- * One frozen copy of each small part of a pod seen (a container, a condition, a list of
- * gates), keyed by its JSON, handed back for every later equal part. Bounded: a full table
- * starts again (the parts already handed out stay shared).
+ * One frozen copy of each part of a pod seen (a container, a condition, a list of them, a
+ * spec), handed back for every later equal part. A part is keyed by its fields, each
+ * object under it by the number the table gave it when it was shared, so a key stays
+ * short however deep the part. Bounded: a full table starts again (the parts already
+ * handed out stay shared).
  */
 export class SharedParts {
   readonly #parts = new Map<string, object>();
+  readonly #numbers = new Map<object, number>();
   readonly #capacity: number;
+  #next = 0;
 
   constructor(capacity = 2_048) {
     this.#capacity = capacity;
@@ -170,15 +171,46 @@ export class SharedParts {
     return this.#parts.size;
   }
 
-  /** The table's copy of `part`; a new part becomes it, frozen, unless its JSON is too long. */
-  share<T extends object>(part: T): T {
-    const key = JSON.stringify(part);
-    if (key.length > maxSharedPartLength) return part;
+  /**
+   * `value` with each object and list under it, then itself, replaced by the table's copy
+   * of an equal one; a new part becomes that copy, frozen. A part with a field that could
+   * not be shared, or whose key is too long, stays as it is (and its fields shared).
+   */
+  share<T>(value: T): T {
+    if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return value;
+    const fields = value as Record<string, unknown>;
+    let key = Array.isArray(value) ? '[' : '{';
+    let everyFieldShared = true;
+    for (const name of Object.keys(fields)) {
+      const field = this.share(fields[name]);
+      fields[name] = field;
+      const fieldKey = this.#keyOf(field);
+      if (fieldKey === undefined) everyFieldShared = false;
+      else key += `${name.length}.${name}:${fieldKey},`;
+    }
+    if (!everyFieldShared || key.length > maxSharedPartLength) return value;
     const known = this.#parts.get(key);
     if (known !== undefined) return known as T;
-    if (this.#parts.size >= this.#capacity) this.#parts.clear();
-    if (this.#capacity > 0) this.#parts.set(key, deepFreeze(part));
-    return part;
+    this.#keep(key, value);
+    return value;
+  }
+
+  /** A field's value in a key: tagged, a string with its length, so no two values read alike. */
+  #keyOf(field: unknown): FieldKey {
+    if (typeof field === 'string') return `s${field.length}.${field}`;
+    if (typeof field !== 'object' || field === null) return String(field);
+    const number = this.#numbers.get(field);
+    return number === undefined ? undefined : `#${number}`;
+  }
+
+  #keep(key: string, part: object): void {
+    if (this.#capacity === 0) return;
+    if (this.#parts.size >= this.#capacity) {
+      this.#parts.clear();
+      this.#numbers.clear();
+    }
+    this.#parts.set(key, Object.freeze(part));
+    this.#numbers.set(part, this.#next++);
   }
 }
 
@@ -309,58 +341,6 @@ export const podFieldsRead: Shape = {
   },
 };
 
-/**
- * Where a pod's shareable parts sit: `whole` shares the value (an object or a list),
- * `each` each object of a list, a nested table the fields of the object (or of each object
- * of the list) there.
- */
-interface PartShape {
-  readonly [field: string]: 'whole' | 'each' | PartShape;
-}
-
-const containerStatusParts: PartShape = {
-  state: 'whole',
-  lastState: 'whole',
-  resources: 'whole',
-  allocatedResources: 'whole',
-};
-
-/** The parts of a pod that the pods of one workload hold alike. */
-export const podPartsShared: PartShape = {
-  spec: {
-    schedulingGates: 'whole',
-    initContainers: 'each',
-    containers: 'each',
-    overhead: 'whole',
-    resources: 'whole',
-  },
-  status: {
-    conditions: 'each',
-    initContainerStatuses: containerStatusParts,
-    containerStatuses: containerStatusParts,
-    resources: 'whole',
-  },
-};
-
-/** Replaces, in place, each part of `value` that `shape` names by the table's copy. */
-function shareParts(value: unknown, shape: PartShape, parts: SharedParts): void {
-  if (Array.isArray(value)) {
-    for (const item of value) shareParts(item, shape, parts);
-    return;
-  }
-  if (!isObject(value)) return;
-  for (const key in shape) {
-    const field = value[key];
-    if (typeof field !== 'object' || field === null) continue;
-    const how = shape[key] as 'whole' | 'each' | PartShape;
-    if (how === 'whole') value[key] = parts.share(field);
-    else if (how !== 'each') shareParts(field, how, parts);
-    else if (Array.isArray(field))
-      for (let i = 0; i < field.length; i++)
-        if (isObject(field[i])) field[i] = parts.share(field[i]);
-  }
-}
-
 /** The fields of `value` that `shape` lists, in `shape`'s order (one hidden class for every pod), in new objects. */
 function keepOnly(value: unknown, shape: Shape): unknown {
   if (Array.isArray(value)) return value.map((item) => keepOnly(item, shape));
@@ -377,9 +357,9 @@ function keepOnly(value: unknown, shape: Shape): unknown {
 
 /**
  * A pod as the cluster view keeps it: the fields of `podFieldsRead` only, without the
- * last-applied annotation, its repeated values shared through `values` and the parts of
- * `podPartsShared` through `parts`. A new object; its argument is freshly parsed JSON that
- * nothing else holds (its values are shared in place).
+ * last-applied annotation, its repeated values shared through `values` and its spec and
+ * status through `parts`. A new object; its argument is freshly parsed JSON that nothing
+ * else holds (its values are shared in place).
  */
 export function trimPod<T extends KubernetesObject>(
   object: T,
@@ -391,6 +371,7 @@ export function trimPod<T extends KubernetesObject>(
   if (isObject(metadata) && isObject(metadata.annotations) && lastApplied in metadata.annotations)
     metadata.annotations = copyWithout(metadata.annotations, (key) => key !== lastApplied);
   values.shareIn(kept);
-  shareParts(kept, podPartsShared, parts);
+  if (kept.spec !== undefined) kept.spec = parts.share(kept.spec);
+  if (kept.status !== undefined) kept.status = parts.share(kept.status);
   return kept as unknown as T;
 }
