@@ -9,11 +9,10 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { fileURLToPath } from 'node:url';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { SharedParts, SharedValues, trimPod } from '../../../src/cluster/trim.ts';
 import { servedJobPod } from '../../builders/served-pod.ts';
-import { heapPerPodInChild } from '../../support/heap-in-child.ts';
+import { viewHeapPerPod } from '../../support/heap-in-child.ts';
 
 type Loose = KubernetesObject & Record<string, unknown>;
 
@@ -157,48 +156,10 @@ describe('the pods the view holds share the parts pods of one workload hold alik
   });
 });
 
-/**
- * Heap bytes per pod the cluster view holds after listing `pods` Job pods, half gated,
- * half running, each from its own JSON text: with parts shared, or each pod's parts its
- * own (a table that keeps nothing). Counted in bytes of heap, not timed.
- */
-function viewHeapPerPod(mode: 'shared' | 'own copies', pods: number): number {
-  const at = (path: string): string =>
-    JSON.stringify(fileURLToPath(new URL(`../../../${path}`, import.meta.url)));
-  const script = `
-    import { createClusterView } from ${at('src/cluster/view.ts')};
-    import { SharedParts } from ${at('src/cluster/trim.ts')};
-    import { servedJobPod } from ${at('test/builders/served-pod.ts')};
-    import { getHeapStatistics } from 'node:v8';
-    if (${JSON.stringify(mode)} === 'own copies') SharedParts.prototype.share = (part) => part;
-    const settle = () => { for (let i = 0; i < 4; i++) gc(); return getHeapStatistics().used_heap_size; };
-    const text = (i) => JSON.stringify(servedJobPod(i, { running: i % 2 === 1 }));
-    const source = (target) => ({
-      description: target.kind,
-      async list({ continueToken }) {
-        const total = target.kind === 'Pod' ? ${pods} : 0;
-        const from = Number(continueToken ?? 0), to = Math.min(from + 500, total);
-        const items = [];
-        for (let i = from; i < to; i++) items.push(JSON.parse(text(i)));
-        return { items, resourceVersion: '1', continueToken: to < total ? String(to) : undefined };
-      },
-      watch() { return { stop() {} }; },
-    });
-    const before = settle();
-    const view = createClusterView({ kubeConfig: undefined, sourceFactory: source });
-    view.start();
-    await view.whenSynced();
-    const after = settle();
-    const count = [...view.pods()].length;
-    process.stdout.write(JSON.stringify({ count, perPod: (after - before) / count }));
-    await view.stop();`;
-  return heapPerPodInChild(script, pods);
-}
-
 describe('the heap shared parts save', () => {
   it('10,000 Job pods, half gated and half running, take under 0.4 of the heap they take with every part its own copy', () => {
-    const own = viewHeapPerPod('own copies', 10_000);
-    const shared = viewHeapPerPod('shared', 10_000);
+    const own = viewHeapPerPod(10_000, 'own copies');
+    const shared = viewHeapPerPod(10_000, 'shared');
     assert.ok(
       shared < 0.4 * own,
       `heap per pod: ${shared.toFixed(0)} B shared, ${own.toFixed(0)} B own copies (${(shared / own).toFixed(2)})`,

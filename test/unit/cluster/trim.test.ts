@@ -7,7 +7,7 @@ import { trimObject } from '../../../src/cluster/trim.ts';
 import { createClusterView } from '../../../src/cluster/view.ts';
 import type { ResourceSource, ResourceTarget } from '../../../src/cluster/source.ts';
 import { servedJobPod } from '../../builders/served-pod.ts';
-import { heapPerPodInChild } from '../../support/heap-in-child.ts';
+import { viewHeapPerPod } from '../../support/heap-in-child.ts';
 
 type Loose = KubernetesObject & Record<string, unknown>;
 
@@ -400,42 +400,6 @@ describe('the cluster view holds pods in the form the decisions read', () => {
       assert.deepEqual(valueAt(referenced, path), valueAt(served, path), path);
   });
 });
-
-/**
- * Heap bytes per pod the cluster view holds after listing `pods` Job pods, half gated,
- * half running, each from its own JSON text as the API server sends it. Counted in bytes
- * of heap, not timed: a child process with --expose-gc, collected before and after.
- */
-function viewHeapPerPod(pods: number): number {
-  const at = (path: string): string =>
-    JSON.stringify(fileURLToPath(new URL(`../../../${path}`, import.meta.url)));
-  const script = `
-    import { createClusterView } from ${at('src/cluster/view.ts')};
-    import { servedJobPod } from ${at('test/builders/served-pod.ts')};
-    import { getHeapStatistics } from 'node:v8';
-    const settle = () => { for (let i = 0; i < 4; i++) gc(); return getHeapStatistics().used_heap_size; };
-    const text = (i) => JSON.stringify(servedJobPod(i, { running: i % 2 === 1 }));
-    const source = (target) => ({
-      description: target.kind,
-      async list({ continueToken }) {
-        const total = target.kind === 'Pod' ? ${pods} : 0;
-        const from = Number(continueToken ?? 0), to = Math.min(from + 500, total);
-        const items = [];
-        for (let i = from; i < to; i++) items.push(JSON.parse(text(i)));
-        return { items, resourceVersion: '1', continueToken: to < total ? String(to) : undefined };
-      },
-      watch() { return { stop() {} }; },
-    });
-    const before = settle();
-    const view = createClusterView({ kubeConfig: undefined, sourceFactory: source });
-    view.start();
-    await view.whenSynced();
-    const after = settle();
-    const count = [...view.pods()].length;
-    process.stdout.write(JSON.stringify({ count, perPod: (after - before) / count }));
-    await view.stop();`;
-  return heapPerPodInChild(script, pods);
-}
 
 describe('the heap the cluster view takes for its pods', () => {
   /**
