@@ -147,7 +147,7 @@ const processValues = new SharedValues();
 /** A part whose key is longer (a long condition message) is seldom held alike by many pods. */
 const maxSharedPartLength = 512;
 
-/** A part's field in its key: the value's JSON, or the table's number for a shared object. */
+/** A part's field in its key: the value tagged with its type, or the table's number for a shared object. */
 type FieldKey = string | undefined;
 
 /**
