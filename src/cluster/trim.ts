@@ -147,15 +147,12 @@ const processValues = new SharedValues();
 /** A part whose key is longer (a long condition message) is seldom held alike by many pods. */
 const maxSharedPartLength = 512;
 
-/** A part's field in its key: the value tagged with its type, or the table's number for a shared object. */
-type FieldKey = string | undefined;
-
 /**
  * One frozen copy of each part of a pod seen (a container, a condition, a list of them, a
  * spec), handed back for every later equal part. A part is keyed by its fields, each
  * object under it by the number the table gave it when it was shared, so a key stays
  * short however deep the part. Bounded: a full table starts again (the parts already
- * handed out stay shared).
+ * handed out stay shared); a table of capacity 0 shares nothing and does no work.
  */
 export class SharedParts {
   readonly #parts = new Map<string, object>();
@@ -177,7 +174,8 @@ export class SharedParts {
    * not be shared, or whose key is too long, stays as it is (and its fields shared).
    */
   share<T>(value: T): T {
-    if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return value;
+    if (this.#capacity === 0 || typeof value !== 'object' || value === null) return value;
+    if (Object.isFrozen(value)) return value;
     const fields = value as Record<string, unknown>;
     let key = Array.isArray(value) ? '[' : '{';
     let everyFieldShared = true;
@@ -195,8 +193,11 @@ export class SharedParts {
     return value;
   }
 
-  /** A field's value in a key: tagged, a string with its length, so no two values read alike. */
-  #keyOf(field: unknown): FieldKey {
+  /**
+   * A field's value in a key: tagged with its type, a string with its length, a shared
+   * object by its number, so no two values read alike; undefined for an object not shared.
+   */
+  #keyOf(field: unknown): string | undefined {
     if (typeof field === 'string') return `s${field.length}.${field}`;
     if (typeof field !== 'object' || field === null) return String(field);
     const number = this.#numbers.get(field);
@@ -204,7 +205,6 @@ export class SharedParts {
   }
 
   #keep(key: string, part: object): void {
-    if (this.#capacity === 0) return;
     if (this.#parts.size >= this.#capacity) {
       this.#parts.clear();
       this.#numbers.clear();
